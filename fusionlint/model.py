@@ -1,0 +1,68 @@
+"""The data that crosses the boundary between the engine and its front ends.
+
+The engine (``fusionlint.engine``) turns one source text into a ``LintResult``; the CLI, the
+notebook layer, pre-commit and ``%%fuse`` only ever see these types, so they stay small and
+plain (hashable, picklable for worker processes, JSON-able for the cache).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class FixSafety(str, enum.Enum):
+    """How far a rule's fix may be trusted (Ruff's tiers)."""
+
+    SAFE = "safe"  # applied by --fix: never changes behaviour
+    UNSAFE = "unsafe"  # applied only with --unsafe-fixes: may change behaviour in corner cases
+    NONE = "none"  # reported only
+
+
+class FixMode(str, enum.Enum):
+    """Which fixes the engine applies to the source."""
+
+    OFF = "off"
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+    def allows(self, safety: FixSafety) -> bool:
+        if self is FixMode.OFF or safety is FixSafety.NONE:
+            return False
+        return self is FixMode.UNSAFE or safety is FixSafety.SAFE
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reported pattern. Lines are 1-based, columns 1-based (as editors and Ruff show them)."""
+
+    code: str
+    message: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    fix_safety: FixSafety = FixSafety.NONE  # safety of the fix this finding carries, NONE if none
+    cell: int | None = None  # notebook cell number (1-based over all cells), set by the notebook layer
+
+    @property
+    def fixable(self) -> bool:
+        return self.fix_safety is not FixSafety.NONE
+
+
+@dataclass(frozen=True)
+class LintOptions:
+    """Everything, besides the source text, that decides a file's findings (part of the cache key)."""
+
+    codes: frozenset[str]  # enabled rule codes, already resolved from select/ignore/per-file-ignores
+    fix: FixMode = FixMode.OFF
+    extra_ops: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (op class, extra names) from config
+
+
+@dataclass(frozen=True)
+class LintResult:
+    """The outcome for one source text."""
+
+    findings: tuple[Finding, ...]  # what is left after fixing, sorted by position
+    fixed: tuple[Finding, ...] = ()  # findings whose fix was applied
+    source: str | None = None  # the fixed text, or None when nothing changed
+    errors: tuple[str, ...] = field(default=())  # internal problems worth showing (a dropped fix, ...)
