@@ -26,6 +26,27 @@ import torch
 
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod"})
 
+# The element-wise vocabulary: every name here is an aten op that the capture may emit into a
+# fused kernel and every executor must run. Adding a name means adding its lowering too.
+POINTWISE_OPS = frozenset({
+    # arithmetic
+    "add", "sub", "rsub", "mul", "div", "neg", "abs", "reciprocal", "pow", "remainder", "fmod",
+    "floor_divide", "maximum", "minimum", "clamp", "clamp_min", "clamp_max", "where", "lerp",
+    "addcmul", "addcdiv", "square",
+    # comparisons and logic
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isnan", "isinf", "nan_to_num",
+    # math
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
+    "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid", "erf", "floor", "ceil", "round",
+    "trunc", "sign", "frac",
+    # activations
+    "relu", "gelu", "silu", "hardtanh", "hardsigmoid", "hardswish", "leaky_relu", "elu",
+    "softplus", "mish",
+    # copies and casts
+    "clone", "_to_copy",
+})
+
 
 @dataclass(frozen=True)
 class Input:
