@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_CPU)
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[rt,test]'
 	touch $@
 
 demo: setup
