@@ -1,0 +1,537 @@
+"""The report of a lazy run: every materialized global-memory write, with its reason and source.
+
+The core fills a ``Report`` while it plans and runs kernels; this module only holds the data,
+serializes it (``docs/report.md`` documents the JSON schema) and renders it with rich for a
+terminal, plain text and Jupyter. ``compare`` diffs two reports, the before/after view of a fix.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, NewLine, RenderableType, RenderResult
+from rich.jupyter import JUPYTER_HTML_FORMAT
+from rich.table import Table
+from rich.text import Text
+
+SCHEMA_VERSION = 1
+
+WRITE_REASONS = ("alive", "consumed-later", "view-break", "fallback-input", "sync", "output")
+KERNEL_KINDS = ("fused", "reduction", "matmul", "conv", "fallback", "copy")
+FLUSH_REASONS = (
+    "item", "bool", "tolist", "cpu", "numpy", "print", "fallback", "exit", "pending-bound", "sync",
+)
+
+# Plain text has no terminal to measure; wide enough that source paths rarely wrap.
+PLAIN_WIDTH = 120
+
+
+def _check_choice(kind: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"unknown {kind} {value!r}; expected one of {', '.join(choices)}")
+
+
+@dataclass(frozen=True)
+class Write:
+    """One materialized global-memory write: the unit the report counts."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int
+    reason: str
+    source: str
+    kernel: int
+    op: str
+
+    def __post_init__(self) -> None:
+        _check_choice("write reason", self.reason, WRITE_REASONS)
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One launched kernel (or eager fallback op) and the global memory it touched."""
+
+    index: int
+    kind: str
+    name: str
+    ops: tuple[str, ...]
+    sources: tuple[str, ...]
+    bytes_read: int
+    bytes_written: int
+    flush: int
+
+    def __post_init__(self) -> None:
+        _check_choice("kernel kind", self.kind, KERNEL_KINDS)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """An op the backend could not record, run eagerly on written inputs."""
+
+    op: str
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Flush:
+    """A point where pending ops had to be planned and run, and why."""
+
+    reason: str
+    source: str
+    ops: int
+
+    def __post_init__(self) -> None:
+        _check_choice("flush reason", self.reason, FLUSH_REASONS)
+
+
+@dataclass
+class Report:
+    """What a lazy run launched and wrote, next to what eager PyTorch would have done."""
+
+    policy: str = "stream"
+    executor: str = "reference"
+    kernel_records: list[KernelRecord] = field(default_factory=list)
+    materialized: list[Write] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+    flushes: list[Flush] = field(default_factory=list)
+    eager_kernels: int = 0
+    eager_writes: int = 0
+    eager_bytes_written: int = 0
+
+    @property
+    def kernels(self) -> int:
+        return len(self.kernel_records)
+
+    @property
+    def writes(self) -> int:
+        return len(self.materialized)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(w.bytes for w in self.materialized)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(k.bytes_read for k in self.kernel_records)
+
+    # -- serialization -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; the schema is documented in docs/report.md."""
+        return {
+            "version": SCHEMA_VERSION,
+            "policy": self.policy,
+            "executor": self.executor,
+            "totals": {
+                "kernels": self.kernels,
+                "writes": self.writes,
+                "bytes_written": self.bytes_written,
+                "bytes_read": self.bytes_read,
+                "fallbacks": len(self.fallbacks),
+                "flushes": len(self.flushes),
+            },
+            "eager": {
+                "kernels": self.eager_kernels,
+                "writes": self.eager_writes,
+                "bytes_written": self.eager_bytes_written,
+            },
+            "kernel_records": [
+                {
+                    "index": k.index,
+                    "kind": k.kind,
+                    "name": k.name,
+                    "ops": list(k.ops),
+                    "sources": list(k.sources),
+                    "bytes_read": k.bytes_read,
+                    "bytes_written": k.bytes_written,
+                    "flush": k.flush,
+                }
+                for k in self.kernel_records
+            ],
+            "materialized": [
+                {
+                    "shape": list(w.shape),
+                    "dtype": w.dtype,
+                    "bytes": w.bytes,
+                    "reason": w.reason,
+                    "source": w.source,
+                    "kernel": w.kernel,
+                    "op": w.op,
+                }
+                for w in self.materialized
+            ],
+            "fallbacks": [{"op": f.op, "source": f.source, "reason": f.reason} for f in self.fallbacks],
+            "flushes": [{"reason": f.reason, "source": f.source, "ops": f.ops} for f in self.flushes],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """Inverse of ``to_dict``; ``totals`` are derived, so they are not read back."""
+        version = data.get("version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"unsupported report version {version!r}; this fusionrt reads version {SCHEMA_VERSION}")
+        eager = data["eager"]
+        return cls(
+            policy=data["policy"],
+            executor=data["executor"],
+            kernel_records=[
+                KernelRecord(**{**k, "ops": tuple(k["ops"]), "sources": tuple(k["sources"])})
+                for k in data["kernel_records"]
+            ],
+            materialized=[Write(**{**w, "shape": tuple(w["shape"])}) for w in data["materialized"]],
+            fallbacks=[Fallback(**f) for f in data["fallbacks"]],
+            flushes=[Flush(**f) for f in data["flushes"]],
+            eager_kernels=eager["kernels"],
+            eager_writes=eager["writes"],
+            eager_bytes_written=eager["bytes_written"],
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        return cls.from_dict(json.loads(text))
+
+    # -- rendering -----------------------------------------------------------------------------
+
+    def summary(self) -> str:
+        """One line: the totals a log or a test failure message needs."""
+        parts = [
+            f"{_plural(self.kernels, 'kernel')} (eager {self.eager_kernels})",
+            f"{_plural(self.writes, 'write')} (eager {self.eager_writes})",
+            f"{human_bytes(self.bytes_written)} written (eager {human_bytes(self.eager_bytes_written)})",
+            f"{human_bytes(self.bytes_read)} read",
+            _plural(len(self.fallbacks), "fallback"),
+            _plural(len(self.flushes), "flush"),
+        ]
+        return ", ".join(parts)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(f"fusionrt report (policy {self.policy}, executor {self.executor})", style="bold")
+        yield self._totals_table()
+        yield from self._detail_tables()
+
+    def _totals_table(self) -> Table:
+        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+        table.add_column("")
+        table.add_column("fusionrt", justify="right")
+        table.add_column("eager", justify="right")
+        table.add_column("ratio", justify="right")
+        for label, ours, eager, fmt in (
+            ("kernels", self.kernels, self.eager_kernels, str),
+            ("writes", self.writes, self.eager_writes, str),
+            ("bytes written", self.bytes_written, self.eager_bytes_written, human_bytes),
+        ):
+            table.add_row(label, fmt(ours), fmt(eager), _ratio(ours, eager))
+        table.add_row("bytes read", human_bytes(self.bytes_read), "", "")
+        return table
+
+    def _detail_tables(self) -> Iterator[RenderableType]:
+        if self.materialized:
+            yield NewLine()
+            yield _writes_table(f"Materialized writes ({self.writes})", self.materialized)
+        if self.kernel_records:
+            yield NewLine()
+            table = Table(title=f"Kernels ({self.kernels})", title_justify="left")
+            for name in ("#", "kind", "name", "ops", "read", "written", "flush"):
+                table.add_column(name, justify="right" if name in ("#", "read", "written", "flush") else "left")
+            for k in self.kernel_records:
+                table.add_row(
+                    str(k.index), k.kind, Text(k.name), Text(" ".join(_short_op(op) for op in k.ops)),
+                    human_bytes(k.bytes_read), human_bytes(k.bytes_written), str(k.flush),
+                )
+            yield table
+        if self.fallbacks:
+            yield NewLine()
+            table = Table(title=f"Fallbacks ({len(self.fallbacks)})", title_justify="left")
+            for name in ("op", "reason", "source"):
+                table.add_column(name)
+            for f in self.fallbacks:
+                table.add_row(Text(f.op), Text(f.reason), Text(display_source(f.source)))
+            yield table
+        if self.flushes:
+            yield NewLine()
+            table = Table(title=f"Flushes ({len(self.flushes)})", title_justify="left")
+            for name in ("#", "reason", "ops", "source"):
+                table.add_column(name, justify="right" if name in ("#", "ops") else "left")
+            for i, f in enumerate(self.flushes):
+                table.add_row(str(i), f.reason, str(f.ops), Text(display_source(f.source)))
+            yield table
+
+    def __str__(self) -> str:
+        return render_plain(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return mimebundle(self)
+
+    def _repr_html_(self) -> str:
+        return render_html(self)
+
+
+# -- comparison --------------------------------------------------------------------------------
+
+
+def _write_key(w: Write) -> tuple[str, tuple[int, ...], str, str]:
+    return (w.source, w.shape, w.dtype, w.reason)
+
+
+def _unmatched(ours: list[Write], theirs: list[Write]) -> list[int]:
+    """Indices of ``ours`` left over after pairing equal keys one to one with ``theirs``."""
+    remaining = Counter(_write_key(w) for w in theirs)
+    left = []
+    for i, w in enumerate(ours):
+        key = _write_key(w)
+        if remaining[key]:
+            remaining[key] -= 1
+        else:
+            left.append(i)
+    return left
+
+
+@dataclass
+class Comparison:
+    """Two reports of the same program, before and after a change, and what the change did."""
+
+    before: Report
+    after: Report
+    labels: tuple[str, str] = ("before", "after")
+    outputs_equal: bool | None = None
+
+    @property
+    def kernels(self) -> int:
+        return self.after.kernels - self.before.kernels
+
+    @property
+    def writes(self) -> int:
+        return self.after.writes - self.before.writes
+
+    @property
+    def bytes_written(self) -> int:
+        return self.after.bytes_written - self.before.bytes_written
+
+    @property
+    def bytes_read(self) -> int:
+        return self.after.bytes_read - self.before.bytes_read
+
+    @property
+    def fallbacks(self) -> int:
+        return len(self.after.fallbacks) - len(self.before.fallbacks)
+
+    @property
+    def flushes(self) -> int:
+        return len(self.after.flushes) - len(self.before.flushes)
+
+    @property
+    def disappeared(self) -> list[Write]:
+        """Writes of ``before`` with no write of the same source line, shape, dtype and reason after."""
+        return [self.before.materialized[i] for i in self._disappeared_indices()]
+
+    @property
+    def appeared(self) -> list[Write]:
+        """Writes of ``after`` with no write of the same source line, shape, dtype and reason before."""
+        return [self.after.materialized[i] for i in self._appeared_indices()]
+
+    def _disappeared_indices(self) -> list[int]:
+        return _unmatched(self.before.materialized, self.after.materialized)
+
+    def _appeared_indices(self) -> list[int]:
+        return _unmatched(self.after.materialized, self.before.materialized)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The deltas, the unmatched writes as indices into each side's ``materialized``, both reports."""
+        return {
+            "version": SCHEMA_VERSION,
+            "labels": list(self.labels),
+            "outputs_equal": self.outputs_equal,
+            "delta": {
+                "kernels": self.kernels,
+                "writes": self.writes,
+                "bytes_written": self.bytes_written,
+                "bytes_read": self.bytes_read,
+                "fallbacks": self.fallbacks,
+                "flushes": self.flushes,
+            },
+            "disappeared": self._disappeared_indices(),
+            "appeared": self._appeared_indices(),
+            "before": self.before.to_dict(),
+            "after": self.after.to_dict(),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def summary(self) -> str:
+        b, a = self.labels
+        return (
+            f"{b} -> {a}: kernels {self.before.kernels} -> {self.after.kernels} ({self.kernels:+d}), "
+            f"writes {self.before.writes} -> {self.after.writes} ({self.writes:+d}), "
+            f"bytes written {human_bytes(self.before.bytes_written)} -> {human_bytes(self.after.bytes_written)} "
+            f"({_signed_bytes(self.bytes_written)})"
+        )
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        b, a = self.labels
+        yield Text(f"fusionrt comparison: {b} vs {a}", style="bold")
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for name, justify in (("", "left"), (b, "right"), (a, "right"), ("delta", "right"), ("ratio", "right")):
+            table.add_column(name, justify=justify)
+        rows = (
+            ("kernels", self.before.kernels, self.after.kernels, str),
+            ("writes", self.before.writes, self.after.writes, str),
+            ("bytes written", self.before.bytes_written, self.after.bytes_written, human_bytes),
+            ("bytes read", self.before.bytes_read, self.after.bytes_read, human_bytes),
+            ("fallbacks", len(self.before.fallbacks), len(self.after.fallbacks), str),
+            ("flushes", len(self.before.flushes), len(self.after.flushes), str),
+        )
+        for label, old, new, fmt in rows:
+            delta = _signed_bytes(new - old) if fmt is human_bytes else f"{new - old:+d}"
+            style = "green" if new < old else "red" if new > old else ""
+            table.add_row(label, fmt(old), fmt(new), Text(delta, style=style), _ratio(new, old))
+        yield table
+        if self.outputs_equal is not None:
+            yield Text(
+                "outputs equal" if self.outputs_equal else "OUTPUTS DIFFER",
+                style="green" if self.outputs_equal else "bold red",
+            )
+        disappeared, appeared = self._disappeared_indices(), self._appeared_indices()
+        if disappeared:
+            yield NewLine()
+            yield _writes_table(f"Writes only in {b} ({len(disappeared)})", self.before.materialized, disappeared)
+        if appeared:
+            yield NewLine()
+            yield _writes_table(f"Writes only in {a} ({len(appeared)})", self.after.materialized, appeared)
+        if not disappeared and not appeared:
+            yield Text("Same materialized writes in both.")
+
+    def __str__(self) -> str:
+        return render_plain(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return mimebundle(self)
+
+    def _repr_html_(self) -> str:
+        return render_html(self)
+
+
+def compare(
+    before: Report,
+    after: Report,
+    labels: tuple[str, str] = ("before", "after"),
+    outputs_equal: bool | None = None,
+) -> Comparison:
+    """Diff two reports; ``outputs_equal`` says whether the two runs computed the same results."""
+    return Comparison(before, after, tuple(labels), outputs_equal)
+
+
+# -- shared rendering helpers ------------------------------------------------------------------
+
+
+def _writes_table(title: str, writes: list[Write], indices: Iterable[int] | None = None) -> Table:
+    """The writes at ``indices`` (all by default), numbered by their place in ``writes``."""
+    table = Table(title=title, title_justify="left")
+    for name in ("#", "shape", "dtype", "bytes", "reason", "source", "op", "kernel"):
+        table.add_column(name, justify="right" if name in ("#", "bytes", "kernel") else "left")
+    for i in range(len(writes)) if indices is None else indices:
+        w = writes[i]
+        table.add_row(
+            str(i), _shape(w.shape), w.dtype.removeprefix("torch."), human_bytes(w.bytes),
+            Text(w.reason), Text(display_source(w.source)), Text(_short_op(w.op)), str(w.kernel),
+        )
+    return table
+
+
+def human_bytes(n: int) -> str:
+    """Binary units with three significant digits: 1023 B, 1.00 KiB, 12.5 MiB, 640 MiB."""
+    if abs(n) < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if abs(value) < 1024:
+            break
+    decimals = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+    return f"{value:.{decimals}f} {unit}"
+
+
+def _signed_bytes(n: int) -> str:
+    return ("+" if n > 0 else "-" if n < 0 else "±") + human_bytes(abs(n))
+
+
+def _ratio(ours: int, reference: int) -> str:
+    return f"{ours / reference:.2f}x" if reference else "-"
+
+
+def _plural(n: int, word: str) -> str:
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word}es" if word.endswith(("sh", "ch", "s")) else f"{n} {word}s"
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _short_op(op: str) -> str:
+    """``aten.add.Tensor`` -> ``add``: the overload is noise in a table."""
+    parts = op.split(".")
+    return parts[1] if len(parts) >= 2 and parts[0] in ("aten", "prims") else op
+
+
+def display_source(source: str, cwd: str | None = None) -> str:
+    """``file:line`` with the file relative to ``cwd`` when it lies inside it."""
+    path, sep, line = source.rpartition(":")
+    if not sep or not line.isdigit() or not os.path.isabs(path):
+        return source
+    cwd = cwd or os.getcwd()
+    try:
+        rel = os.path.relpath(path, cwd)
+    except ValueError:  # another drive on Windows
+        return source
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return source
+    return f"{rel}:{line}"
+
+
+def _recorded(renderable: RenderableType, width: int) -> Console:
+    """A console that rendered ``renderable`` into its record buffer (styles kept for HTML)."""
+    console = Console(
+        file=io.StringIO(), record=True, width=width, color_system="truecolor",
+        force_terminal=True, force_jupyter=False, highlight=False,
+    )
+    console.print(renderable)
+    return console
+
+
+def render_plain(renderable: RenderableType, width: int = PLAIN_WIDTH) -> str:
+    """Text without ANSI escapes, laid out as in a terminal."""
+    return _plain_text(_recorded(renderable, width))
+
+
+def render_html(renderable: RenderableType, width: int = PLAIN_WIDTH) -> str:
+    """A self-contained ``<pre>`` block with inline styles, the way rich shows itself in Jupyter."""
+    return _recorded(renderable, width).export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT)
+
+
+def mimebundle(renderable: RenderableType, width: int = PLAIN_WIDTH) -> dict[str, str]:
+    """Jupyter display data: HTML plus clean text (a bare renderable would leak ANSI into text/plain)."""
+    console = _recorded(renderable, width)
+    html = console.export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT, clear=False)
+    return {"text/plain": _plain_text(console), "text/html": html}
+
+
+def _plain_text(console: Console) -> str:
+    text = console.export_text(styles=False)
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
+
+
+__all__ = [
+    "Comparison", "Fallback", "Flush", "KernelRecord", "Report", "Write", "compare", "human_bytes",
+    "display_source", "FLUSH_REASONS", "KERNEL_KINDS", "SCHEMA_VERSION", "WRITE_REASONS",
+]
