@@ -391,7 +391,7 @@ class Comparison:
             ("flushes", len(self.before.flushes), len(self.after.flushes), str),
         )
         for label, old, new, fmt in rows:
-            delta = _signed_bytes(new - old) if fmt is human_bytes else f"{new - old:+d}"
+            delta = _signed_bytes(new - old) if fmt is human_bytes else f"{new - old:+d}" if new != old else "0"
             style = "green" if new < old else "red" if new > old else ""
             table.add_row(label, fmt(old), fmt(new), Text(delta, style=style), _ratio(new, old))
         yield table
@@ -408,6 +408,7 @@ class Comparison:
             yield NewLine()
             yield _writes_table(f"Writes only in {a} ({len(appeared)})", self.after.materialized, appeared)
         if not disappeared and not appeared:
+            yield NewLine()
             yield Text("Same materialized writes in both.")
 
     def __str__(self) -> str:
@@ -461,7 +462,7 @@ def human_bytes(n: int) -> str:
 
 
 def _signed_bytes(n: int) -> str:
-    return ("+" if n > 0 else "-" if n < 0 else "±") + human_bytes(abs(n))
+    return ("+" if n > 0 else "-" if n < 0 else "") + human_bytes(abs(n))
 
 
 def _ratio(ours: int, reference: int) -> str:

@@ -1,0 +1,119 @@
+"""``fusionrt run SCRIPT [ARGS...]``: run a script under the lazy backend and print its report.
+
+The script runs the way ``python -m cProfile`` runs one: ``sys.argv`` is the script and its
+arguments, ``__name__`` is ``"__main__"``, and the script's folder comes first on ``sys.path``.
+Exit codes: the script's own (0 when it ends normally), 1 when it raises, 2 for usage errors.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console, RenderableType
+
+from .executors import EXECUTORS
+from .report import PLAIN_WIDTH, Report
+
+
+def run_script(script: str, args: Sequence[str], policy: str, executor: str) -> tuple[Report, int]:
+    """Run ``script`` under ``fusionrt.lazy``; the report covers what ran even when it raised."""
+    from . import lazy  # the package re-exports the core's context manager
+
+    path = os.path.abspath(script)
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(path))
+    session = lazy(policy=policy, executor=executor)
+    code = 0
+    try:
+        with session:
+            try:
+                runpy.run_path(path, run_name="__main__")
+            except SystemExit as exit_:  # a script's sys.exit() is a normal end of the run
+                code = _exit_code(exit_)
+    except Exception as exc:
+        sys.stdout.flush()
+        traceback.print_exception(type(exc), exc, _from_script(exc.__traceback__, path))
+        code = 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return session.report, code
+
+
+def _exit_code(exit_: SystemExit) -> int:
+    """What the interpreter would exit with: None is 0, a message is printed and is 1."""
+    if exit_.code is None or isinstance(exit_.code, int):
+        return exit_.code or 0
+    print(exit_.code, file=sys.stderr)
+    return 1
+
+
+def _from_script(tb, script: str):
+    """The traceback from the script's first frame on: the runner's frames are noise to a user."""
+    start = tb
+    while start is not None and start.tb_frame.f_code.co_filename != script:
+        start = start.tb_next
+    return start if start is not None else tb
+
+
+def print_rendered(renderable: RenderableType, file: TextIO | None = None) -> None:
+    """Rich on a terminal; plain text (no colour, fixed width) when piped or under CI."""
+    file = file or sys.stdout
+    plain = not file.isatty() or bool(os.environ.get("CI"))
+    if plain:
+        console = Console(file=file, width=PLAIN_WIDTH, color_system=None, force_terminal=False, highlight=False)
+    else:
+        console = Console(file=file, highlight=False)
+    console.print(renderable)
+
+
+def _run(options: argparse.Namespace) -> int:
+    script = Path(options.script)
+    if not script.is_file():
+        what = "is not a file" if script.exists() else "does not exist"
+        print(f"fusionrt: error: script {options.script!r} {what}", file=sys.stderr)
+        return 2
+    report, code = run_script(options.script, options.args, options.policy, options.executor)
+    print_rendered(report)
+    if options.json:
+        try:
+            Path(options.json).write_text(report.to_json() + "\n", encoding="utf-8")
+        except OSError as exc:
+            print(f"fusionrt: error: cannot write the JSON report: {exc}", file=sys.stderr)
+            return code or 2
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fusionrt", description="Run PyTorch code through a lazy fusing backend and report every global-memory write."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = commands.add_parser(
+        "run", help="run a Python script under the lazy backend and print the report",
+        description="Run SCRIPT with ARGS (like `python -m cProfile`) under fusionrt.lazy and print the report. "
+        "Options go before SCRIPT; everything after it is passed to the script.",
+    )
+    run.add_argument("--executor", choices=EXECUTORS, default="auto",
+                     help="how planned kernels run (default: auto = triton with CUDA, else reference)")
+    run.add_argument("--policy", default="stream", help="fusion policy (default: stream)")
+    run.add_argument("--json", metavar="FILE", help="also write the report as JSON (schema: docs/report.md)")
+    run.add_argument("script", metavar="SCRIPT")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    run.set_defaults(handler=_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    if options.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return options.handler(options)
