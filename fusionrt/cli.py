@@ -7,12 +7,14 @@ Exit codes: the script's own (0 when it ends normally), 1 when it raises, 2 for 
 from __future__ import annotations
 
 import argparse
+import io
 import os
-import runpy
 import sys
 import traceback
+import types
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import TextIO
 
 from rich.console import Console, RenderableType
@@ -22,27 +24,37 @@ from .report import PLAIN_WIDTH, Report
 
 
 def run_script(script: str, args: Sequence[str], policy: str, executor: str) -> tuple[Report, int]:
-    """Run ``script`` under ``fusionrt.lazy``; the report covers what ran even when it raised."""
+    """Run ``script`` under ``fusionrt.lazy``; the report covers what ran even when it raised.
+
+    The script runs in a ``__main__`` module this function owns (``sys.modules["__main__"]`` while
+    it runs, as runpy does), so its globals stay alive until the lazy block has ended, as they do
+    in ``python SCRIPT`` until the interpreter exits: module-level tensors count as alive.
+    """
     from . import lazy  # the package re-exports the core's context manager
 
     path = os.path.abspath(script)
-    saved_argv, saved_path = sys.argv, sys.path[:]
+    main_module = types.ModuleType("__main__")
+    main_module.__file__ = path
+    main_module.__cached__ = None
+    saved_argv, saved_path, saved_main = sys.argv, sys.path[:], sys.modules["__main__"]
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(path))
+    sys.modules["__main__"] = main_module
     session = lazy(policy=policy, executor=executor)
     code = 0
     try:
         with session:
             try:
-                runpy.run_path(path, run_name="__main__")
+                with io.open_code(path) as file:
+                    exec(compile(file.read(), path, "exec"), main_module.__dict__)
             except SystemExit as exit_:  # a script's sys.exit() is a normal end of the run
                 code = _exit_code(exit_)
     except Exception as exc:
         sys.stdout.flush()
-        traceback.print_exception(type(exc), exc, _from_script(exc.__traceback__, path))
+        traceback.print_exception(type(exc), exc, _from_script(exc, path))
         code = 1
     finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
+        sys.argv, sys.path[:], sys.modules["__main__"] = saved_argv, saved_path, saved_main
     return session.report, code
 
 
@@ -54,12 +66,18 @@ def _exit_code(exit_: SystemExit) -> int:
     return 1
 
 
-def _from_script(tb, script: str):
-    """The traceback from the script's first frame on: the runner's frames are noise to a user."""
-    start = tb
-    while start is not None and start.tb_frame.f_code.co_filename != script:
-        start = start.tb_next
-    return start if start is not None else tb
+def _from_script(exc: BaseException, script: str) -> TracebackType | None:
+    """The traceback from the script's first frame on: the runner's frames are noise to a user.
+
+    An error outside the script (in fusionrt itself) keeps its whole traceback; a syntax error
+    needs none, as in ``python SCRIPT``.
+    """
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    if tb is None and not isinstance(exc, SyntaxError):
+        return exc.__traceback__
+    return tb
 
 
 def print_rendered(renderable: RenderableType, file: TextIO | None = None) -> None:
