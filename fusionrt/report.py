@@ -11,7 +11,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, NewLine, RenderableType, RenderResult
@@ -141,33 +141,10 @@ class Report:
                 "writes": self.eager_writes,
                 "bytes_written": self.eager_bytes_written,
             },
-            "kernel_records": [
-                {
-                    "index": k.index,
-                    "kind": k.kind,
-                    "name": k.name,
-                    "ops": list(k.ops),
-                    "sources": list(k.sources),
-                    "bytes_read": k.bytes_read,
-                    "bytes_written": k.bytes_written,
-                    "flush": k.flush,
-                }
-                for k in self.kernel_records
-            ],
-            "materialized": [
-                {
-                    "shape": list(w.shape),
-                    "dtype": w.dtype,
-                    "bytes": w.bytes,
-                    "reason": w.reason,
-                    "source": w.source,
-                    "kernel": w.kernel,
-                    "op": w.op,
-                }
-                for w in self.materialized
-            ],
-            "fallbacks": [{"op": f.op, "source": f.source, "reason": f.reason} for f in self.fallbacks],
-            "flushes": [{"reason": f.reason, "source": f.source, "ops": f.ops} for f in self.flushes],
+            "kernel_records": [_json_record(k) for k in self.kernel_records],
+            "materialized": [_json_record(w) for w in self.materialized],
+            "fallbacks": [_json_record(f) for f in self.fallbacks],
+            "flushes": [_json_record(f) for f in self.flushes],
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -273,6 +250,11 @@ class Report:
 
     def _repr_html_(self) -> str:
         return render_html(self)
+
+
+def _json_record(record: Write | KernelRecord | Fallback | Flush) -> dict[str, Any]:
+    """A record's fields by name, tuples as lists: what ``json.loads`` gives back."""
+    return {name: list(value) if isinstance(value, tuple) else value for name, value in asdict(record).items()}
 
 
 # -- comparison --------------------------------------------------------------------------------
