@@ -1,0 +1,116 @@
+"""``[tool.fusionlint]``: discovery, validation, rule selection, globs; and folder walking."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fusionlint.config import Config, ConfigError, find_config_file, load_config
+from fusionlint.discovery import find_source_files
+
+CODES = frozenset({"FL001", "FL002", "FL010", "FL101", "FL999"})
+
+
+def write_config(folder: Path, body: str) -> Path:
+    path = folder / "pyproject.toml"
+    path.write_text(f"[project]\nname = 'x'\n\n[tool.fusionlint]\n{body}\n")
+    return path
+
+
+def test_nearest_pyproject_with_the_table_wins(tmp_path):
+    outer = write_config(tmp_path, "ignore = ['FL002']")
+    inner = tmp_path / "pkg" / "sub"
+    inner.mkdir(parents=True)
+    (tmp_path / "pkg" / "pyproject.toml").write_text("[project]\nname = 'no table here'\n")
+    assert find_config_file(inner) == outer
+    assert find_config_file(inner / "mod.py") == outer
+    nearer = write_config(inner, "")
+    assert find_config_file(inner / "mod.py") == nearer
+
+
+def test_selection_select_extend_ignore_and_prefixes():
+    config = Config(root=Path("/p"), select=("FL0",), extend_select=("FL101",), ignore=("FL01",))
+    assert config.enabled_codes(CODES) == {"FL001", "FL002", "FL101", "FL999"}
+    cli = config.with_overrides(select=("FL002",), ignore=("FL101",))
+    assert cli.enabled_codes(CODES) == {"FL002", "FL999"}  # the syntax-error pseudo rule always stays
+    assert Config(root=Path("/p")).enabled_codes(CODES) == CODES
+
+
+def test_per_file_ignores_and_exclude_globs(tmp_path):
+    config = load_config(
+        write_config(
+            tmp_path,
+            "exclude = ['generated', '*_pb2.py']\n"
+            "[tool.fusionlint.per-file-ignores]\n'tests/*' = ['FL0']\n'conftest.py' = ['FL101']\n",
+        ),
+        tmp_path,
+    )
+    assert config.root == tmp_path.absolute()
+    assert config.enabled_codes(CODES, tmp_path / "tests" / "unit" / "test_a.py") == {"FL101", "FL999"}
+    assert config.enabled_codes(CODES, tmp_path / "src" / "conftest.py") == CODES - {"FL101"}
+    assert config.enabled_codes(CODES, tmp_path / "src" / "model.py") == CODES
+    assert config.is_excluded(tmp_path / "generated")
+    assert config.is_excluded(tmp_path / "generated" / "deep" / "x.py")
+    assert config.is_excluded(tmp_path / "src" / "api_pb2.py")
+    assert not config.is_excluded(tmp_path / "src" / "generated_code.py")
+
+
+def test_extra_ops_are_passed_through_sorted(tmp_path):
+    config = load_config(
+        write_config(tmp_path, "[tool.fusionlint.extra-ops]\nview = ['my_view']\ncompute = ['fast_mm', 'conv']\n"),
+        tmp_path,
+    )
+    assert config.extra_ops == (("compute", ("fast_mm", "conv")), ("view", ("my_view",)))
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("selct = ['FL001']", "unknown key(s) selct"),
+        ("select = 'FL001'", "select must be a list of strings"),
+        ("ignore = [1]", "ignore must be a list of strings"),
+        ("select = ['E501']", "'E501' is not a rule selector"),
+        ("per-file-ignores = ['x']", "per-file-ignores must be a table"),
+        ("[tool.fusionlint.per-file-ignores]\n'a.py' = ['nope']", "'nope' is not a rule selector"),
+        ("[tool.fusionlint.extra-ops]\nviews = ['x']", "unknown op class 'views'"),
+        ("select = [", "invalid TOML"),
+    ],
+)
+def test_invalid_config_is_a_clear_error(tmp_path, body, message):
+    path = write_config(tmp_path, body)
+    with pytest.raises(ConfigError) as error:
+        load_config(find_config_file(tmp_path), tmp_path)
+    assert message in str(error.value)
+    assert str(path) in str(error.value)
+
+
+def test_selectors_that_name_no_rule_are_refused():
+    Config(root=Path("/p"), select=("FL0",), ignore=("FL999",)).check_selectors(CODES)
+    with pytest.raises(ConfigError, match="unknown rule selector 'FL5'"):
+        Config(root=Path("/p"), ignore=("FL9", "FL5")).check_selectors(CODES - {"FL999"})
+    with pytest.raises(ConfigError, match="not a rule selector"):
+        Config(root=Path("/p")).with_overrides(select=("fl001",))
+
+
+def test_walk_skips_tool_folders_virtualenvs_and_excludes(tmp_path):
+    files = [
+        "a.py", "b.pyi", "nb.ipynb", "notes.txt", "pkg/c.py", "pkg/__pycache__/c.py",
+        ".git/hooks/x.py", ".venv/lib/y.py", "venv/z.py", "build/lib/w.py", "dist/v.py",
+        "node_modules/n.py", ".tox/t.py", "x.egg-info/e.py", "myenv/lib/site.py", "gen/g.py",
+    ]  # fmt: skip
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "myenv" / "pyvenv.cfg").write_text("home = /usr\n")
+    config = Config(root=tmp_path, exclude=("gen",))
+    found = find_source_files([tmp_path], config.is_excluded)
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["a.py", "b.pyi", "nb.ipynb", "pkg/c.py"]
+
+    named = tmp_path / "gen" / "g.py"
+    assert find_source_files([named, tmp_path / "a.py", tmp_path / "a.py"], config.is_excluded) == [
+        tmp_path / "a.py",
+        named,
+    ]  # named files are checked even when excluded, and only once
+    assert find_source_files([named], config.is_excluded, force_exclude=True) == []
+    with pytest.raises(FileNotFoundError, match="missing.py: no such file"):
+        find_source_files([tmp_path / "missing.py"], config.is_excluded)
