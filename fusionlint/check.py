@@ -1,0 +1,163 @@
+"""One ``fusionlint check`` run over files: read, consult the cache, lint what missed, fix, write.
+
+The engine (libcst) is imported only when some file misses the cache, so a warm run costs a
+read and a hash per file. When more than a handful of files miss, they are linted in a
+process pool (forked after the engine is imported, so no worker imports it again). Only the
+main process writes files, each one atomically and only if its text changed.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fusionlint.cache import Cache, options_digest
+from fusionlint.config import Config
+from fusionlint.model import Finding, FixMode, LintOptions, LintResult
+from fusionlint.sourcefile import SourceFile, SourceFileError, is_notebook_path, read_source, write_source
+
+UNREADABLE = "FL998"  # pseudo rule: a file that cannot be read, decoded, or parsed as a notebook
+POOL_THRESHOLD = 8  # files missing the cache before a process pool pays for its start
+
+
+@dataclass
+class FileOutcome:
+    path: Path
+    source: SourceFile | None  # None when the file could not be read
+    findings: tuple[Finding, ...] = ()  # left after fixing
+    fixed: tuple[Finding, ...] = ()
+    new_text: str | None = None  # the fixed text, when fixing changed it
+    errors: tuple[str, ...] = ()  # warnings worth showing (a dropped fix, ...)
+    crash: str | None = None  # an internal error of the engine on this file
+    from_cache: bool = field(default=False, compare=False)
+
+    @property
+    def text(self) -> str | None:
+        """The text the findings point into."""
+        if self.new_text is not None:
+            return self.new_text
+        return self.source.text if self.source is not None else None
+
+
+def unreadable(path: Path, error: SourceFileError) -> FileOutcome:
+    finding = Finding(UNREADABLE, str(error), 1, 1, 1, 1)
+    return FileOutcome(path=path, source=None, findings=(finding,))
+
+
+def known_rule_codes(cache: Cache | None) -> frozenset[str]:
+    """The registry's codes, from the cache when it has them (importing the rules imports libcst)."""
+    if cache is not None and cache.rule_codes is not None:
+        return cache.rule_codes
+    from fusionlint.rules import all_rules
+
+    codes = frozenset(rule.code for rule in all_rules())
+    if cache is not None:
+        cache.remember_rules(codes)
+    return codes
+
+
+def options_for(config: Config, path: Path, known_codes: frozenset[str], fix: FixMode) -> LintOptions:
+    return LintOptions(codes=config.enabled_codes(known_codes, path), fix=fix, extra_ops=config.extra_ops)
+
+
+def lint_text(text: str, path: str, options: LintOptions) -> LintResult:
+    if is_notebook_path(path):
+        from fusionlint.notebook import lint_notebook
+
+        return lint_notebook(text, path, options)
+    from fusionlint.engine import lint_source
+
+    return lint_source(text, path, options)
+
+
+def _lint_job(job: tuple[str, str, LintOptions]) -> LintResult | str:
+    """Lint one text; an engine bug comes back as its traceback, so the other files still run."""
+    try:
+        return lint_text(*job)
+    except SourceFileError as exc:  # a notebook that is not valid JSON
+        return LintResult(findings=(Finding(UNREADABLE, str(exc), 1, 1, 1, 1),))
+    except Exception:  # noqa: BLE001 - reported per file, the run carries on
+        return traceback.format_exc()
+
+
+def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[LintResult | str]:
+    workers = min(len(os.sched_getaffinity(0)), len(jobs))
+    if len(jobs) < POOL_THRESHOLD or workers < 2:
+        return [_lint_job(job) for job in jobs]
+    import fusionlint.engine  # noqa: F401 - imported once here, inherited by the forked workers
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        largest_first = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0]))
+        futures = {i: pool.submit(_lint_job, jobs[i]) for i in largest_first}
+        return [futures[i].result() for i in range(len(jobs))]
+
+
+def check_files(
+    paths: list[Path], config: Config, fix: FixMode, write: bool, cache: Cache | None
+) -> list[FileOutcome]:
+    """Lint ``paths``; with ``fix`` other than OFF compute fixes, and write them when ``write``."""
+    return check_sources([_read(path) for path in paths], config, fix, write, cache)
+
+
+def _read(path: Path) -> SourceFile | FileOutcome:
+    try:
+        return read_source(path)
+    except SourceFileError as exc:
+        return unreadable(path, exc)
+
+
+def check_sources(
+    sources: list[SourceFile | FileOutcome], config: Config, fix: FixMode, write: bool, cache: Cache | None
+) -> list[FileOutcome]:
+    """Lint texts already read (an unreadable file comes as its ``FileOutcome``), in the given order."""
+    known_codes = known_rule_codes(cache)
+    outcomes: list[FileOutcome] = []
+    pending: list[tuple[FileOutcome, str | None, LintOptions]] = []
+    digests: dict[tuple, bytes] = {}
+    for source in sources:
+        if isinstance(source, FileOutcome):
+            outcomes.append(source)
+            continue
+        outcome = FileOutcome(path=source.path, source=source)
+        outcomes.append(outcome)
+        options = options_for(config, source.path, known_codes, fix)
+        key = None
+        if cache is not None:
+            described = (options.codes, options.extra_ops)
+            if described not in digests:
+                digests[described] = options_digest(options)
+            key = cache.key(source.data, digests[described])
+            cached = cache.get(key)
+            if cached is not None and not any(fix.allows(f.fix_safety) for f in cached.findings):
+                outcome.findings, outcome.errors, outcome.from_cache = cached.findings, cached.errors, True
+                continue
+        pending.append((outcome, key, options))
+
+    results = _run_jobs([(o.source.text, str(o.path), options) for o, _, options in pending])
+    for (outcome, key, _), result in zip(pending, results):
+        if isinstance(result, str):
+            outcome.crash = result
+            continue
+        outcome.findings, outcome.fixed, outcome.errors = result.findings, result.fixed, result.errors
+        changed = result.source is not None and result.source != outcome.source.text
+        if changed:
+            outcome.new_text = result.source
+            if write:
+                try:
+                    write_source(outcome.source, result.source)
+                except (SourceFileError, OSError) as exc:  # nothing was fixed after all
+                    outcome.findings = tuple(sorted(result.findings + result.fixed, key=_position))
+                    outcome.fixed, outcome.new_text = (), None
+                    outcome.errors += (f"fixes not written: {exc}",)
+        elif key is not None and not result.fixed:
+            cache.put(key, result)
+    if cache is not None:
+        cache.save()
+    return outcomes
+
+
+def _position(finding: Finding) -> tuple:
+    return (finding.cell or 0, finding.line, finding.column, finding.code)
