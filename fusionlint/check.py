@@ -1,16 +1,14 @@
 """One ``fusionlint check`` run over files: read, consult the cache, lint what missed, fix, write.
 
-The engine (libcst) is imported only when some file misses the cache, so a warm run costs a
-read and a hash per file. When more than a handful of files miss, they are linted in a
+The engine (libcst) and the process pool are imported only when some file misses the cache,
+so a warm run costs a read and a hash per file. When more than a handful of files miss, they are linted in a
 process pool (forked after the engine is imported, so no worker imports it again). Only the
 main process writes files, each one atomically and only if its text changed.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +28,7 @@ class FileOutcome:
     findings: tuple[Finding, ...] = ()  # left after fixing
     fixed: tuple[Finding, ...] = ()
     new_text: str | None = None  # the fixed text, when fixing changed it
-    errors: tuple[str, ...] = ()  # warnings worth showing (a dropped fix, ...)
+    errors: tuple[str, ...] = ()  # warnings worth showing (a dropped fix, ...), each naming its file
     crash: str | None = None  # an internal error of the engine on this file
     from_cache: bool = field(default=False, compare=False)
 
@@ -53,7 +51,7 @@ def known_rule_codes(cache: Cache | None) -> frozenset[str]:
         return cache.rule_codes
     from fusionlint.rules import all_rules
 
-    codes = frozenset(rule.code for rule in all_rules())
+    codes = frozenset(rule.code for rule in all_rules()) | {UNREADABLE}
     if cache is not None:
         cache.remember_rules(codes)
     return codes
@@ -87,6 +85,9 @@ def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[LintResult | str
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if len(jobs) < POOL_THRESHOLD or workers < 2:
         return [_lint_job(job) for job in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     import fusionlint.engine  # noqa: F401 - imported once here, inherited by the forked workers
 
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -119,7 +120,8 @@ def check_sources(
     digests: dict[tuple, bytes] = {}
     for source in sources:
         if isinstance(source, FileOutcome):
-            outcomes.append(source)
+            if UNREADABLE in config.enabled_codes(known_codes, source.path):
+                outcomes.append(source)
             continue
         outcome = FileOutcome(path=source.path, source=source)
         outcomes.append(outcome)
@@ -137,11 +139,13 @@ def check_sources(
         pending.append((outcome, key, options))
 
     results = _run_jobs([(o.source.text, str(o.path), options) for o, _, options in pending])
-    for (outcome, key, _), result in zip(pending, results):
+    for (outcome, key, options), result in zip(pending, results):
         if isinstance(result, str):
             outcome.crash = result
             continue
         outcome.findings, outcome.fixed, outcome.errors = result.findings, result.fixed, result.errors
+        if UNREADABLE not in options.codes:  # an invalid notebook, its FL998 ignored by the user
+            outcome.findings = tuple(f for f in outcome.findings if f.code != UNREADABLE)
         changed = result.source is not None and result.source != outcome.source.text
         if changed:
             outcome.new_text = result.source
@@ -151,7 +155,7 @@ def check_sources(
                 except (SourceFileError, OSError) as exc:  # nothing was fixed after all
                     outcome.findings = tuple(sorted(result.findings + result.fixed, key=_position))
                     outcome.fixed, outcome.new_text = (), None
-                    outcome.errors += (f"fixes not written: {exc}",)
+                    outcome.errors += (f"{outcome.path}: fixes not written: {exc}",)
         elif key is not None and not result.fixed:
             cache.put(key, result)
     if cache is not None:

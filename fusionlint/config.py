@@ -5,7 +5,8 @@ fully cached ones that must not pay for the engine.
 
 Rule selection follows Ruff: ``select`` (default: every rule) plus ``extend-select`` minus
 ``ignore``, then minus the ``per-file-ignores`` whose glob matches the file. A selector is
-``ALL``, a full code or a code prefix (``FL0``). Globs (``exclude``, ``per-file-ignores``) are
+``ALL``, a full code or a code prefix (``FL0``). The pseudo rules FL998 (unreadable file) and
+FL999 (syntax error) stay on under any ``select`` and go only when ``ignore`` names them. Globs (``exclude``, ``per-file-ignores``) are
 matched against the path relative to the config's folder and against the file name alone.
 """
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 from fusionlint.ops import OP_CLASSES
 
 SELECTOR = re.compile(r"FL\d{0,3}|ALL")
-ALWAYS_REPORTED = frozenset({"FL998", "FL999"})  # unreadable file, syntax error: never selectable away
+# Unreadable file, syntax error: whatever ``select`` says, reported unless ignored (``ALL`` excepted).
+PSEUDO_RULES = frozenset({"FL998", "FL999"})
 
 
 class ConfigError(Exception):
@@ -59,15 +61,15 @@ class Config:
     def enabled_codes(self, known_codes: frozenset[str], path: Path | None = None) -> frozenset[str]:
         """The rule codes to run on ``path`` (or anywhere, when ``path`` is None)."""
         ignored = self.ignore + (self.ignored_selectors(path) if path is not None else ())
-        enabled = _resolve(self.select + self.extend_select, known_codes) - _resolve(ignored, known_codes)
-        return enabled | (known_codes & ALWAYS_REPORTED)
+        selected = _resolve(self.select + self.extend_select, known_codes) | (known_codes & PSEUDO_RULES)
+        return selected - _resolve(ignored, known_codes)
 
     def check_selectors(self, known_codes: frozenset[str]) -> None:
         """Fail early on a selector that names no rule (a typo would silently disable nothing)."""
         every = self.select + self.extend_select + self.ignore
         every += tuple(s for _, selectors in self.per_file_ignores for s in selectors)
         for selector in every:
-            if not _resolve((selector,), known_codes | ALWAYS_REPORTED):
+            if selector != "ALL" and not _resolve((selector,), known_codes | PSEUDO_RULES):
                 raise ConfigError(f"unknown rule selector {selector!r} (see `fusionlint rules`)")
 
     def with_overrides(
@@ -100,7 +102,7 @@ def _resolve(selectors: tuple[str, ...], known_codes: frozenset[str]) -> frozens
     chosen: set[str] = set()
     for selector in selectors:
         if selector == "ALL":
-            chosen |= known_codes - ALWAYS_REPORTED
+            chosen |= known_codes - PSEUDO_RULES
         else:
             chosen |= {code for code in known_codes if code.startswith(selector)}
     return frozenset(chosen)

@@ -100,14 +100,15 @@ def lint_notebook(text: str, path: str, options: LintOptions) -> LintResult:
     findings, fixed, errors = [], [], []
     new_sources: dict[int, str] = {}
     for cell in code_cells(notebook):
-        result = lint_source(cell.text, path, options)
+        where = f"{path}:cell {cell.number}"  # how the engine's messages name the cell
+        result = lint_source(cell.text, where, options)
         findings += [replace(finding, cell=cell.number) for finding in result.findings]
-        errors += [f"cell {cell.number}: {error}" for error in result.errors]
+        errors += result.errors
         if result.source is None:
             continue
         restored = unmask(cell, result.source)
         if restored is None:  # the fix moved an IPython line: keep the cell, report unfixed
-            errors.append(f"cell {cell.number}: fix not applied, it would move an IPython line")
+            errors.append(f"{where}: fixes not applied, they would move an IPython line")
             findings += [replace(finding, cell=cell.number) for finding in result.fixed]
             continue
         fixed += [replace(finding, cell=cell.number) for finding in result.fixed]

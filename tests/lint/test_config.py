@@ -32,7 +32,9 @@ def test_selection_select_extend_ignore_and_prefixes():
     config = Config(root=Path("/p"), select=("FL0",), extend_select=("FL101",), ignore=("FL01",))
     assert config.enabled_codes(CODES) == {"FL001", "FL002", "FL101", "FL999"}
     cli = config.with_overrides(select=("FL002",), ignore=("FL101",))
-    assert cli.enabled_codes(CODES) == {"FL002", "FL999"}  # the syntax-error pseudo rule always stays
+    assert cli.enabled_codes(CODES) == {"FL002", "FL999"}  # the syntax-error pseudo rule stays...
+    assert cli.with_overrides(ignore=("FL999",)).enabled_codes(CODES) == {"FL002"}  # ...unless named
+    assert Config(root=Path("/p"), ignore=("ALL",)).enabled_codes(CODES) == {"FL999"}
     assert Config(root=Path("/p")).enabled_codes(CODES) == CODES
 
 

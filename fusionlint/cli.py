@@ -1,0 +1,261 @@
+"""The ``fusionlint`` command: ``check`` files, list the ``rules``, ``explain`` one (Ruff's conventions).
+
+Exit status: 0 when no finding is left, 1 when some are (or, with ``--diff``, when a fix would
+change a file), 2 for a usage, configuration or internal error.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import fusionlint
+from fusionlint import output
+from fusionlint.cache import Cache
+from fusionlint.check import (
+    UNREADABLE,
+    FileOutcome,
+    check_files,
+    check_sources,
+    known_rule_codes,
+    unreadable,
+)
+from fusionlint.config import Config, ConfigError, find_config_file, load_config
+from fusionlint.discovery import find_source_files
+from fusionlint.model import FixMode
+from fusionlint.notebook import cell_source, read_notebook
+from fusionlint.sourcefile import SourceFile, SourceFileError, decode_source, is_notebook_path
+
+FORMATS = ("text", "concise", "json", "sarif", "github")
+UNREADABLE_DOC = output.RuleDoc(
+    code=UNREADABLE,
+    name="unreadable-file",
+    message="File cannot be read or decoded",
+    rationale=(
+        "The file could not be read (permissions), decoded with the encoding it declares (PEP 263"
+        " cookie or BOM; UTF-8 by default), or, for a notebook, parsed as nbformat 4 JSON."
+        " Nothing in it was checked and nothing is written to it."
+    ),
+    help=(
+        "# FL998 unreadable-file\n\nReported for a file that fusionlint could not read, decode with"
+        " its declared encoding, or parse as a notebook. The file is left untouched; the other"
+        " files are still checked. Fix the permissions, the encoding declaration or the bytes.\n"
+    ),
+)
+
+
+def _selectors(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fusionlint", description="Find and fix PyTorch code patterns that break kernel fusion."
+    )
+    parser.add_argument("--version", action="version", version=f"fusionlint {fusionlint.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    check = commands.add_parser("check", help="check files and folders (default: the current folder)")
+    check.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or folders; '-' reads stdin")
+    check.add_argument("--fix", action="store_true", help="apply safe fixes")
+    check.add_argument("--unsafe-fixes", action="store_true", help="with --fix, apply unsafe fixes too")
+    check.add_argument("--diff", action="store_true", help="print the diffs --fix would make, write nothing")
+    for flag, text in (
+        ("--select", "rule codes or prefixes to enable (replaces the config's select)"),
+        ("--extend-select", "rule codes or prefixes to enable in addition"),
+        ("--ignore", "rule codes or prefixes to disable"),
+    ):
+        check.add_argument(flag, type=_selectors, action="extend", metavar="CODES", help=text)
+    check.add_argument("--output-format", choices=FORMATS, default="text")
+    check.add_argument("--statistics", action="store_true", help="show counts per rule instead of findings")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
+    check.add_argument("--stdin-filename", metavar="NAME", help="the name of the text read from stdin")
+    check.add_argument("--config", type=Path, metavar="FILE", help="a pyproject.toml to use instead of searching")
+    check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    check.add_argument("--force-exclude", action="store_true", help="apply exclude to named files too")
+    check.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
+    check.set_defaults(run=run_check)
+
+    rules = commands.add_parser("rules", help="list the rules")
+    rules.set_defaults(run=run_rules)
+
+    explain = commands.add_parser("explain", help="show a rule's documentation")
+    explain.add_argument("code", metavar="CODE")
+    explain.set_defaults(run=run_explain)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error (already printed)
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        return args.run(args)
+    except (ConfigError, FileNotFoundError) as exc:
+        print(f"fusionlint: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception:  # noqa: BLE001 - a bug: say so, with the traceback, and exit 2
+        print(f"fusionlint: internal error\n{traceback.format_exc()}", file=sys.stderr)
+        return 2
+
+
+def _load_config(args: argparse.Namespace, start: Path) -> Config:
+    if args.config is not None:
+        if not args.config.is_file():
+            raise ConfigError(f"{args.config}: config file not found")
+        config = load_config(args.config, Path.cwd())
+    else:
+        config = load_config(find_config_file(start), Path.cwd())
+    return config.with_overrides(
+        select=tuple(args.select) if args.select is not None else None,
+        extend_select=tuple(args.extend_select or ()),
+        ignore=tuple(args.ignore or ()),
+    )
+
+
+def _fix_mode(args: argparse.Namespace) -> FixMode:
+    if not (args.fix or args.diff):
+        return FixMode.OFF
+    return FixMode.UNSAFE if args.unsafe_fixes else FixMode.SAFE
+
+
+def run_check(args: argparse.Namespace) -> int:
+    reads_stdin = args.paths == [Path("-")] or (args.stdin_filename is not None and not args.paths)
+    if reads_stdin:
+        return _check_stdin(args)
+    if Path("-") in args.paths:
+        raise ConfigError("'-' (stdin) cannot be mixed with other paths")
+    paths = args.paths or [Path(".")]
+    start = Path(os.path.commonpath([p.absolute() for p in paths]))
+    config = _load_config(args, start)
+    files = find_source_files(paths, config.is_excluded, force_exclude=args.force_exclude)
+    cache = None if args.no_cache else Cache(config.root)
+    config.check_selectors(known_rule_codes(cache))
+    outcomes = check_files(files, config, _fix_mode(args), write=not args.diff, cache=cache)
+    return _report(args, outcomes, config.root, sys.stdout)
+
+
+def _check_stdin(args: argparse.Namespace) -> int:
+    """Lint stdin; with --fix the (fixed) text goes to stdout and the findings to stderr."""
+    name = args.stdin_filename or "-"
+    path = Path(name)
+    config = _load_config(args, path.absolute().parent)
+    config.check_selectors(known_rule_codes(None))
+    data = sys.stdin.buffer.read()
+    fixing = args.fix and not args.diff
+    if args.force_exclude and config.is_excluded(path):
+        if fixing:
+            sys.stdout.buffer.write(data)
+        return 0
+    try:
+        text, encoding = decode_source(data, notebook=is_notebook_path(name))
+        source: SourceFile | FileOutcome = SourceFile(path=path, data=data, text=text, encoding=encoding)
+    except SourceFileError as exc:
+        source = unreadable(path, exc)
+    outcomes = check_sources([source], config, _fix_mode(args), write=False, cache=None)
+    if fixing:
+        outcome = outcomes[0]
+        fixed = outcome.new_text is not None
+        sys.stdout.buffer.write(outcome.new_text.encode(outcome.source.encoding) if fixed else data)
+        sys.stdout.flush()
+        return _report(args, outcomes, config.root, sys.stderr)
+    return _report(args, outcomes, config.root, sys.stdout)
+
+
+def _report(args: argparse.Namespace, outcomes: list[FileOutcome], root: Path, stream) -> int:
+    for outcome in outcomes:
+        for error in outcome.errors:
+            print(f"fusionlint: warning: {error}", file=sys.stderr)
+        if outcome.crash:
+            print(f"fusionlint: internal error on {output.display_path(outcome.path)}:\n{outcome.crash}", file=sys.stderr)
+    crashed = any(outcome.crash for outcome in outcomes)
+    if args.diff:
+        diffs = "".join(_diff(outcome) for outcome in outcomes if outcome.new_text is not None)
+        stream.write(diffs)
+        fixes = sum(len(outcome.fixed) for outcome in outcomes)
+        if not args.quiet:
+            print(f"Would fix {fixes} error{'s' if fixes != 1 else ''}." if fixes else "No fixes to apply.", file=sys.stderr)
+        return 2 if crashed else int(bool(diffs))
+
+    remaining = any(outcome.findings for outcome in outcomes)
+    if args.statistics:
+        stream.write(output.format_statistics(outcomes, {doc.code: doc for doc in _rule_docs()}))
+    elif args.output_format in ("text", "concise"):
+        output.write_text(outcomes, stream, unsafe_hint=args.unsafe_fixes, show_source=args.output_format == "text")
+        if not args.quiet:
+            stream.write(output.summary(outcomes, _fix_mode(args), unsafe_hint=args.unsafe_fixes))
+    elif args.output_format == "json":
+        stream.write(output.format_json(outcomes))
+    elif args.output_format == "sarif":
+        stream.write(output.format_sarif(outcomes, _rule_docs(), root=Path.cwd()))
+    else:
+        stream.write(output.format_github(outcomes))
+    if crashed:
+        return 2
+    return int(remaining and not args.exit_zero)
+
+
+def _diff(outcome: FileOutcome) -> str:
+    """A unified diff of the fixed file; for a notebook, one per changed cell (its JSON is unreadable)."""
+    name = output.display_path(outcome.path)
+    if not is_notebook_path(name):
+        return _unified(outcome.source.text, outcome.new_text, name)
+    before, after = read_notebook(outcome.source.text)["cells"], read_notebook(outcome.new_text)["cells"]
+    return "".join(
+        _unified(cell_source(old), cell_source(new), f"{name}:cell {number}")
+        for number, (old, new) in enumerate(zip(before, after), start=1)
+        if old != new
+    )
+
+
+def _unified(before: str, after: str, name: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), fromfile=name, tofile=name
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _rule_docs() -> list[output.RuleDoc]:
+    from fusionlint.rules import all_rules
+
+    docs = [
+        output.RuleDoc(rule.code, rule.name, rule.message, rule.rationale, rule.explain())
+        for rule in all_rules()
+    ]
+    if all(doc.code != UNREADABLE for doc in docs):
+        docs.append(UNREADABLE_DOC)
+    return sorted(docs, key=lambda doc: doc.code)
+
+
+def run_rules(args: argparse.Namespace) -> int:
+    docs = _rule_docs()
+    from fusionlint.rules import all_rules
+
+    safety = {rule.code: rule.fix_safety.value for rule in all_rules()}
+    width = max(len(doc.name) for doc in docs)
+    for doc in docs:
+        print(f"{doc.code}  {doc.name:<{width}}  fix: {safety.get(doc.code, 'none'):<6}  {doc.message}")
+    return 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    code = args.code.upper()
+    doc = next((doc for doc in _rule_docs() if doc.code == code), None)
+    if doc is None:
+        print(f"fusionlint: error: unknown rule code {args.code!r} (see `fusionlint rules`)", file=sys.stderr)
+        return 2
+    if output.is_interactive(sys.stdout):
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console().print(Markdown(doc.help))
+    else:
+        sys.stdout.write(doc.help if doc.help.endswith("\n") else doc.help + "\n")
+    return 0
