@@ -1,0 +1,325 @@
+"""Lint one source text: prefilter, parse only what can hold a finding, run all rules, fix.
+
+The expensive step is libcst's parser (~11k lines/s). Most code cannot hold a finding, so the
+engine narrows the text before parsing it:
+
+1. a file that never mentions ``torch`` only gets its syntax checked (stdlib ``ast``, ~10x faster);
+2. the ``ast`` gives the file's torch imports and the line ranges of its functions; a function
+   (or module-level statement) is a candidate when the text test of an enabled rule matches it;
+3. every other line is blanked out (kept as an empty line, so line and column numbers do not
+   move), only the headers of enclosing classes stay, and libcst parses that masked text. When
+   the masked text does not parse, the whole file is parsed instead.
+
+Fixes are rendered per statement and spliced into the original text as whole-line edits, so the
+lines a fix does not touch stay byte for byte what they were (CRLF included). A fix is kept only
+if the fixed text still parses and the fixes reach a fixpoint (a second lint fixes nothing).
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from fusionlint.model import Finding, FixMode, FixSafety, LintOptions, LintResult
+from fusionlint.ops import OpTables, op_tables
+from fusionlint.rule import Rule, StatementEdit
+from fusionlint.rules import SYNTAX_ERROR_CODE, all_rules
+
+_MAX_FIX_PASSES = 8
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_NEWLINE_AT_END = re.compile(r"(?:\r\n|\r|\n)$")
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,\s*[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
+_FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*fusionlint:[ \t]*noqa[ \t]*$", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class _LineEdit:
+    start: int  # first replaced line, 1-based
+    end: int  # last replaced line, inclusive
+    text: str  # the replacement, line endings included ("" deletes the lines)
+
+
+@dataclass(frozen=True)
+class _Report:
+    finding: Finding
+    edits: tuple[_LineEdit, ...] | None  # None: no fix offered
+
+    @property
+    def key(self) -> tuple:
+        """Identifies a finding across fix passes (its line number may move)."""
+        f = self.finding
+        return f.code, f.column, f.message
+
+
+def lint_source(source: str, path: str, options: LintOptions) -> LintResult:
+    """Lint (and with ``options.fix``, fix) one file's text. Never raises on bad input."""
+    try:
+        return _lint(source, path, options)
+    except Exception as exc:  # a bug in the engine must not stop the other files
+        return LintResult(findings=(), errors=(f"{path}: internal error: {exc!r}",))
+
+
+def _lint(source: str, path: str, options: LintOptions) -> LintResult:
+    tables = op_tables(options.extra_ops)
+    rules = [cls() for cls in all_rules() if cls.code in options.codes and cls.code != SYNTAX_ERROR_CODE]
+    check_syntax = SYNTAX_ERROR_CODE in options.codes
+    errors: list[str] = []
+
+    def check(text: str) -> list[_Report]:
+        reports, problems = _check(text, path, rules, tables, check_syntax)
+        errors.extend(p for p in problems if p not in errors)
+        return _unsuppressed(reports, text)
+
+    reports = check(source)
+    allowed = lambda r: r.edits is not None and options.fix.allows(r.finding.fix_safety)  # noqa: E731
+    if options.fix is FixMode.OFF or not any(allowed(r) for r in reports):
+        return _result(reports, (), None, errors)
+
+    text, fixed, dropped = source, [], set()
+    for _ in range(_MAX_FIX_PASSES):
+        todo = [r for r in reports if allowed(r) and r.key not in dropped]
+        if not todo:
+            break
+        chosen = _non_overlapping(todo)
+        new_text = _apply(text, [e for r in chosen for e in r.edits])
+        if not _parses(new_text, path):
+            good = [r for r in chosen if _parses(_apply(text, list(r.edits)), path)]
+            for r in chosen:
+                if r not in good:
+                    dropped.add(r.key)
+                    errors.append(f"{path}:{r.finding.line}:{r.finding.column}: {r.finding.code} fix dropped: "
+                                  "the fixed text does not parse")
+            if not good:
+                continue
+            chosen, new_text = good, _apply(text, [e for r in good for e in r.edits])
+        text = new_text
+        fixed.extend(r.finding for r in chosen)
+        reports = check(text)
+    else:
+        if any(allowed(r) and r.key not in dropped for r in reports):
+            errors.append(f"{path}: fixes dropped: they did not reach a fixpoint in {_MAX_FIX_PASSES} passes")
+            return _result(check(source), (), None, errors)
+    return _result(reports, fixed, text if text != source else None, errors)
+
+
+def _result(reports: list[_Report], fixed: Iterable[Finding], text: str | None, errors: list[str]) -> LintResult:
+    findings = sorted((r.finding for r in reports), key=lambda f: (f.line, f.column, f.code))
+    return LintResult(findings=tuple(findings), fixed=tuple(fixed), source=text, errors=tuple(errors))
+
+
+# --------------------------------------------------------------------------- one check
+
+
+def _check(
+    text: str, path: str, rules: list[Rule], tables: OpTables, check_syntax: bool
+) -> tuple[list[_Report], list[str]]:
+    """Findings of one text (before suppression), and internal problems worth showing."""
+    mentions_torch = "torch" in text
+    if not mentions_torch and not check_syntax:
+        return [], []
+    try:
+        tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return ([_syntax_report(exc)] if check_syntax else []), []
+    if not mentions_torch or not rules:
+        return [], []
+
+    from fusionlint.analysis import module_facts
+
+    facts = module_facts(tree)
+    if not facts.imports_torch:
+        return [], []
+    lines = _LINE.findall(text)
+    wanted = lambda unit: any(rule.may_match(unit, tables) for rule in rules)  # noqa: E731
+    masked = _mask(lines, tree, wanted)
+    if masked is None:
+        return [], []
+
+    import libcst as cst
+
+    try:
+        module = cst.parse_module(masked)
+    except Exception:  # the masked text may trip libcst where the whole file does not
+        try:
+            module = cst.parse_module(text)
+        except Exception as exc:
+            return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
+    return _run_rules(module, lines, path, rules, tables, facts)
+
+
+def _run_rules(module, lines: list[str], path: str, rules: list[Rule], tables: OpTables, facts) -> tuple:
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from fusionlint.analysis import collect_scopes
+
+    scopes = collect_scopes(module, facts, tables)
+    found = []
+    problems = []
+    for rule in rules:
+        try:
+            found.extend((rule, v) for scope in scopes for v in rule.check(scope))
+        except Exception as exc:
+            problems.append(f"{path}: internal error in {rule.code}: {exc!r}")
+    if not found:
+        return [], problems
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    reports = []
+    for rule, violation in found:
+        where = positions[violation.node]
+        edits = None
+        if violation.fix is not None:
+            edits = tuple(_render(module, positions, lines, edit) for edit in violation.fix)
+        finding = Finding(
+            code=rule.code,
+            message=violation.message or rule.message,
+            line=where.start.line,
+            column=where.start.column + 1,
+            end_line=where.end.line,
+            end_column=where.end.column + 1,
+            fix_safety=rule.fix_safety if edits is not None else FixSafety.NONE,
+        )
+        reports.append(_Report(finding, edits))
+    return reports, problems
+
+
+def _render(module, positions, lines: list[str], edit: StatementEdit) -> _LineEdit:
+    """The statement's whole lines, replaced by the edit's statements at its indentation."""
+    where = positions[edit.statement]
+    start, end = where.start.line, where.end.line
+    first = lines[start - 1]
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    newline = _NEWLINE_AT_END.search(first)
+    newline = newline.group() if newline else module.default_newline
+    last_ending = _NEWLINE_AT_END.search(lines[end - 1])
+    rendered = [
+        indent + _NEWLINE_AT_END.sub("", module.code_for_node(s.with_changes(leading_lines=())))
+        for s in edit.replacement
+    ]
+    text = newline.join(rendered)
+    if rendered:
+        text += last_ending.group() if last_ending else ""
+    return _LineEdit(start, end, text)
+
+
+def _syntax_report(exc: BaseException) -> _Report:
+    if isinstance(exc, SyntaxError):
+        line, column = exc.lineno or 1, exc.offset or 1
+        message = f"SyntaxError: {exc.msg} (line {line}, column {column}); the file was not checked"
+    else:
+        line, column = 1, 1
+        message = f"cannot parse: {_describe(exc)}; the file was not checked"
+    finding = Finding(SYNTAX_ERROR_CODE, message, line, column, line, column)
+    return _Report(finding, None)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+# --------------------------------------------------------------------------- masking
+
+
+def _mask(lines: list[str], tree: ast.Module, wanted: Callable[[str], bool]) -> str | None:
+    """The text with every line blanked that cannot hold a finding; None if nothing is left.
+
+    Candidates are whole functions (with their decorators) and module-level statements; classes
+    that hold a candidate keep their header lines. Blank lines keep their line ending, so every
+    kept token sits at the same line and column as in the original text.
+    """
+    keep = [False] * (len(lines) + 1)
+
+    def mark(first: int, last: int) -> None:
+        for i in range(first, last + 1):
+            keep[i] = True
+
+    def unit(first: int, last: int) -> str:
+        return "".join(lines[first - 1 : last])
+
+    def visit(body: list[ast.stmt], in_class: bool) -> bool:
+        kept = False
+        for node in body:
+            first, last = _start_line(node), node.end_lineno or node.lineno
+            if isinstance(node, ast.ClassDef):
+                body_first = _start_line(node.body[0])
+                if body_first <= node.lineno:  # `class A: ...` on one line
+                    if wanted(unit(first, last)):
+                        mark(first, last)
+                        kept = True
+                elif visit(node.body, True):
+                    mark(node.lineno, body_first - 1)
+                    kept = True
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not in_class:
+                if _is_docstring(node) or not wanted(unit(first, last)):
+                    continue
+                mark(first, last)
+                kept = True
+        return kept
+
+    if not visit(tree.body, False):
+        return None
+    return "".join(
+        line if keep[i] else line[len(line.rstrip("\r\n")) :] for i, line in enumerate(lines, start=1)
+    )
+
+
+def _start_line(node: ast.stmt) -> int:
+    decorators = getattr(node, "decorator_list", ())
+    return min([node.lineno, *(d.lineno for d in decorators)])
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+
+
+# --------------------------------------------------------------------------- suppression and fixes
+
+
+def _unsuppressed(reports: list[_Report], text: str) -> list[_Report]:
+    """Drop what ``# noqa`` / ``# fusionlint: noqa`` suppress (syntax errors cannot be)."""
+    if not reports:
+        return reports
+    file_noqa = _FILE_NOQA.search(text) is not None
+    lines = _LINE.findall(text)
+    kept = []
+    for report in reports:
+        finding = report.finding
+        if finding.code != SYNTAX_ERROR_CODE:
+            if file_noqa:
+                continue
+            line = lines[finding.line - 1] if finding.line <= len(lines) else ""
+            match = _NOQA.search(line)
+            if match and (
+                not match.group("codes")
+                or finding.code in {c.strip().upper() for c in match.group("codes").split(",")}
+            ):
+                continue
+        kept.append(report)
+    return kept
+
+
+def _non_overlapping(reports: list[_Report]) -> list[_Report]:
+    chosen, taken = [], []
+    for report in sorted(reports, key=lambda r: (r.finding.line, r.finding.column)):
+        spans = [(e.start, e.end) for e in report.edits]
+        if any(a <= d and c <= b for a, b in spans for c, d in taken):
+            continue
+        chosen.append(report)
+        taken.extend(spans)
+    return chosen
+
+
+def _apply(text: str, edits: list[_LineEdit]) -> str:
+    lines = _LINE.findall(text)
+    for edit in sorted(edits, key=lambda e: e.start, reverse=True):
+        lines[edit.start - 1 : edit.end] = [edit.text]
+    return "".join(lines)
+
+
+def _parses(text: str, path: str) -> bool:
+    try:
+        ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True

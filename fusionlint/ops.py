@@ -1,0 +1,90 @@
+"""The op tables: which PyTorch names are views, element-wise or compute-bound.
+
+One place for every rule. Names are bare op names, matched both as tensor methods
+(``x.transpose(1, 2)``) and as functions of ``torch``, ``torch.nn.functional``, ``torch.special``
+and ``torch.linalg`` (``torch.transpose(x, 1, 2)``, ``F.linear(x, w)``). The classes follow the
+runtime's semantics (docs/semantics.md):
+
+- ``view``: metadata-only reshapes of a tensor (``reshape``/``flatten`` may copy, which the rules
+  that move code take into account through ``MAY_COPY``);
+- ``elementwise``: one output element from the same-index input elements (with broadcasting);
+- ``compute``: matmul-like ops and reductions, the ops that fuse element-wise blocks on read and
+  on write and that end a fused block.
+
+Config extends the tables (``[tool.fusionlint] extra-ops = {view = ["my_view"]}``), which the CLI
+passes as ``LintOptions.extra_ops``.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+VIEW = "view"
+ELEMENTWISE = "elementwise"
+COMPUTE = "compute"
+OP_CLASSES = (VIEW, ELEMENTWISE, COMPUTE)
+
+_VIEWS = frozenset(
+    """view view_as reshape reshape_as transpose swapaxes swapdims permute movedim moveaxis
+    unsqueeze squeeze flatten unflatten expand expand_as t narrow select diagonal unfold
+    as_strided adjoint""".split()
+)
+# Views written as attributes (``x.T``), not calls.
+VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
+# Views that copy when the input's strides do not allow a view: moving them past an in-place
+# write of their input changes what they see.
+MAY_COPY = frozenset({"reshape", "reshape_as", "flatten"})
+
+_ELEMENTWISE = frozenset(
+    """add sub subtract mul multiply div divide true_divide floor_divide remainder fmod pow neg
+    negative abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt square reciprocal sign sgn
+    sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh erf erfc erfinv
+    sigmoid logit relu relu6 gelu silu mish elu selu celu leaky_relu softplus softsign hardtanh
+    hardsigmoid hardswish tanhshrink logsigmoid clamp clip clamp_min clamp_max where maximum
+    minimum fmax fmin lerp addcmul addcdiv masked_fill floor ceil round trunc frac eq ne lt le
+    gt ge logical_and logical_or logical_not logical_xor bitwise_and bitwise_or bitwise_xor
+    bitwise_not isnan isinf isfinite nan_to_num to float double half bfloat16 int long bool
+    type_as""".split()
+)
+
+_COMPUTE = frozenset(
+    """matmul mm bmm baddbmm addmm addbmm addmv mv dot vdot inner outer ger einsum tensordot
+    linear bilinear conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
+    scaled_dot_product_attention sum nansum mean nanmean amax amin max min prod std var norm
+    vector_norm matrix_norm logsumexp softmax log_softmax softmin layer_norm rms_norm group_norm
+    batch_norm instance_norm normalize cumsum cumprod argmax argmin all any count_nonzero
+    cross_entropy""".split()
+)
+
+_DEFAULTS = {VIEW: _VIEWS, ELEMENTWISE: _ELEMENTWISE, COMPUTE: _COMPUTE}
+
+
+@dataclass(frozen=True)
+class OpTables:
+    view: frozenset[str]
+    elementwise: frozenset[str]
+    compute: frozenset[str]
+
+    def op_class(self, name: str) -> str | None:
+        """The class of a bare op name; compute wins over the others (``max`` is a reduction)."""
+        if name in self.compute:
+            return COMPUTE
+        if name in self.view:
+            return VIEW
+        if name in self.elementwise:
+            return ELEMENTWISE
+        return None
+
+
+@functools.lru_cache(maxsize=32)
+def op_tables(extra_ops: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> OpTables:
+    """The default tables extended by ``extra_ops`` ((op class, names) pairs).
+
+    Raises ValueError for an unknown op class: the CLI turns that into a config error.
+    """
+    tables = {cls: set(names) for cls, names in _DEFAULTS.items()}
+    for cls, names in extra_ops:
+        if cls not in tables:
+            raise ValueError(f"unknown op class {cls!r} in extra-ops (known: {', '.join(OP_CLASSES)})")
+        tables[cls].update(names)
+    return OpTables(**{cls: frozenset(names) for cls, names in tables.items()})

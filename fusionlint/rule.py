@@ -1,0 +1,121 @@
+"""What a rule is: its documentation, its examples, and what it reports.
+
+A rule is one class in one file under ``fusionlint/rules/``. It reads the analysed scopes
+(``fusionlint.analysis``) and yields ``Violation``s; the engine turns them into positioned
+``Finding``s and applies their fixes. The examples are the rule's tests
+(``tests/lint/test_rules.py`` is generated from them) and its documentation (``explain``).
+"""
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from typing import ClassVar, Iterable, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope
+from fusionlint.model import FixSafety
+from fusionlint.ops import OpTables
+
+
+@dataclass(frozen=True)
+class Example:
+    """Code the rule flags, where, and the code its fix must produce (None: no fix offered)."""
+
+    bad: str
+    at: tuple[tuple[int, int], ...]  # (line, column) of each expected finding, 1-based
+    fixed: str | None
+
+
+@dataclass(frozen=True)
+class StatementEdit:
+    """Replace one whole statement line (``SimpleStatementLine``) by zero or more statements.
+
+    The engine renders the replacements at the statement's indentation over exactly the lines
+    the statement spans, so a fix never touches text outside the statements it names.
+    """
+
+    statement: cst.SimpleStatementLine
+    replacement: tuple[cst.BaseStatement, ...]
+
+
+@dataclass(frozen=True)
+class Violation:
+    node: cst.CSTNode  # the pattern itself: the finding points at its first character
+    fix: tuple[StatementEdit, ...] | None = None
+    message: str | None = None  # a more specific message than the rule's one-liner
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    rationale: ClassVar[str]  # markdown: why the pattern breaks fusion
+    use_instead: ClassVar[str] = ""  # markdown
+    fix_safety: ClassVar[FixSafety] = FixSafety.NONE
+    fix_notes: ClassVar[str] = ""  # markdown: what the fix does and why it is (not) safe
+    examples: ClassVar[tuple[Example, ...]] = ()
+    valid: ClassVar[tuple[str, ...]] = ()  # look-alikes that must not be flagged
+
+    @classmethod
+    def may_match(cls, text: str, ops: OpTables) -> bool:
+        """Cheap text test: can a function (or statement) with this text hold a finding?"""
+        return False
+
+    def check(self, scope: Scope) -> Iterable[Violation]:
+        return ()
+
+    @classmethod
+    def explain(cls) -> str:
+        parts = [f"# {cls.code} ({cls.name})", "", cls.message, "", "## What it does / why it breaks fusion", ""]
+        parts += [textwrap.dedent(cls.rationale).strip(), ""]
+        if cls.examples:
+            example = cls.examples[0]
+            parts += ["## Example", "", "```python", example.bad.strip(), "```", ""]
+            if example.fixed is not None:
+                parts += ["## Use instead", "", "```python", example.fixed.strip(), "```", ""]
+        if cls.use_instead:
+            parts += ([] if cls.examples and cls.examples[0].fixed else ["## Use instead", ""])
+            parts += [textwrap.dedent(cls.use_instead).strip(), ""]
+        parts += ["## Fix safety", "", f"Fix: **{cls.fix_safety.value}**.", ""]
+        if cls.fix_notes:
+            parts += [textwrap.dedent(cls.fix_notes).strip(), ""]
+        return "\n".join(parts).rstrip() + "\n"
+
+
+def line_of(statement: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
+    return cst.SimpleStatementLine(body=[statement])
+
+
+def assign(name: str, value: cst.BaseExpression) -> cst.SimpleStatementLine:
+    """``name = value`` as a statement line; outer parentheses dropped when they wrap one line."""
+    return line_of(cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=unparenthesize(value)))
+
+
+def unparenthesize(expr: cst.BaseExpression) -> cst.BaseExpression:
+    if not expr.lpar:
+        return expr
+    bare = expr.with_changes(lpar=[], rpar=[])
+    if "\n" in cst.Module([]).code_for_node(bare) or "\r" in cst.Module([]).code_for_node(bare):
+        return expr  # the parentheses carry a line break
+    return bare
+
+
+def fresh_name(scope: Scope, base: str, taken: Sequence[str] = ()) -> str:
+    """``base``, or ``base_2``, ``base_3``... : a name that appears nowhere in the file."""
+    candidate, n = base, 1
+    while candidate in scope.facts.identifiers or candidate in taken:
+        n += 1
+        candidate = f"{base}_{n}"
+    return candidate
+
+
+def replace_nodes(node: cst.CSTNodeT, replacements: dict[cst.CSTNode, cst.CSTNode]) -> cst.CSTNodeT:
+    """``node`` with each key node (by identity) replaced by its value, in one pass."""
+    by_id = {id(old): new for old, new in replacements.items()}
+
+    class _Replace(cst.CSTTransformer):
+        def on_leave(self, original_node, updated_node):  # type: ignore[override]
+            return by_id.get(id(original_node), updated_node)
+
+    return node.visit(_Replace())

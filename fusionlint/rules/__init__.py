@@ -1,0 +1,22 @@
+"""The rule registry: every rule class, by code."""
+from __future__ import annotations
+
+from fusionlint.rule import Rule
+from fusionlint.rules.clone_before_compute import CloneBeforeCompute
+from fusionlint.rules.syntax_error import SyntaxErrorRule
+
+SYNTAX_ERROR_CODE = SyntaxErrorRule.code
+
+_RULES: tuple[type[Rule], ...] = (CloneBeforeCompute, SyntaxErrorRule)
+
+
+def all_rules() -> list[type[Rule]]:
+    return sorted(_RULES, key=lambda rule: rule.code)
+
+
+def get_rule(code: str) -> type[Rule]:
+    """The rule with this code (case-insensitive); KeyError naming the known codes otherwise."""
+    for rule in _RULES:
+        if rule.code == code.upper():
+            return rule
+    raise KeyError(f"unknown rule {code!r}; known: {', '.join(r.code for r in all_rules())}")

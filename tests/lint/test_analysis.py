@@ -1,0 +1,125 @@
+"""The static heuristics the rules stand on: torch imports, tensor names, op classes, liveness."""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import libcst as cst
+import pytest
+
+from fusionlint.analysis import collect_scopes, module_facts
+from fusionlint.ops import COMPUTE, ELEMENTWISE, VIEW, op_tables
+
+
+def scopes(source: str, extra_ops=()):
+    source = textwrap.dedent(source)
+    module = cst.parse_module(source)
+    found = collect_scopes(module, module_facts(ast.parse(source)), op_tables(extra_ops))
+    return {s.node.name.value if isinstance(s.node, cst.FunctionDef) else "<module>": s for s in found}
+
+
+def test_torch_aliases_from_imports():
+    facts = module_facts(ast.parse(
+        "import torch as th\nimport torch.nn.functional as F\nfrom torch import nn, Tensor\n"
+        "import numpy as np\ndef f():\n    from torch.nn import functional as G\n"
+    ))
+    assert facts.canonical("F.linear") == "torch.nn.functional.linear"
+    assert facts.canonical("G.softmax") == "torch.nn.functional.softmax"
+    assert facts.canonical("th.matmul") == "torch.matmul"
+    assert facts.canonical("Tensor") == "torch.Tensor"
+    assert facts.canonical("np.matmul") is None
+    assert not module_facts(ast.parse("import numpy as np\ntorch = 1\n")).imports_torch
+
+
+def test_tensor_names():
+    found = scopes("""
+        import torch
+        import numpy as np
+        from torch import Tensor
+        from typing import Optional
+        import torch.nn.functional as F
+
+        class Attn(torch.nn.Module):
+            def __init__(self):
+                self.w = torch.nn.Parameter(torch.ones(2))
+                self.register_buffer("mask", torch.zeros(2))
+                self.n = 4
+
+            def forward(self, hidden, mask=None, use_cache: bool = False, k=3, *, bias: Optional[Tensor] = None):
+                q = F.linear(hidden, self.w)
+                shape = q.shape
+                n = q.size(0)
+                parts = q.chunk(2)
+                a, b = q.chunk(2)
+                arr = np.ones(3)
+                m = arr.reshape(3, 1)
+                y = (q * 2)[0].T
+                z = self.w + 1
+                s = torch.is_tensor(q)
+                lin = torch.nn.Linear(2, 2)
+                for item in range(3):
+                    acc = item
+                return y
+
+        def helper(x: "torch.Tensor", y: torch.FloatTensor | None, z: int, t):
+            return x
+    """)
+    forward = found["forward"]
+    assert {"hidden", "mask", "bias", "q", "parts", "a", "b", "y", "z"} <= forward.tensors
+    assert not {"use_cache", "k", "shape", "n", "arr", "m", "s", "lin", "item", "acc", "self"} & forward.tensors
+    assert found["helper"].tensors == {"x", "y"}
+
+
+def test_op_classes_and_extra_ops():
+    found = scopes("""
+        import torch
+        import numpy as np
+
+        def f(x: torch.Tensor, w: torch.Tensor, arr):
+            x.transpose(0, 1); torch.matmul(x, w); x @ w; x.sum(-1); torch.exp(x); x.T
+            arr.reshape(2); np.matmul(arr, arr); arr @ arr; x.my_view(); arr.T
+    """, extra_ops=(("view", ("my_view",)),))["f"]
+    body = found.node.body.body
+    first = [s.value for s in body[0].body]
+    second = [s.value for s in body[1].body]
+    assert [found.op(e)[1] for e in first] == [VIEW, COMPUTE, COMPUTE, COMPUTE, ELEMENTWISE, VIEW]
+    assert [found.op(e) for e in second[:3]] == [None, None, None]
+    assert found.op(second[3])[1] == VIEW and found.op(second[4]) is None
+
+
+def _ref(scope, line_text):
+    for site_list in scope.sites.values():
+        for site in site_list:
+            if cst.Module([]).code_for_node(site.statement.node).strip() == line_text:
+                return site.statement
+    raise AssertionError(line_text)
+
+
+@pytest.mark.parametrize(
+    "body,live",
+    [
+        ("h = a.sum()\nreturn h + a", True),
+        ("h = a.sum()\na = h * 2\nreturn a", False),
+        ("h = a.sum()\nreturn h", False),
+        ("h = a.sum()\nif h > 0:\n    h = h + a\nreturn h", True),
+        ("for i in range(3):\n    h = a.sum()\nreturn h", True),  # the next iteration reads a
+        ("for i in range(3):\n    a = x * i\n    h = a.sum()\nreturn h", False),
+        ("try:\n    h = a.sum()\nexcept ValueError:\n    h = a\nreturn h", True),
+        ("h = a.sum()\ng = lambda: a\nreturn h", True),  # closure
+        ("h = a.sum()\nreturn locals()", True),
+    ],
+)
+def test_liveness_is_conservative(body, live):
+    source = "import torch\ndef f(x: torch.Tensor):\n    a = x * 2\n" + textwrap.indent(body, "    ") + "\n"
+    scope = scopes(source)["f"]
+    assert scope.read_after(_ref(scope, "h = a.sum()"), "a") is live
+
+
+def test_inplace_and_autograd_markers():
+    scope = scopes("""
+        import torch
+        def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, d: torch.Tensor):
+            a.add_(1); b[0] = 1; c += 1; torch.mul(a, 2, out=d)
+    """)["f"]
+    assert scope.inplace == {"a", "b", "c", "d"} and not scope.autograd
+    assert scopes("import torch\ndef f(a: torch.Tensor):\n    a.sum().backward()\n")["f"].autograd

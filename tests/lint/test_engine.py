@@ -1,0 +1,159 @@
+"""The engine's contract with its front ends: syntax errors, suppression, prefilters, masking,
+fix validation, line endings, extra ops."""
+from __future__ import annotations
+
+import pytest
+
+import fusionlint.engine as engine
+from fusionlint.engine import lint_source
+from fusionlint.model import FixMode, FixSafety, LintOptions
+from fusionlint.rule import Rule, StatementEdit, Violation
+from fusionlint.rules import all_rules
+
+ALL = frozenset(rule.code for rule in all_rules())
+CHECK = LintOptions(codes=ALL)
+FIX = LintOptions(codes=ALL, fix=FixMode.UNSAFE)
+
+CLONE = """\
+import torch
+
+
+def block(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    a = x * 2
+    b = y + 1
+    t3 = a.clone().sum(-1, keepdim=True){comment}
+    out = t3 + a * b
+    return out
+"""
+
+
+def codes(result):
+    return [f.code for f in result.findings]
+
+
+@pytest.mark.parametrize(
+    "source,line,column",
+    [("x = (\n", 1, 5), ("import torch\ndef f(:\n    pass\n", 2, 7), ("x = 1\0\n", 1, 1), ("if x:\npass\n", 2, 1)],
+)
+def test_syntax_error_is_one_finding_at_the_error(source, line, column):
+    result = lint_source(source, "bad.py", FIX)
+    assert codes(result) == ["FL999"]
+    finding = result.findings[0]
+    assert (finding.line, finding.column) == (line, column)
+    assert "line" in finding.message and result.source is None
+
+
+def test_syntax_error_not_reported_when_deselected():
+    assert lint_source("x = (\n", "bad.py", LintOptions(codes=frozenset({"FL002"}))).findings == ()
+
+
+@pytest.mark.parametrize("source", ["", "\n", "# only a comment", "\ufeffimport torch\n", "x = 1\r\ny = 2", "\tx = 1\n"])
+def test_odd_but_harmless_input_never_raises(source):
+    result = lint_source(source, "odd.py", FIX)
+    assert result.errors == () or all("internal" not in e for e in result.errors)
+
+
+@pytest.mark.parametrize(
+    "comment,flagged",
+    [("", True), ("  # noqa", False), ("  # noqa: FL002", False), ("  # NOQA:FL001, FL002", False),
+     ("  # noqa: FL001", True), ("  # noqa: E501", True)],
+)
+def test_line_noqa(comment, flagged):
+    result = lint_source(CLONE.format(comment=comment), "m.py", FIX)
+    assert bool(result.findings or result.fixed) == flagged
+    if not flagged:
+        assert result.source is None
+
+
+def test_file_level_noqa_silences_everything_but_syntax_errors():
+    source = "# fusionlint: noqa\n" + CLONE.format(comment="")
+    assert lint_source(source, "m.py", FIX).findings == ()
+    assert lint_source(source, "m.py", FIX).source is None
+    assert codes(lint_source("# fusionlint: noqa\nx = (\n", "m.py", FIX)) == ["FL999"]
+
+
+def test_files_that_never_import_torch_have_no_findings():
+    source = CLONE.format(comment="").replace("import torch\n", "").replace("torch.Tensor", "'torch.Tensor'")
+    assert "torch" in source
+    assert lint_source(source, "m.py", FIX).findings == ()
+
+
+def test_masked_parse_keeps_positions_of_methods_in_classes():
+    filler = "".join(f"def helper{i}(v):\n    return v + {i}\n\n\n" for i in range(30))
+    source = (
+        "import torch\n\n\n" + filler
+        + "class Block(torch.nn.Module):\n    '''doc'''\n\n    scale = 2\n\n"
+        + "    def other(self, x):\n        return x\n\n"
+        + "    @torch.no_grad()\n    def forward(self, a, w):\n"
+        + "        h = a.clone() @ w\n        return h + a.sum()\n"
+    )
+    result = lint_source(source, "m.py", FIX)
+    line = source.splitlines().index("        h = a.clone() @ w") + 1
+    assert [(f.code, f.line, f.column) for f in result.findings] == [("FL002", line, 13)]
+
+
+def test_masking_blanks_lines_but_keeps_line_count():
+    import ast
+
+    lines = engine._LINE.findall("import torch\r\nX = 1\r\nclass A:\r\n    y = 2\r\n    def f(self):\r\n        pass\r\n")
+    masked = engine._mask(lines, ast.parse("".join(lines)), lambda unit: "def f" in unit)
+    assert masked == "\r\n\r\nclass A:\r\n\r\n    def f(self):\r\n        pass\r\n"
+
+
+def test_fix_keeps_untouched_lines_byte_for_byte():
+    source = CLONE.format(comment="  # keep me").replace("    return out\n", "    return out  \t\r\n") + "\x0c\n# end"
+    result = lint_source(source, "m.py", FIX)
+    assert result.source is not None and result.source.endswith("    return out  \t\r\n\x0c\n# end")
+    assert "    t3 = a.sum(-1, keepdim=True)  # keep me\n" in result.source
+
+
+def test_check_only_reports_and_never_rewrites():
+    result = lint_source(CLONE.format(comment=""), "m.py", CHECK)
+    assert result.source is None and result.fixed == ()
+    assert [(f.code, f.fix_safety) for f in result.findings] == [("FL002", FixSafety.UNSAFE)]
+
+
+class _BrokenFix(Rule):
+    """A rule whose fix produces text that does not parse: the engine must drop it."""
+
+    code = "FL002"
+    name = "broken-fix"
+    message = "broken"
+    rationale = "test"
+    fix_safety = FixSafety.SAFE
+
+    @classmethod
+    def may_match(cls, text, ops):
+        return "clone" in text
+
+    def check(self, scope):
+        import libcst as cst
+
+        unparsable = cst.SimpleStatementLine([cst.Del(cst.Call(cst.Name("f")))])  # `del f()`
+        for site in scope.sites.get("clone", ()):
+            yield Violation(site.node, fix=(StatementEdit(site.statement.node, (unparsable,)),))
+
+
+def test_fix_that_does_not_parse_is_dropped_and_finding_kept(monkeypatch):
+    monkeypatch.setattr(engine, "all_rules", lambda: [_BrokenFix])
+    source = CLONE.format(comment="")
+    result = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL002"}), fix=FixMode.SAFE))
+    assert result.source is None and result.fixed == ()
+    assert [(f.code, f.fix_safety) for f in result.findings] == [("FL002", FixSafety.SAFE)]
+    assert any("does not parse" in e for e in result.errors)
+
+
+def test_extra_ops_extend_the_tables():
+    source = (
+        "import torch\n\n\ndef f(a: torch.Tensor, w: torch.Tensor):\n"
+        "    h = my_matmul(a.clone(), w)\n    return h + a * 2\n"
+    )
+    assert lint_source(source, "m.py", FIX).findings == ()
+    source = source.replace("my_matmul(", "torch.my_matmul(")
+    extra = LintOptions(codes=ALL, extra_ops=(("compute", ("my_matmul",)),))
+    assert codes(lint_source(source, "m.py", extra)) == ["FL002"]
+
+
+def test_unknown_op_class_in_extra_ops_is_reported_not_raised():
+    result = lint_source("import torch\n", "m.py", LintOptions(codes=ALL, extra_ops=(("vew", ("x",)),)))
+    assert result.findings == () and "vew" in result.errors[0]
