@@ -12,6 +12,7 @@ matched against the path relative to the config's folder and against the file na
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import tomllib
 from dataclasses import dataclass, replace
@@ -40,16 +41,17 @@ class Config:
     extra_ops: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def relative(self, path: Path) -> str:
-        absolute = path.absolute()
-        try:
-            return absolute.relative_to(self.root).as_posix()
-        except ValueError:
-            return absolute.as_posix()
+        absolute = os.path.abspath(path)  # os.path: pathlib costs a warm run's budget here
+        relative = os.path.relpath(absolute, self.root)
+        outside = relative == ".." or relative.startswith(".." + os.sep)
+        return Path(absolute if outside else relative).as_posix()
 
     def is_excluded(self, path: Path) -> bool:
         return any(_glob_matches(pattern, self.relative(path), path.name) for pattern in self.exclude)
 
     def ignored_selectors(self, path: Path) -> tuple[str, ...]:
+        if not self.per_file_ignores:
+            return ()
         relative = self.relative(path)
         return tuple(
             selector

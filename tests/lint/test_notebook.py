@@ -93,3 +93,69 @@ def test_cell_source_keeps_its_form():
 def test_broken_notebooks_say_why(text, message):
     with pytest.raises(SourceFileError, match=message):
         read_notebook(text)
+
+
+# Through the CLI, with the rules' own examples ------------------------------------------------
+
+
+def fixable_example():
+    from fusionlint.rules import all_rules
+
+    for rule in all_rules():
+        for example in rule.examples:
+            if example.fixed is not None:
+                return rule, example
+    pytest.skip("no rule with a fixable example")
+
+
+def test_findings_name_the_cell_and_fixes_touch_only_that_cell(tmp_path, capsys, monkeypatch):
+    from fusionlint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    rule, example = fixable_example()
+    notebook = make_notebook(
+        ("markdown", "# Notes"),
+        ("code", "%load_ext fusionrt\n!nvidia-smi"),
+        ("code", example.bad),
+        ("code", "%%bash\necho not python"),
+    )
+    notebook.cells[2].outputs = [nbformat.v4.new_output("stream", text="kept\n")]
+    original = nbformat.writes(notebook) + "\n"
+    path = tmp_path / "nb.ipynb"
+    path.write_text(original)
+
+    assert main(["check", "--output-format", "json", "nb.ipynb"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert [(row["cell"], row["line"], row["column"]) for row in rows] == [(3, *at) for at in example.at]
+    assert main(["check", "--output-format", "concise", "nb.ipynb"]) == 1
+    line, column = example.at[0]
+    assert capsys.readouterr().out.startswith(f"nb.ipynb:cell 3:{line}:{column}: {rule.code}")
+    assert path.read_text() == original  # checking writes nothing
+
+    flags = ["--fix", "--unsafe-fixes"]
+    assert main(["check", "--diff", *flags, "nb.ipynb"]) == 1
+    assert capsys.readouterr().out.startswith("--- nb.ipynb:cell 3\n+++ nb.ipynb:cell 3\n")
+    assert main(["check", *flags, "nb.ipynb"]) == 0
+    fixed = path.read_text()
+    assert nbformat.reads(fixed, as_version=4).cells[2].source == example.fixed
+    expected = read_notebook(original)
+    set_cell_source(expected["cells"][2], example.fixed)
+    assert fixed == dump_like(original, expected)  # only that cell's source lines changed
+    assert json.loads(fixed)["cells"][2]["outputs"][0]["text"] == ["kept\n"]
+
+
+def test_an_invalid_notebook_is_reported_and_the_rest_checked(tmp_path, capsys, monkeypatch):
+    from fusionlint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken.ipynb").write_text('{"cells": [')
+    (tmp_path / "ok.ipynb").write_text(nbformat.writes(make_notebook(("code", "x = 1"))))
+    (tmp_path / "syntax.ipynb").write_text(nbformat.writes(make_notebook(("markdown", "m"), ("code", "def f(:"))))
+    assert main(["check", "--output-format", "json", "--fix"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert [(row["path"], row["code"], row["cell"]) for row in rows] == [
+        ("broken.ipynb", "FL998", None),
+        ("syntax.ipynb", "FL999", 2),
+    ]
+    assert "notebook is not valid JSON" in rows[0]["message"]
+    assert (tmp_path / "broken.ipynb").read_text() == '{"cells": ['
