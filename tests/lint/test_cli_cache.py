@@ -39,6 +39,7 @@ def test_a_warm_run_reports_the_same_without_importing_the_engine(tmp_path, exam
     (tmp_path / "broken.py").write_text("import torch\nx = (\n")
     cold, cold_modules = imports_of("check", "--output-format", "json", cwd=tmp_path)
     assert cold.returncode == 1 and "libcst" in cold_modules
+    assert "torch" not in cold_modules  # the linter never imports what it lints
     warm, warm_modules = imports_of("check", "--output-format", "json", cwd=tmp_path)
     assert warm.returncode == 1
     assert json.loads(warm.stdout) == json.loads(cold.stdout)
