@@ -109,7 +109,8 @@ def test_diff_prints_what_fix_would_do_and_writes_nothing(tmp_path, capsys, bad)
     removed = [line[1:] for line in out.splitlines() if line.startswith("-") and not line.startswith("---")]
     added = [line[1:] for line in out.splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert set(removed) <= set(example.bad.splitlines()) and set(added) <= set(example.fixed.splitlines())
-    assert "Would fix 1 error." in err
+    count = len(example.at)
+    assert f"Would fix {count} error{'s' if count > 1 else ''}." in err
     assert (tmp_path / "bad.py").read_text() == example.bad
     assert run_main(capsys, "check", "--diff", "ok.py") == (0, "", "No fixes to apply.\n")
 
@@ -252,7 +253,8 @@ def test_subprocess_output_is_plain_and_exit_codes_hold(tmp_path, bad):
     line, column = example.at[0]
     assert result.stdout.startswith(f"bad.py:{line}:{column}: {rule.code}")
     assert f"{line} | {example.bad.splitlines()[line - 1]}" in result.stdout
-    assert "Found 1 error." in result.stdout
+    count = len(example.at)
+    assert f"Found {count} error{'s' if count > 1 else ''}." in result.stdout
     assert fusionlint("check", "--no-such-option", cwd=tmp_path).returncode == 2
 
 
