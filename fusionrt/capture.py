@@ -1,0 +1,302 @@
+"""Dispatch interception: every aten op inside ``fusionrt.lazy`` becomes a graph node.
+
+Each recorded result is a real tensor allocated with eager's shape, strides, dtype and device
+(``empty_strided``: no data written) and bound to its node; views run eagerly on those real
+tensors, so aliasing is eager's own. Host syncs that never reach dispatch (``tolist``, printing,
+``numpy``, ``data_ptr``) are caught by a function mode and flush first.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import weakref
+from typing import TYPE_CHECKING, Any, Optional
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .graph import IndexMap, Leaf, Node, Use, View, view_map
+from .kernel_ir import POINTWISE_OPS
+from . import shapes
+
+if TYPE_CHECKING:
+    from .session import Session
+
+aten = torch.ops.aten
+BINDING = "_fusionrt"
+
+REDUCTION_OPS = {"sum", "mean", "amax", "amin", "prod"}
+COMPOSITE_OPS = {"_softmax", "_log_softmax", "native_layer_norm", "var", "std", "var_mean"}
+EXTERN_KINDS = {"mm": "matmul", "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul",
+                "convolution": "conv", "cat": "copy"}
+FACTORY_OPS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like",
+               "full", "full_like", "arange", "rand", "rand_like", "randn", "randn_like", "randint",
+               "randint_like", "scalar_tensor", "linspace", "eye", "tensor", "lift_fresh",
+               "lift_fresh_copy", "normal", "randperm"}
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+# Tensor methods that read data without (only) going through dispatch -> flush reason.
+SYNC_METHODS = {
+    torch.Tensor.item: "item", torch.Tensor.__bool__: "bool", torch.Tensor.__int__: "item",
+    torch.Tensor.__float__: "item", torch.Tensor.__index__: "item", torch.Tensor.tolist: "tolist",
+    torch.Tensor.numpy: "numpy", torch.Tensor.__array__: "numpy", torch.Tensor.cpu: "cpu",
+    torch.Tensor.__repr__: "print", torch.Tensor.__format__: "print", torch.Tensor.data_ptr: "sync",
+    torch.Tensor.__dlpack__: "sync",
+}
+
+# -- source lines ------------------------------------------------------------------------------
+
+_INTERNAL_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, sys.modules[__package__]))
+_INTERNAL_FILES = {contextlib.__file__}
+_internal_code: dict[Any, bool] = {}
+
+
+def user_source() -> str:
+    """``file:line`` of the first frame outside torch, fusionrt and contextlib."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        internal = _internal_code.get(code)
+        if internal is None:
+            name = code.co_filename
+            internal = name.startswith(_INTERNAL_DIRS) or name in _INTERNAL_FILES
+            _internal_code[code] = internal
+        if not internal:
+            return f"{code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>:0"
+
+
+# -- the modes ---------------------------------------------------------------------------------
+
+class SyncCapture(TorchFunctionMode):
+    """Flushes before a Tensor method that reads data, then runs it on concrete tensors."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        reason = SYNC_METHODS.get(func)
+        session = self.session
+        if reason is None or session.passthrough:
+            return func(*args, **kwargs)
+        session.flush(reason, user_source(), sync=[args[0]])
+        with session.eager():
+            return func(*args, **kwargs)
+
+
+class DispatchCapture(TorchDispatchMode):
+    """Records aten ops as graph nodes instead of running them."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        session = self.session
+        if session.passthrough:
+            return func(*args, **kwargs)
+        name = func._overloadpacket.__name__
+        if func.is_view:
+            return self.view(func, args, kwargs)
+        if name in FACTORY_OPS:
+            return func(*args, **kwargs)  # concrete at once; identical in eager (not counted)
+        source = user_source()
+        if name == "_local_scalar_dense":
+            session.flush("item", source, sync=[args[0]])
+            return func(*args, **kwargs)
+        tensors = [a for a in _flat(args) + _flat(list(kwargs.values())) if isinstance(a, torch.Tensor)]
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            return self.fallback(func, args, kwargs, source, "requires grad")
+        try:
+            out = self.record(func, name, args, kwargs, source)
+        except _Unsupported as why:
+            return self.fallback(func, args, kwargs, source, str(why))
+        session.after_record()
+        return out
+
+    # -- op classes ----------------------------------------------------------------------------
+
+    def record(self, func, name: str, args: tuple, kwargs: dict, source: str) -> Any:
+        schema = func._schema
+        if schema.is_mutable:
+            return self.inplace(func, name, args, kwargs, source)
+        if name in POINTWISE_OPS:
+            return self.pointwise(func, name, args, kwargs, source)
+        if name in REDUCTION_OPS:
+            return self.reduction(func, name, args, kwargs, source)
+        if name in COMPOSITE_OPS:
+            return self.composite(func, name, args, kwargs, source)
+        if name in EXTERN_KINDS:
+            return self.extern(func, name, args, kwargs, source)
+        raise _Unsupported("not supported by fusionrt")
+
+    def view(self, func, args: tuple, kwargs: dict) -> Any:
+        session = self.session
+        base = args[0]
+        src = session.read(base)  # may flush a stale tensor first
+        out = func(*args, **kwargs)
+        if isinstance(src, Leaf):
+            return out
+        root = src.root if isinstance(src, View) else src
+        for t in out if isinstance(out, (list, tuple)) else (out,):
+            vmap = view_map(root.shape, root.stride, root.offset, tuple(t.shape), t.stride(), t.storage_offset())
+            session.bind(t, View(root, tuple(t.shape), t.stride(), t.storage_offset(), vmap))
+        return out
+
+    def pointwise(self, func, name: str, args: tuple, kwargs: dict, source: str,
+                  out_meta: Optional[tuple] = None) -> torch.Tensor:
+        if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+            raise _Unsupported("tensor keyword argument")
+        (shape, stride, dtype), = out_meta or _infer(func, args, kwargs)
+        device = _device(args)
+        node_args = tuple(self.session.use(a, shape) if isinstance(a, torch.Tensor) else _scalar(a)
+                          for a in args)
+        attrs = _attrs(name, kwargs)
+        home = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        self.session.node("pointwise", name, node_args, home, source, attrs=attrs, record=name)
+        return home
+
+    def reduction(self, func, name: str, args: tuple, kwargs: dict, source: str) -> torch.Tensor:
+        x = args[0]
+        if x.dim() == 0 or x.numel() == 0:
+            raise _Unsupported("reduction of a 0-d or empty tensor")
+        (shape, stride, dtype), = _infer(func, args, kwargs)
+        dims = _reduce_dims(x, args[1] if len(args) > 1 else None)
+        attrs = (("dtype", kwargs["dtype"]),) if kwargs.get("dtype") is not None else ()
+        if kwargs.keys() - {"dtype"}:
+            raise _Unsupported("unexpected keyword arguments")
+        home = torch.empty_strided(shape, stride, dtype=dtype, device=x.device)
+        use = self.session.use(x, tuple(x.shape))
+        self.session.node("reduction", name, (use,), home, source, attrs=attrs, dims=dims, record=name)
+        return home
+
+    def extern(self, func, name: str, args: tuple, kwargs: dict, source: str) -> torch.Tensor:
+        (shape, stride, dtype), = _infer(func, args, kwargs)
+        session = self.session
+
+        def arg(a: Any) -> Any:
+            if isinstance(a, torch.Tensor):
+                return session.use(a, tuple(a.shape))
+            if isinstance(a, (list, tuple)):
+                return type(a)(arg(x) for x in a)
+            return a
+
+        node_args = arg(args)
+        home = torch.empty_strided(shape, stride, dtype=dtype, device=_device(args))
+        session.node("extern", name, node_args, home, source, attrs=(("func", func), *kwargs.items()),
+                     record=name, kernel_kind=EXTERN_KINDS[name])
+        return home
+
+    def inplace(self, func, name: str, args: tuple, kwargs: dict, source: str) -> Any:
+        """``t.op_(...)``, ``t.copy_(s)`` and ``op(..., out=t)``: the functional op, homed in t."""
+        session = self.session
+        if "out" in kwargs:
+            target = kwargs.pop("out")
+            functional = func._overloadpacket
+            base = functional.__name__
+            if not isinstance(target, torch.Tensor) or base not in POINTWISE_OPS | REDUCTION_OPS:
+                raise _Unsupported("out= of this op")
+            value = (self.pointwise if base in POINTWISE_OPS else self.reduction)(
+                functional, base, args, kwargs, source)
+            return self.inplace(aten.copy_.default, "copy_", (target, value), {}, source)
+        target = args[0]
+        base = name[:-1] if name.endswith("_") else name
+        if base == "copy":
+            src = args[1]
+            op, fargs, fkw = ("clone", (src,), {}) if src.dtype == target.dtype else \
+                ("_to_copy", (src,), {"dtype": target.dtype})
+            if src.device != target.device:
+                raise _Unsupported("copy across devices")
+            meta = ((tuple(target.shape), tuple(target.stride()), target.dtype),)
+        elif base in POINTWISE_OPS:
+            functional = getattr(aten, base)
+            op, fargs, fkw = base, args, kwargs
+            (shape, _, dtype), = _infer(functional, args, kwargs)
+            _infer(func, args, kwargs)  # eager's own checks for the in-place form (casting rules)
+            if tuple(shape) != tuple(target.shape):
+                raise _Unsupported("in-place result does not fit its target")
+            if dtype != target.dtype:  # computed in the promoted type, then cast as eager does
+                value = self.pointwise(functional, base, args, kwargs, source,
+                                       ((tuple(shape), tuple(target.stride()), dtype),))
+                op, fargs, fkw = "_to_copy", (value,), {"dtype": target.dtype}
+            meta = ((tuple(target.shape), tuple(target.stride()), target.dtype),)
+        else:
+            raise _Unsupported("in-place op")
+        session.before_write(target)
+        node_args = tuple(session.use(a, tuple(target.shape)) if isinstance(a, torch.Tensor) else _scalar(a)
+                          for a in fargs)
+        session.node("pointwise", op, node_args, target, source, attrs=_attrs(op, fkw),
+                     record=name, in_place=True)
+        return target
+
+    def composite(self, func, name: str, args: tuple, kwargs: dict, source: str) -> Any:
+        from .composites import decompose
+
+        metas = _infer(func, args, kwargs)
+        return decompose(self.session, name, args, kwargs, metas, source)
+
+    def fallback(self, func, args: tuple, kwargs: dict, source: str, reason: str) -> Any:
+        return self.session.fallback(func, args, kwargs, source, reason)
+
+
+class _Unsupported(Exception):
+    """The op cannot be recorded; it runs eagerly as a fallback."""
+
+
+def _infer(func, args, kwargs):
+    try:
+        return shapes.infer(func, args, kwargs)
+    except Exception as exc:  # no meta kernel, or eager's error: eager decides which
+        raise _Unsupported(f"no metadata ({type(exc).__name__})") from exc
+
+
+def _flat(xs: list | tuple) -> list:
+    out = []
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            out.extend(_flat(x))
+        else:
+            out.append(x)
+    return out
+
+
+def _device(args: tuple) -> torch.device:
+    for a in _flat(args):
+        if isinstance(a, torch.Tensor) and a.dim() > 0:
+            return a.device
+    for a in _flat(args):
+        if isinstance(a, torch.Tensor):
+            return a.device
+    return torch.device("cpu")
+
+
+def _scalar(a: Any) -> Any:
+    if a is None or isinstance(a, (bool, int, float)):
+        return a
+    raise _Unsupported(f"argument of type {type(a).__name__}")
+
+
+def _attrs(name: str, kwargs: dict) -> tuple[tuple[str, Any], ...]:
+    if name == "_to_copy":
+        return (("dtype", kwargs["dtype"]),) if kwargs.get("dtype") is not None else ()
+    if name == "clone":
+        return ()
+    for k, v in kwargs.items():
+        if k in ("device", "layout", "pin_memory", "memory_format", "non_blocking"):
+            raise _Unsupported(f"keyword {k}")
+        if isinstance(v, torch.Tensor):
+            raise _Unsupported("tensor keyword argument")
+    return tuple(sorted(kwargs.items()))
+
+
+def _reduce_dims(x: torch.Tensor, dim: Any) -> frozenset[int]:
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return frozenset(range(x.dim()))
+    dims = dim if isinstance(dim, (list, tuple)) else (dim,)
+    return frozenset(d % x.dim() for d in dims)

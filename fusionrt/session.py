@@ -1,0 +1,275 @@
+"""A lazy session: the pending graph, tensor bindings, storage versions, and flushes.
+
+A recorded tensor carries its binding in an attribute (``(session, source, version)``); the
+session keeps only weak references to tensors it bound, so Python's own reference counting
+decides what is alive at a flush and a graph never outlives the tensors that need it.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any, Optional, Union
+
+import torch
+
+from . import schedule
+from .capture import BINDING, DispatchCapture, SyncCapture, _flat
+from .executors import EXECUTORS
+from .graph import IndexMap, Leaf, Node, Use, View
+from .plan import Flags
+from .report import Fallback, Flush, KernelRecord, Report
+from .runtime import Runner, executor_name
+
+MAX_PENDING = 4096
+_ids = itertools.count()
+_active: list[Session] = []
+
+
+def current() -> Optional[Session]:
+    return _active[-1] if _active else None
+
+
+class Session:
+    """``with fusionrt.lazy(...) as session:`` records; ``session.report`` tells what ran."""
+
+    def __init__(self, policy: str = "stream", executor: str = "auto",
+                 max_pending: int = MAX_PENDING) -> None:
+        if policy not in schedule.POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(schedule.POLICIES)}")
+        if executor not in EXECUTORS:
+            raise ValueError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+        self.policy = policy
+        self.executor = executor
+        self.max_pending = max_pending
+        self.report = Report(policy=policy, executor=executor)
+        self.passthrough = False
+        self._runner = Runner(executor)
+        self._modes: tuple = ()
+        self._reset()
+
+    # -- the context -----------------------------------------------------------------------------
+
+    def __enter__(self) -> Session:
+        if _active:
+            raise RuntimeError("fusionrt.lazy blocks do not nest")
+        self._modes = (SyncCapture(self), DispatchCapture(self))
+        for mode in self._modes:
+            mode.__enter__()
+        _active.append(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        from .capture import user_source
+
+        try:
+            self.flush("exit", user_source())
+        finally:
+            _active.remove(self)
+            for mode in reversed(self._modes):
+                mode.__exit__(None, None, None)
+            self._modes = ()
+
+    @contextlib.contextmanager
+    def eager(self) -> Iterator[None]:
+        """Ops run as in eager PyTorch (while running a plan, a fallback or a sync's method)."""
+        saved, self.passthrough = self.passthrough, True
+        try:
+            yield
+        finally:
+            self.passthrough = saved
+
+    # -- bindings and reads ----------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        for ref in getattr(self, "_bound", ()):
+            t = ref()
+            if t is not None:
+                t.__dict__.pop(BINDING, None)
+        self.pending: list[Node] = []
+        self._bound: list[weakref.ref] = []
+        self._leaves: dict[int, tuple[Leaf, torch.Tensor]] = {}
+        self._leaf_storages: set[int] = set()
+        self._versions: dict[int, int] = {}
+        self._outputs: set[Node] = set()
+        self._epoch = next(_ids)
+
+    def bind(self, t: torch.Tensor, src: Union[Node, View]) -> None:
+        t.__dict__[BINDING] = (self._epoch, src, self._versions.get(_storage(t), 0))
+        self._bound.append(weakref.ref(t))
+
+    def binding(self, t: torch.Tensor) -> Optional[Union[Node, View]]:
+        """The pending value ``t`` holds, or None when ``t`` is concrete (no flush)."""
+        b = t.__dict__.get(BINDING)
+        return b[1] if b is not None and b[0] == self._epoch else None
+
+    def read(self, t: torch.Tensor) -> Union[Leaf, Node, View]:
+        """What an op reading ``t`` reads; flushes first when ``t`` misses a write into its
+        storage (a view taken before the base was written in place, ...)."""
+        b = t.__dict__.get(BINDING)
+        ptr = _storage(t)
+        version = self._versions.get(ptr, 0)
+        if b is not None and b[0] == self._epoch:
+            if b[2] == version:
+                return b[1]
+            self.flush("alias", _source())
+        elif version:
+            self.flush("alias", _source())
+        entry = self._leaves.get(id(t))
+        if entry is None:
+            leaf = Leaf(tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, ptr)
+            self._leaves[id(t)] = entry = (leaf, t)
+            self._leaf_storages.add(ptr)
+        return entry[0]
+
+    def use(self, t: torch.Tensor, shape: tuple[int, ...], recompute: bool = False) -> Use:
+        return Use(self.read(t), IndexMap.broadcast(shape, tuple(t.shape)), recompute)
+
+    def before_write(self, t: torch.Tensor) -> None:
+        """A pending op still reads ``t``'s storage as it is now: run it before ``t`` changes."""
+        if _storage(t) in self._leaf_storages:
+            self.flush("alias", _source())
+
+    def node(self, kind: str, op: str, args: tuple, home: torch.Tensor, source: str, *,
+             attrs: tuple = (), dims: frozenset[int] = frozenset(), record: str = "",
+             kernel_kind: str = "", in_place: bool = False, eager: bool = True) -> Node:
+        """A pending node whose result lands in ``home`` (a real tensor), bound to it."""
+        ptr = _storage(home)
+        if in_place:
+            self._versions[ptr] = self._versions.get(ptr, 0) + 1
+        else:
+            self._versions.pop(ptr, None)  # fresh storage: a dead one's versions do not apply
+        base = home._base if home._base is not None else home
+        node = Node(len(self.pending), kind, op, args, tuple(home.shape), home.dtype, source,
+                    attrs=attrs, dims=dims, stride=home.stride(), offset=home.storage_offset(),
+                    record=record, kernel_kind=kernel_kind, home=weakref.ref(home),
+                    base=weakref.ref(base), storage=ptr)
+        self.pending.append(node)
+        self.bind(home, node)
+        if eager:
+            self.count_eager([home])
+        return node
+
+    def internal(self, kind: str, op: str, args: tuple, shape: tuple[int, ...], dtype: torch.dtype,
+                 source: str, *, attrs: tuple = (), dims: frozenset[int] = frozenset()) -> Node:
+        """A pending node no Python tensor will ever hold (a step of a decomposition)."""
+        node = Node(len(self.pending), kind, op, args, shape, dtype, source, attrs=attrs, dims=dims,
+                    stride=_contiguous(shape))
+        self.pending.append(node)
+        return node
+
+    def count_eager(self, outputs: Sequence[torch.Tensor]) -> None:
+        """Eager PyTorch runs one kernel per op and writes each of its outputs."""
+        report = self.report
+        report.eager_kernels += 1
+        report.eager_writes += len(outputs)
+        report.eager_bytes_written += sum(t.numel() * t.element_size() for t in outputs)
+
+    def mark_outputs(self, value: Any) -> None:
+        """Tensors in ``value`` are the program's outputs (what ``measure``'s function returns)."""
+        for t in _tensors(value):
+            src = self.binding(t)
+            if src is not None:
+                self._outputs.add(src.root if isinstance(src, View) else src)
+
+    def after_record(self) -> None:
+        if len(self.pending) >= self.max_pending:
+            self.flush("pending-bound", _source())
+
+    # -- flushes ---------------------------------------------------------------------------------
+
+    def flush(self, reason: str, source: str, sync: Sequence[Any] = (),
+              fallback_inputs: Sequence[Any] = (), always: bool = False) -> None:
+        """Plan and run every pending op, write what must be written, forget the graph.
+        Without pending ops nothing is recorded, unless ``always`` (a fallback is a flush point)."""
+        nodes = self.pending
+        if not nodes:
+            self._reset()
+            if always:
+                self.report.flushes.append(Flush(reason, source, 0))
+            return
+        flags = Flags(
+            alive={n: id(b) for n in nodes if n.base is not None and (b := n.base()) is not None},
+            sync=self._roots(sync), outputs=frozenset(self._outputs),
+            fallback_inputs=self._roots(fallback_inputs),
+        )
+        leaves = {leaf: t for leaf, t in self._leaves.values()}
+        report = self.report
+        index = len(report.flushes)
+        try:
+            plan = schedule.plan(nodes, flags, self.policy)
+            with self.eager(), torch.no_grad():
+                records, writes = self._runner.execute(plan, leaves, len(report.kernel_records), index)
+        finally:
+            self._reset()
+        report.flushes.append(Flush(reason, source, len(nodes)))
+        report.kernel_records.extend(records)
+        report.materialized.extend(writes)
+        if records and report.executor == "auto":
+            report.executor = executor_name("auto", _device_of(leaves, plan))
+
+    def _roots(self, tensors: Sequence[Any]) -> frozenset[Node]:
+        out = set()
+        for t in _tensors(list(tensors)):
+            src = self.binding(t)
+            if src is not None:
+                out.add(src.root if isinstance(src, View) else src)
+        return frozenset(out)
+
+    def fallback(self, func, args: tuple, kwargs: dict, source: str, reason: str) -> Any:
+        """Flush (virtual inputs written), run ``func`` eagerly, record it, continue lazily."""
+        inputs = [a for a in _flat(list(args) + list(kwargs.values())) if isinstance(a, torch.Tensor)]
+        self.flush("fallback", source, fallback_inputs=inputs, always=True)
+        with self.eager():
+            out = func(*args, **kwargs)
+        outs = list(_tensors(out))
+        name = func._overloadpacket.__name__
+        written = sum(t.numel() * t.element_size() for t in outs)
+        report = self.report
+        report.kernel_records.append(KernelRecord(
+            len(report.kernel_records), "fallback", name, (name,), (source,),
+            sum(t.numel() * t.element_size() for t in inputs), written, len(report.flushes) - 1,
+        ))
+        report.fallbacks.append(Fallback(name, source, reason))
+        self.count_eager(outs)
+        return out
+
+
+def _source() -> str:
+    from .capture import user_source
+
+    return user_source()
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr() if t.numel() else 0
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, n = [], 1
+    for s in reversed(shape):
+        strides.append(n)
+        n *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+def _device_of(leaves: dict, plan: Any) -> torch.device:
+    for t in leaves.values():
+        return t.device
+    for k in plan.kernels:
+        for n in k.outputs:
+            if n.home is not None and (t := n.home()) is not None:
+                return t.device
+    return torch.device("cpu")

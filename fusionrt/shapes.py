@@ -1,0 +1,56 @@
+"""Output metadata of an aten op without running it: meta tensors once, then a cache.
+
+Running an op on meta tensors costs 90-200 us; a recorded program repeats the same few
+signatures, so the answer is cached by (op, shapes, strides, dtypes, scalar arguments) and a
+hit costs a dict lookup.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+Meta = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]
+
+_cache: dict[Any, tuple[Meta, ...]] = {}
+
+
+def _key(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return (x.shape, x.stride(), x.dtype, x.device.type)
+    if isinstance(x, (list, tuple)):
+        return (type(x), *(_key(a) for a in x))
+    if isinstance(x, (bool, int, float)):
+        return (type(x), x)  # 1, 1.0 and True promote differently
+    return x
+
+
+def _meta(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_meta(a) for a in x)
+    return x
+
+
+def _describe(out: Any) -> tuple[Meta, ...]:
+    outs = out if isinstance(out, (list, tuple)) else (out,)
+    if not all(isinstance(o, torch.Tensor) for o in outs):
+        raise TypeError("op returns non-tensors")
+    return tuple((tuple(o.shape), tuple(o.stride()), o.dtype) for o in outs)
+
+
+def infer(func: Any, args: tuple, kwargs: dict) -> tuple[Meta, ...]:
+    """(shape, stride, dtype) of each output of ``func(*args, **kwargs)``; raises what the meta
+    kernel raises (the caller then runs the op eagerly, which raises eager's own error)."""
+    try:
+        key: Optional[Any] = (func, _key(args), _key(tuple(sorted(kwargs.items()))))
+        hit = _cache.get(key)
+    except TypeError:  # an unhashable argument: infer without caching
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    metas = _describe(func(*_meta(args), **{k: _meta(v) for k, v in kwargs.items()}))
+    if key is not None:
+        _cache[key] = metas
+    return metas
