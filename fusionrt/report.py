@@ -24,7 +24,7 @@ SCHEMA_VERSION = 1
 WRITE_REASONS = ("alive", "consumed-later", "view-break", "fallback-input", "sync", "output")
 KERNEL_KINDS = ("fused", "reduction", "matmul", "conv", "fallback", "copy")
 FLUSH_REASONS = (
-    "item", "bool", "tolist", "cpu", "numpy", "print", "fallback", "exit", "pending-bound", "sync",
+    "item", "bool", "tolist", "cpu", "numpy", "print", "fallback", "exit", "pending-bound", "sync", "alias",
 )
 
 # Plain text has no terminal to measure; wide enough that source paths rarely wrap.
