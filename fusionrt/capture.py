@@ -102,7 +102,7 @@ class DispatchCapture(TorchDispatchMode):
         if session.passthrough:
             return func(*args, **kwargs)
         name = func._overloadpacket.__name__
-        if func.is_view:
+        if func.is_view or name == "_unsafe_view":  # _unsafe_view aliases too (reshape's tail)
             return self.view(func, args, kwargs)
         if name in FACTORY_OPS:
             return func(*args, **kwargs)  # concrete at once; identical in eager (not counted)

@@ -50,15 +50,14 @@ class Runner:
         for k, planned in enumerate(plan.kernels):
             kernel_writes = writes_of.get(k, [])
             home = {w.node for w in kernel_writes if w.home}
-            if planned.kind == "copy":
-                (node,) = planned.outputs
-                target = node.home()
-                target.copy_(buffers[node])
-                read = node.nbytes
-            elif planned.kernel is not None:
+            if planned.kernel is not None:
                 read = self._fused(planned, leaves, buffers, home)
-            else:
+            elif planned.extern is not None:
                 read = self._extern(planned, leaves, buffers, home)
+            else:  # a result computed into scratch, copied home once nothing reads the old data
+                (node,) = planned.outputs
+                node.home().copy_(buffers[node])
+                read = node.nbytes
             index = first_kernel + k
             for w in kernel_writes:
                 writes.append(Write(tuple(w.node.shape), dtype_name(w.node.dtype), w.node.nbytes,

@@ -110,7 +110,11 @@ class _Planner:
         if isinstance(src, Leaf):
             return
         if self.owner.get(src) is not block:
-            self.need(src, "view-break" if view_broke and via_view else "consumed-later")
+            if via_view and src.kind == "pointwise":  # absorbed: recomputed through the view
+                for use in tensor_uses(src.args):
+                    self.mark(block, use.src, use.map.compose(m), view_broke, True)
+            else:
+                self.need(src, "view-break" if view_broke and via_view else "consumed-later")
         elif m != block.canon[src]:
             for use in tensor_uses(src.args):
                 self.mark(block, use.src, use.map.compose(m), view_broke, via_view)
@@ -171,8 +175,10 @@ class _Planner:
 
     def extern(self, node: Node) -> None:
         block = self.new_block(node.shape, node.kernel_kind)
-        for use in tensor_uses(node.args):
-            self.mark(block, use.src, use.map, False)
+        for use in tensor_uses(node.args):  # torch's kernel reads memory: no recomputing
+            src = use.src.root if isinstance(use.src, View) else use.src
+            if isinstance(src, Node):
+                self.need(src, "consumed-later")
         block.add(node, IndexMap.identity(node.shape), False)
         self.owner[node] = block
 
@@ -267,12 +273,14 @@ def _emit(block: _Block, outputs: tuple[Node, ...], owner: dict[Node, _Block]) -
             inputs.append(KernelInput(src, m, view, reduced))
         return memo[key]
 
-    def emit(src: Any, m: IndexMap) -> Any:
+    def emit(src: Any, m: IndexMap, via_view: bool = False) -> Any:
         if isinstance(src, View):
             if src.map is None:
                 return load(src.root, m, src)
-            return emit(src.root, src.map.compose(m))
-        if isinstance(src, Leaf) or owner.get(src) is not block:
+            return emit(src.root, src.map.compose(m), True)
+        if isinstance(src, Leaf):
+            return load(src, m)
+        if owner.get(src) is not block and not (via_view and src.kind == "pointwise"):
             return load(src, m)
         key = (id(src), m)
         if key in memo:
@@ -281,7 +289,9 @@ def _emit(block: _Block, outputs: tuple[Node, ...], owner: dict[Node, _Block]) -
             (use,) = src.args
             args: tuple[Any, ...] = (emit(use.src, use.map),)
         else:
-            args = tuple(emit(a.src, a.map.compose(m)) if isinstance(a, Use) else a for a in src.args)
+            inner = via_view and owner.get(src) is not block
+            args = tuple(emit(a.src, a.map.compose(m), inner) if isinstance(a, Use) else a
+                         for a in src.args)
         instrs.append(Instr(src.op, args, src.dtype, src.attrs))
         memo[key] = Value(len(instrs) - 1)
         return memo[key]
