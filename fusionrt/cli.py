@@ -21,6 +21,7 @@ from rich.console import Console, RenderableType
 
 from .executors import EXECUTORS
 from .report import PLAIN_WIDTH, Report
+from .schedule import POLICIES
 
 
 def run_script(script: str, args: Sequence[str], policy: str, executor: str) -> tuple[Report, int]:
@@ -32,6 +33,7 @@ def run_script(script: str, args: Sequence[str], policy: str, executor: str) -> 
     """
     from . import lazy  # the package re-exports the core's context manager
 
+    session = lazy(policy=policy, executor=executor)
     path = os.path.abspath(script)
     main_module = types.ModuleType("__main__")
     main_module.__file__ = path
@@ -40,7 +42,6 @@ def run_script(script: str, args: Sequence[str], policy: str, executor: str) -> 
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(path))
     sys.modules["__main__"] = main_module
-    session = lazy(policy=policy, executor=executor)
     code = 0
     try:
         with session:
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--executor", choices=EXECUTORS, default="auto",
                      help="how planned kernels run (default: auto = triton with CUDA, else reference)")
-    run.add_argument("--policy", default="stream", help="fusion policy (default: stream)")
+    run.add_argument("--policy", choices=POLICIES, default="stream", help="fusion policy (default: stream)")
     run.add_argument("--json", metavar="FILE", help="also write the report as JSON (schema: docs/report.md)")
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")

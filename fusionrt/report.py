@@ -424,7 +424,7 @@ def _writes_table(title: str, writes: list[Write], indices: Iterable[int] | None
     for i in range(len(writes)) if indices is None else indices:
         w = writes[i]
         table.add_row(
-            str(i), _shape(w.shape), w.dtype.removeprefix("torch."), human_bytes(w.bytes),
+            str(i), _shape(w.shape), w.dtype, human_bytes(w.bytes),
             Text(w.reason), Text(display_source(w.source)), Text(_short_op(w.op)), str(w.kernel),
         )
     return table

@@ -32,8 +32,8 @@ def make_report(src: str) -> Report:
             KernelRecord(1, "reduction", "sum_dim", ("aten.sum.dim_IntList",), (f"{src}:5",), 4096, 128, 1),
         ],
         materialized=[
-            Write((32, 32), "torch.float32", 4096, "alive", f"{src}:4", 0, "aten.add.Tensor"),
-            Write((32, 1), "torch.float32", 128, "output", f"{src}:5", 1, "aten.sum.dim_IntList"),
+            Write((32, 32), "float32", 4096, "alive", f"{src}:4", 0, "aten.add.Tensor"),
+            Write((32, 1), "float32", 128, "output", f"{src}:5", 1, "aten.sum.dim_IntList"),
         ],
         fallbacks=[Fallback("aten.nonzero.default", f"{src}:6", "data-dependent output shape")],
         flushes=[Flush("item", f"{src}:7", 3), Flush("exit", f"{src}:8", 1)],
@@ -122,7 +122,7 @@ def test_json_round_trip_and_schema(script):
     assert data["totals"] == {"kernels": 2, "writes": 2, "bytes_written": 4224, "bytes_read": 12288,
                               "fallbacks": 1, "flushes": 2}
     assert data["eager"] == {"kernels": 5, "writes": 5, "bytes_written": 20480}
-    assert data["materialized"][0] == {"shape": [32, 32], "dtype": "torch.float32", "bytes": 4096,
+    assert data["materialized"][0] == {"shape": [32, 32], "dtype": "float32", "bytes": 4096,
                                        "reason": "alive", "source": f"{script}:4", "kernel": 0,
                                        "op": "aten.add.Tensor"}
     assert data["kernel_records"][0]["ops"] == ["aten.mul.Tensor", "aten.relu.default", "aten.add.Tensor"]
@@ -138,7 +138,7 @@ def test_unknown_schema_version_is_refused(script):
 
 
 @pytest.mark.parametrize("make", [
-    lambda: Write((1,), "torch.float32", 4, "because", "a.py:1", 0, "aten.add.Tensor"),
+    lambda: Write((1,), "float32", 4, "because", "a.py:1", 0, "aten.add.Tensor"),
     lambda: KernelRecord(0, "magic", "k", (), (), 0, 0, 0),
     lambda: Flush("whim", "a.py:1", 1),
 ])
@@ -168,8 +168,8 @@ def _fixed_report(src: str) -> Report:
     return Report(
         kernel_records=[KernelRecord(0, "reduction", "fused_mul_relu_add_sum", ("aten.mul.Tensor", "aten.sum.dim_IntList"),
                                      (f"{src}:5",), 4096, 128, 0)],
-        materialized=[Write((32, 1), "torch.float32", 128, "output", f"{src}:5", 0, "aten.sum.dim_IntList"),
-                      Write((32, 32), "torch.float16", 2048, "alive", f"{src}:4", 0, "aten.add.Tensor")],
+        materialized=[Write((32, 1), "float32", 128, "output", f"{src}:5", 0, "aten.sum.dim_IntList"),
+                      Write((32, 32), "float16", 2048, "alive", f"{src}:4", 0, "aten.add.Tensor")],
         flushes=[Flush("exit", f"{src}:8", 2)],
         eager_kernels=5, eager_writes=5, eager_bytes_written=20480,
     )
@@ -194,7 +194,7 @@ def test_compare_deltas_and_matched_writes(script):
 
 
 def test_compare_pairs_repeated_writes_one_to_one(script):
-    w = Write((8,), "torch.float32", 32, "alive", f"{script}:2", 0, "aten.mul.Tensor")
+    w = Write((8,), "float32", 32, "alive", f"{script}:2", 0, "aten.mul.Tensor")
     comparison = compare(Report(materialized=[w, w, w]), Report(materialized=[w]))
     assert comparison.disappeared == [w, w] and comparison.appeared == []
     assert comparison.to_dict()["disappeared"] == [1, 2]

@@ -1,0 +1,143 @@
+"""``fusionrt run``: scripts run under the lazy backend, end to end (subprocesses) and in-process."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fusionrt.cli import main
+from fusionrt.report import SCHEMA_VERSION
+
+# relu(x*2)+1 on random inputs; the checksum is printed so the test can compare with eager.
+RELU_SCRIPT = """\
+import sys
+import torch
+torch.manual_seed(int(sys.argv[1]))
+x = torch.randn(64, 33)
+y = torch.relu(x * 2) + 1
+print("checksum", repr(y.double().sum().item()))
+"""
+
+
+def write_script(tmp_path: Path, text: str, name: str = "script.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def run_cli(*args: str, cwd: Path, module: bool = False) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "fusionrt"] if module else [str(Path(sys.executable).with_name("fusionrt"))]
+    env = {**os.environ, "CI": "1"}
+    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def eager_checksum(seed: int) -> float:
+    import torch
+
+    torch.manual_seed(seed)
+    x = torch.randn(64, 33)
+    return (torch.relu(x * 2) + 1).double().sum().item()
+
+
+def test_run_prints_the_report_and_writes_json(tmp_path):
+    script = write_script(tmp_path, RELU_SCRIPT)
+    result = run_cli("run", "--executor", "reference", "--json", "report.json", "script.py", "7", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert float(out.split("checksum ")[1].split()[0]) == pytest.approx(eager_checksum(7), rel=1e-9)
+    assert "\x1b" not in out  # piped output is plain
+    assert "fusionrt report (policy stream, executor reference)" in out
+    assert "Materialized writes" in out and "script.py:5" in out  # the line that made y
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["version"] == SCHEMA_VERSION
+    assert data["executor"] == "reference" and data["policy"] == "stream"
+    assert data["totals"]["kernels"] >= 1
+    # y is still bound to a script global (alive); the checksum's reduction is read by .item() (sync)
+    assert [(w["source"], w["shape"], w["dtype"], w["reason"]) for w in data["materialized"]] == [
+        (f"{script}:5", [64, 33], "float32", "alive"), (f"{script}:6", [], "float64", "sync")]
+    assert [(f["reason"], f["source"]) for f in data["flushes"]] == [("item", f"{script}:6")]
+
+
+def test_a_raising_script_shows_its_traceback_and_the_report(tmp_path):
+    write_script(tmp_path, RELU_SCRIPT + "raise ValueError('bad input')\n")
+    result = run_cli("run", "--executor", "reference", "script.py", "1", cwd=tmp_path, module=True)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Traceback (most recent call last):\n  File ")
+    assert "script.py\", line 7, in <module>" in result.stderr and "ValueError: bad input" in result.stderr
+    assert "cli.py" not in result.stderr  # the runner's frames are cut
+    assert "checksum" in result.stdout and "script.py:5" in result.stdout
+
+
+def test_script_sees_python_script_semantics(tmp_path, capsys):
+    (tmp_path / "helper.py").write_text("VALUE = 41\n")
+    write_script(tmp_path, """\
+        import json, sys
+        import helper
+        json.dump({"argv": sys.argv, "name": __name__, "file": __file__, "path0": sys.path[0],
+                   "main": sys.modules["__main__"].__dict__ is globals()}, open(sys.argv[2], "w"))
+        sys.exit(helper.VALUE + 1)
+    """)
+    saved = sys.argv[:], sys.path[:], sys.modules["__main__"]
+    code = main(["run", "--executor", "reference", str(tmp_path / "script.py"), "--flag", str(tmp_path / "seen.json")])
+    assert code == 42
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen == {"argv": [str(tmp_path / "script.py"), "--flag", str(tmp_path / "seen.json")],
+                    "name": "__main__", "file": str(tmp_path / "script.py"), "path0": str(tmp_path), "main": True}
+    assert (sys.argv, sys.path, sys.modules["__main__"]) == saved
+    assert "fusionrt report" in capsys.readouterr().out
+
+
+def test_syntax_error_is_reported_like_python(tmp_path, capsys):
+    write_script(tmp_path, "x = (1,\n")
+    assert main(["run", "--executor", "reference", str(tmp_path / "script.py")]) == 1
+    err = capsys.readouterr().err
+    assert "SyntaxError" in err and "Traceback" not in err
+
+
+def test_missing_script_is_a_usage_error(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.py")]) == 2
+    assert "nope.py' does not exist" in capsys.readouterr().err
+    assert main(["run", str(tmp_path)]) == 2
+    assert "is not a file" in capsys.readouterr().err
+
+
+def test_unwritable_json_keeps_the_printed_report(tmp_path, capsys):
+    write_script(tmp_path, RELU_SCRIPT)
+    code = main(["run", "--executor", "reference", "--json", str(tmp_path / "no" / "dir" / "r.json"),
+                 str(tmp_path / "script.py"), "3"])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "fusionrt report" in captured.out and "cannot write the JSON report" in captured.err
+
+
+def test_usage_errors(capsys):
+    assert main([]) == 2
+    assert "run" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--executor", "warp-drive", "x.py"])
+    assert exit_.value.code == 2
+
+
+@pytest.mark.parametrize("ci, styled", [(None, True), ("1", False)])
+def test_terminal_gets_rich_output_unless_ci(monkeypatch, ci, styled):
+    from fusionrt.cli import print_rendered
+    from fusionrt.report import Report
+
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("TERM", raising=False)
+    master, slave = os.openpty()
+    with open(slave, "w", encoding="utf-8") as tty, open(master, "rb", buffering=0) as reader:
+        print_rendered(Report(eager_kernels=4), file=tty)
+        tty.flush()
+        out = reader.read(65536).decode()
+    assert "fusionrt report" in out and "0.00x" in out
+    assert ("\x1b[" in out) == styled
