@@ -121,7 +121,8 @@ def render(files, lines, mention_torch, runs, startup, engine_import, no_files, 
         "# fusionlint check: speed on transformers/models/[a-d]*",
         "",
         f"- Date: {datetime.date.today().isoformat()}; commit {commit or 'unknown'}",
-        f"- Machine: {cpu_model}, {len(os.sched_getaffinity(0))} cores usable, {platform.system()} {platform.release()}",
+        f"- Machine: {cpu_model}, {len(os.sched_getaffinity(0))} cores usable, {platform.system()} {platform.release()};"
+        f" load average {os.getloadavg()[0]:.1f} when the runs ended (other work on the machine inflates wall times)",
         f"- Python {platform.python_version()}, libcst {metadata.version('libcst')}, fusionlint {metadata.version('fusionlint')}",
         f"- Corpus: transformers {WHEEL_VERSION} wheel, {len(files)} files, {lines:,} lines, {mention_torch} mention torch",
         "- Command: `fusionlint check --output-format json transformers/models` (default config: every rule)",
@@ -155,9 +156,11 @@ def render(files, lines, mention_torch, runs, startup, engine_import, no_files, 
         "",
     ]
     for finding in sample:
-        path = CORPUS / finding["path"]
-        line = path.read_text(encoding="utf-8").splitlines()[finding["line"] - 1].strip()
-        out += [f"- `{finding['path']}:{finding['line']}:{finding['column']}` {finding['code']}: `{line[:110]}`"]
+        line = (CORPUS / finding["path"]).read_text(encoding="utf-8").splitlines()[finding["line"] - 1]
+        end = finding["end_column"] - 1 if finding["end_line"] == finding["line"] else len(line)
+        pointed = line[finding["column"] - 1 : end]
+        where = f"{finding['path']}:{finding['line']}:{finding['column']}"
+        out += [f"- `{where}` {finding['code']} points at `{pointed}` in `{line.strip()[:100]}`"]
     return "\n".join(out) + "\n"
 
 

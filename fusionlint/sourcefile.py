@@ -27,10 +27,6 @@ class SourceFile:
     text: str
     encoding: str  # codec that turns ``text`` back into ``data``
 
-    @property
-    def is_notebook(self) -> bool:
-        return is_notebook_path(self.path)
-
 
 def is_notebook_path(path: Path | str) -> bool:
     return str(path).endswith(".ipynb")
