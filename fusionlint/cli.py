@@ -136,6 +136,8 @@ def run_check(args: argparse.Namespace) -> int:
     start = Path(os.path.commonpath([p.absolute() for p in paths]))
     config = _load_config(args, start)
     files = find_source_files(paths, config.is_excluded, force_exclude=args.force_exclude)
+    if not files and not args.quiet:
+        print("fusionlint: warning: no Python files or notebooks found", file=sys.stderr)
     cache = None if args.no_cache else Cache(config.root)
     config.check_selectors(known_rule_codes(cache))
     outcomes = check_files(files, config, _fix_mode(args), write=not args.diff, cache=cache)

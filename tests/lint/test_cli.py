@@ -57,6 +57,13 @@ def test_clean_tree_passes(tmp_path, capsys):
     assert run_main(capsys, "check") == (0, "All checks passed!\n", "")
 
 
+def test_an_empty_file_list_is_not_an_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    expected = (0, "All checks passed!\n", "fusionlint: warning: no Python files or notebooks found\n")
+    assert run_main(capsys, "check", "empty") == expected
+    assert run_main(capsys, "check", "--fix", "--force-exclude", "empty") == expected
+
+
 @pytest.mark.parametrize(("rule", "example"), FIXABLE + UNFIXABLE, ids=lambda x: getattr(x, "code", ""))
 def test_examples_are_reported_where_the_rule_says(tmp_path, capsys, rule, example):
     (tmp_path / "bad.py").write_text(example.bad)
