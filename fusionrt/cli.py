@@ -42,20 +42,29 @@ def run_script(script: str, args: Sequence[str], policy: str, executor: str) -> 
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(path))
     sys.modules["__main__"] = main_module
-    code = 0
+    code, error = 0, None
     try:
         with session:
+            with io.open_code(path) as file:
+                source = file.read()
+            end = source.count(b"\n") + (not source.endswith(b"\n"))
             try:
-                with io.open_code(path) as file:
-                    exec(compile(file.read(), path, "exec"), main_module.__dict__)
+                exec(compile(source, path, "exec"), main_module.__dict__)
             except SystemExit as exit_:  # a script's sys.exit() is a normal end of the run
-                code = _exit_code(exit_)
-    except Exception as exc:
-        sys.stdout.flush()
-        traceback.print_exception(type(exc), exc, _from_script(exc, path))
-        code = 1
+                code, end = _exit_code(exit_), _script_line(exit_, path, end)
+            except Exception as exc:
+                error, end = exc, _script_line(exc, path, end)
+            # The block ends where the script did; left to the context's exit, the flush would
+            # name the launcher's line as its source.
+            session.flush("exit", f"{path}:{end}")
+    except Exception as exc:  # planning or running the last kernels failed
+        error = error or exc
     finally:
         sys.argv, sys.path[:], sys.modules["__main__"] = saved_argv, saved_path, saved_main
+    if error is not None:
+        sys.stdout.flush()
+        traceback.print_exception(type(error), error, _from_script(error, path))
+        code = 1
     return session.report, code
 
 
@@ -67,15 +76,26 @@ def _exit_code(exit_: SystemExit) -> int:
     return 1
 
 
+def _script_tb(exc: BaseException, script: str) -> TracebackType | None:
+    """The traceback entry of the script's module-level frame, if the exception passed it."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    return tb
+
+
+def _script_line(exc: BaseException, script: str, default: int) -> int:
+    tb = _script_tb(exc, script)
+    return tb.tb_lineno if tb is not None else default
+
+
 def _from_script(exc: BaseException, script: str) -> TracebackType | None:
     """The traceback from the script's first frame on: the runner's frames are noise to a user.
 
     An error outside the script (in fusionrt itself) keeps its whole traceback; a syntax error
     needs none, as in ``python SCRIPT``.
     """
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != script:
-        tb = tb.tb_next
+    tb = _script_tb(exc, script)
     if tb is None and not isinstance(exc, SyntaxError):
         return exc.__traceback__
     return tb

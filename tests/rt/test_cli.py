@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fusionrt.cli import main
+from fusionrt.cli import main, run_script
 from fusionrt.report import SCHEMA_VERSION
 
 # relu(x*2)+1 on random inputs; the checksum is printed so the test can compare with eager.
@@ -73,23 +73,36 @@ def test_a_raising_script_shows_its_traceback_and_the_report(tmp_path):
     assert "checksum" in result.stdout and "script.py:5" in result.stdout
 
 
-def test_script_sees_python_script_semantics(tmp_path, capsys):
+def test_script_sees_python_script_semantics(tmp_path):
     (tmp_path / "helper.py").write_text("VALUE = 41\n")
-    write_script(tmp_path, """\
+    script = write_script(tmp_path, """\
         import json, sys
+        import torch
         import helper
         json.dump({"argv": sys.argv, "name": __name__, "file": __file__, "path0": sys.path[0],
                    "main": sys.modules["__main__"].__dict__ is globals()}, open(sys.argv[2], "w"))
+        t = torch.rand(3, 5) * 2
         sys.exit(helper.VALUE + 1)
     """)
     saved = sys.argv[:], sys.path[:], sys.modules["__main__"]
-    code = main(["run", "--executor", "reference", str(tmp_path / "script.py"), "--flag", str(tmp_path / "seen.json")])
+    report, code = run_script(str(script), ["--flag", str(tmp_path / "seen.json")], "stream", "reference")
     assert code == 42
     seen = json.loads((tmp_path / "seen.json").read_text())
-    assert seen == {"argv": [str(tmp_path / "script.py"), "--flag", str(tmp_path / "seen.json")],
-                    "name": "__main__", "file": str(tmp_path / "script.py"), "path0": str(tmp_path), "main": True}
+    assert seen == {"argv": [str(script), "--flag", str(tmp_path / "seen.json")],
+                    "name": "__main__", "file": str(script), "path0": str(tmp_path), "main": True}
     assert (sys.argv, sys.path, sys.modules["__main__"]) == saved
-    assert "fusionrt report" in capsys.readouterr().out
+    # the script's globals outlive its last line: t is written as alive, at the exit flush that
+    # the sys.exit() line caused
+    assert [(w.source, w.reason) for w in report.materialized] == [(f"{script}:6", "alive")]
+    assert [(f.reason, f.source) for f in report.flushes] == [("exit", f"{script}:7")]
+
+
+def test_the_exit_flush_names_the_scripts_last_line(tmp_path):
+    script = write_script(tmp_path, "import torch\nx = torch.rand(4, 4)\ny = (x + 1).relu()\n\n# done")
+    report, code = run_script(str(script), [], "stream", "reference")
+    assert code == 0
+    assert [(f.reason, f.source, f.ops) for f in report.flushes] == [("exit", f"{script}:5", 2)]
+    assert [(w.source, w.reason) for w in report.materialized] == [(f"{script}:3", "alive")]
 
 
 def test_syntax_error_is_reported_like_python(tmp_path, capsys):
