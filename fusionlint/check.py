@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from fusionlint.cache import Cache, options_digest
@@ -30,7 +30,6 @@ class FileOutcome:
     new_text: str | None = None  # the fixed text, when fixing changed it
     errors: tuple[str, ...] = ()  # warnings worth showing (a dropped fix, ...), each naming its file
     crash: str | None = None  # an internal error of the engine on this file
-    from_cache: bool = field(default=False, compare=False)
 
     @property
     def text(self) -> str | None:
@@ -117,7 +116,6 @@ def check_sources(
     known_codes = known_rule_codes(cache)
     outcomes: list[FileOutcome] = []
     pending: list[tuple[FileOutcome, str | None, LintOptions]] = []
-    digests: dict[tuple, bytes] = {}
     for source in sources:
         if isinstance(source, FileOutcome):
             if UNREADABLE in config.enabled_codes(known_codes, source.path):
@@ -128,13 +126,10 @@ def check_sources(
         options = options_for(config, source.path, known_codes, fix)
         key = None
         if cache is not None:
-            described = (options.codes, options.extra_ops)
-            if described not in digests:
-                digests[described] = options_digest(options)
-            key = cache.key(source.data, digests[described])
+            key = cache.key(source.data, options_digest(options))
             cached = cache.get(key)
             if cached is not None and not any(fix.allows(f.fix_safety) for f in cached.findings):
-                outcome.findings, outcome.errors, outcome.from_cache = cached.findings, cached.errors, True
+                outcome.findings, outcome.errors = cached.findings, cached.errors
                 continue
         pending.append((outcome, key, options))
 
