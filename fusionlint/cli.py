@@ -141,7 +141,7 @@ def run_check(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else Cache(config.root)
     config.check_selectors(known_rule_codes(cache))
     outcomes = check_files(files, config, _fix_mode(args), write=not args.diff, cache=cache)
-    return _report(args, outcomes, config.root, sys.stdout)
+    return _report(args, outcomes, sys.stdout)
 
 
 def _check_stdin(args: argparse.Namespace) -> int:
@@ -167,11 +167,11 @@ def _check_stdin(args: argparse.Namespace) -> int:
         fixed = outcome.new_text is not None
         sys.stdout.buffer.write(outcome.new_text.encode(outcome.source.encoding) if fixed else data)
         sys.stdout.flush()
-        return _report(args, outcomes, config.root, sys.stderr)
-    return _report(args, outcomes, config.root, sys.stdout)
+        return _report(args, outcomes, sys.stderr)
+    return _report(args, outcomes, sys.stdout)
 
 
-def _report(args: argparse.Namespace, outcomes: list[FileOutcome], root: Path, stream) -> int:
+def _report(args: argparse.Namespace, outcomes: list[FileOutcome], stream) -> int:
     for outcome in outcomes:
         for error in outcome.errors:
             print(f"fusionlint: warning: {error}", file=sys.stderr)
