@@ -5,8 +5,10 @@ fix makes of it), so these tests follow the rules as they change.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -275,3 +277,19 @@ def test_rules_and_explain(capsys):
         status, text, _ = run_main(capsys, "explain", rule.code.lower())
         assert status == 0 and text == rule.explain()
     assert "unreadable-file" in run_main(capsys, "explain", "FL998")[1]
+
+
+def test_explain_renders_markdown_on_a_terminal(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for name in ("CI", "PRE_COMMIT", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    rule = all_rules()[0]
+    assert main(["explain", rule.code]) == 0
+    shown = terminal.getvalue()
+    assert "\x1b[" in shown and "# " not in shown  # headings rendered, not raw markdown
+    assert rule.name in re.sub(r"\x1b\[[0-9;]*m", "", shown)
