@@ -2,7 +2,8 @@
 
 The script runs the way ``python -m cProfile`` runs one: ``sys.argv`` is the script and its
 arguments, ``__name__`` is ``"__main__"``, and the script's folder comes first on ``sys.path``.
-Exit codes: the script's own (0 when it ends normally), 1 when it raises, 2 for usage errors.
+Exit codes: the script's own (0 when it ends normally), 1 when it raises, 2 for usage errors
+(no such script, an unreadable one, an unwritable JSON file).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import TextIO
 
 from rich.console import Console, RenderableType
 
+from . import lazy
 from .executors import EXECUTORS
 from .report import PLAIN_WIDTH, Report
 from .schedule import POLICIES
@@ -31,10 +33,11 @@ def run_script(script: str, args: Sequence[str], policy: str, executor: str) -> 
     it runs, as runpy does), so its globals stay alive until the lazy block has ended, as they do
     in ``python SCRIPT`` until the interpreter exits: module-level tensors count as alive.
     """
-    from . import lazy  # the package re-exports the core's context manager
-
-    session = lazy(policy=policy, executor=executor)
     path = os.path.abspath(script)
+    with io.open_code(path) as file:  # an unreadable script fails here, before anything changes
+        source = file.read()
+    end = source.count(b"\n") + (not source.endswith(b"\n"))
+    session = lazy(policy=policy, executor=executor)
     main_module = types.ModuleType("__main__")
     main_module.__file__ = path
     main_module.__cached__ = None
@@ -45,9 +48,6 @@ def run_script(script: str, args: Sequence[str], policy: str, executor: str) -> 
     code, error = 0, None
     try:
         with session:
-            with io.open_code(path) as file:
-                source = file.read()
-            end = source.count(b"\n") + (not source.endswith(b"\n"))
             try:
                 exec(compile(source, path, "exec"), main_module.__dict__)
             except SystemExit as exit_:  # a script's sys.exit() is a normal end of the run
@@ -118,7 +118,11 @@ def _run(options: argparse.Namespace) -> int:
         what = "is not a file" if script.exists() else "does not exist"
         print(f"fusionrt: error: script {options.script!r} {what}", file=sys.stderr)
         return 2
-    report, code = run_script(options.script, options.args, options.policy, options.executor)
+    try:
+        report, code = run_script(options.script, options.args, options.policy, options.executor)
+    except OSError as exc:
+        print(f"fusionrt: error: cannot read script {options.script!r}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print_rendered(report)
     if options.json:
         try:

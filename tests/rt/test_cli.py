@@ -119,6 +119,15 @@ def test_missing_script_is_a_usage_error(tmp_path, capsys):
     assert "is not a file" in capsys.readouterr().err
 
 
+def test_unreadable_script_is_a_usage_error(tmp_path, capsys):
+    locked = write_script(tmp_path, "print('never')\n")
+    locked.chmod(0)
+    if os.access(locked, os.R_OK):  # root reads anything
+        pytest.skip("permissions are not enforced for this user")
+    assert main(["run", str(locked)]) == 2
+    assert "cannot read script" in capsys.readouterr().err
+
+
 def test_unwritable_json_keeps_the_printed_report(tmp_path, capsys):
     write_script(tmp_path, RELU_SCRIPT)
     code = main(["run", "--executor", "reference", "--json", str(tmp_path / "no" / "dir" / "r.json"),
