@@ -114,7 +114,9 @@ class Report:
 
     @property
     def bytes_written(self) -> int:
-        return sum(w.bytes for w in self.materialized)
+        """Every byte a kernel wrote: the materialized writes plus the outputs of fallback ops,
+        which eager's count includes too."""
+        return sum(k.bytes_written for k in self.kernel_records)
 
     @property
     def bytes_read(self) -> int:

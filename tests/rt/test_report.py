@@ -57,6 +57,12 @@ def test_totals_are_derived_from_the_records(script):
     assert Report().kernels == Report().writes == Report().bytes_written == 0
 
 
+def test_fallback_outputs_count_as_bytes_written_not_as_writes(script):
+    report = make_report(script)
+    report.kernel_records.append(KernelRecord(2, "fallback", "nonzero", ("nonzero",), (f"{script}:6",), 4096, 512, 1))
+    assert (report.kernels, report.writes, report.bytes_written) == (3, 2, 4096 + 128 + 512)
+
+
 def test_summary_line(script):
     assert make_report(script).summary() == (
         "2 kernels (eager 5), 2 writes (eager 5), 4.12 KiB written (eager 20.0 KiB), "
@@ -167,7 +173,7 @@ def _fixed_report(src: str) -> Report:
     """The rewrite: the row sum no longer keeps the fused result alive, one kernel fewer read."""
     return Report(
         kernel_records=[KernelRecord(0, "reduction", "fused_mul_relu_add_sum", ("aten.mul.Tensor", "aten.sum.dim_IntList"),
-                                     (f"{src}:5",), 4096, 128, 0)],
+                                     (f"{src}:5",), 4096, 128 + 2048, 0)],
         materialized=[Write((32, 1), "float32", 128, "output", f"{src}:5", 0, "aten.sum.dim_IntList"),
                       Write((32, 32), "float16", 2048, "alive", f"{src}:4", 0, "aten.add.Tensor")],
         flushes=[Flush("exit", f"{src}:8", 2)],
