@@ -163,3 +163,24 @@ def test_terminal_gets_rich_output_unless_ci(monkeypatch, ci, styled):
         out = reader.read(65536).decode()
     assert "fusionrt report" in out and "0.00x" in out
     assert ("\x1b[" in out) == styled
+
+
+def test_executor_option_reaches_the_run_and_counts_do_not_depend_on_it(tmp_path):
+    script = write_script(tmp_path, """\
+        import torch
+        x = torch.randn(8, 8)
+        y = x * 2
+        values, indices = torch.sort(y, dim=-1)
+        z = values + 1
+    """)
+    reports = {ex: run_script(str(script), [], "stream", ex)[0] for ex in ("reference", "interpret")}
+    for executor, report in reports.items():
+        assert report.executor == executor
+    reference, interpret = (reports[ex].to_dict() for ex in ("reference", "interpret"))
+    for data in (reference, interpret):
+        del data["executor"]
+    assert reference == interpret
+    text = str(reports["interpret"])
+    assert "Fallbacks (1)" in text and "sort" in text and "fallback-input" in text
+    assert [(f.reason, f.source) for f in reports["interpret"].flushes] == [
+        ("fallback", f"{script}:4"), ("exit", f"{script}:5")]
