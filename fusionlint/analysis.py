@@ -18,6 +18,7 @@ Heuristics (documented in docs/engine.md), all static and local to one file:
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
@@ -191,6 +192,7 @@ class Scope:
     facts: ModuleFacts
     ops: OpTables
     class_name: str | None = None
+    unit: cst.BaseStatement | None = None  # the top-level statement holding a function scope
     tensors: set[str] = field(default_factory=set)
     params: set[str] = field(default_factory=set)
     escaped: set[str] = field(default_factory=set)  # read by a closure or declared global/nonlocal
@@ -396,7 +398,7 @@ def _reads_after_block(owner: cst.Try | cst.TryStar, block: cst.CSTNode) -> set[
     reads: set[str] = set()
     for part in parts:
         use = _NameUse()
-        part.visit(use)
+        use.walk(part)
         reads |= use.reads
     return reads
 
@@ -423,19 +425,75 @@ def root_name(expr: cst.BaseExpression) -> str | None:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
+_SKIPPED_FIELDS = frozenset(
+    """lpar rpar leading_lines lines_after_decorators trailing_whitespace comma equal semicolon colon
+    dot lbracket rbracket lbrace rbrace operator asynchronous header footer newline star keyword
+    attr name""".split()
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The child nodes that hold code (no whitespace, punctuation, attribute or keyword names).
+
+    libcst's own traversal rebuilds every node it passes, several times slower than reading
+    the dataclass fields; the rules only read, so this is all they need.
+    """
+    fields = _CHILD_FIELDS.get(type(node))
+    if fields is None:
+        fields = _CHILD_FIELDS[type(node)] = tuple(
+            f.name for f in dataclasses.fields(node) if f.name not in _SKIPPED_FIELDS and "whitespace" not in f.name
+        )
+    found = []
+    for name in fields:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            found.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return found
+
+
+_HANDLERS: dict[tuple[type, type], tuple] = {}
+
+
+class _Walker:
+    """A read-only visitor over ``children``: ``visit_<Node>`` (False skips the children) and
+    ``leave_<Node>`` methods, like libcst's ``CSTVisitor``."""
+
+    def walk(self, node: cst.CSTNode) -> None:
+        key = (type(self), type(node))
+        handlers = _HANDLERS.get(key)
+        if handlers is None:
+            name = type(node).__name__
+            handlers = _HANDLERS[key] = (getattr(type(self), f"visit_{name}", None), getattr(type(self), f"leave_{name}", None))
+        visit, leave = handlers
+        if visit is None or visit(self, node) is not False:
+            for child in children(node):
+                self.walk(child)
+        if leave is not None:
+            leave(self, node)
+
+
+def count_name(node: cst.CSTNode, name: str) -> int:
+    """How often the variable ``name`` occurs in ``node`` (attribute names are not variables)."""
+    if isinstance(node, cst.Name):
+        return int(node.value == name)
+    return sum(count_name(child, name) for child in children(node))
+
+
 def names_of(statement: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
     """(names read, names assigned unconditionally) by a statement; reads include closures."""
     use = _NameUse()
-    statement.visit(use)
+    use.walk(statement)
     defs = frozenset(use.stores) if isinstance(statement, cst.SimpleStatementLine) else frozenset()
     return frozenset(use.reads), defs
 
 
-class _NameUse(cst.CSTVisitor):
+class _NameUse(_Walker):
     """Reads and plain-name stores; over-approximates reads (conservative for liveness)."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.reads: set[str] = set()
         self.stores: set[str] = set()
 
@@ -448,59 +506,51 @@ class _NameUse(cst.CSTVisitor):
         elif isinstance(target, cst.StarredElement):
             self._store(target.value)
         else:
-            target.visit(self)
+            self.walk(target)
 
     def visit_Name(self, node: cst.Name) -> None:
         self.reads.add(node.value)
 
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
-
     def visit_Assign(self, node: cst.Assign) -> bool:
-        node.value.visit(self)
+        self.walk(node.value)
         for target in node.targets:
             self._store(target.target)
         return False
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
         if node.value is not None:
-            node.value.visit(self)
+            self.walk(node.value)
         self._store(node.target)
         return False
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:
-        node.value.visit(self)
-        node.target.visit(self)
+        self.walk(node.value)
+        self.walk(node.target)
         self._store(node.target)
         return False
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
-        node.value.visit(self)
+        self.walk(node.value)
         self._store(node.target)
         return False
 
     def visit_For(self, node: cst.For) -> bool:
-        node.iter.visit(self)
-        node.body.visit(self)
+        self.walk(node.iter)
+        self.walk(node.body)
         if node.orelse is not None:
-            node.orelse.visit(self)
+            self.walk(node.orelse)
         return False
 
     def visit_Param(self, node: cst.Param) -> bool:
         if node.default is not None:
-            node.default.visit(self)
+            self.walk(node.default)
         return False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        node.params.visit(self)
-        node.body.visit(self)
+        self.walk(node.params)
+        self.walk(node.body)
         for decorator in node.decorators:
-            decorator.visit(self)
+            self.walk(decorator)
         return False
 
     def visit_Import(self, node: cst.Import) -> bool:
@@ -516,17 +566,16 @@ class _NameUse(cst.CSTVisitor):
 def collect_scopes(module: cst.Module, facts: ModuleFacts, ops: OpTables) -> list[Scope]:
     """Walk the tree once and return the module scope and one scope per function, resolved."""
     collector = _Collector(facts, ops)
-    module.visit(collector)
+    collector.walk(module)
     for scope in collector.scopes:
         scope.resolve_tensors()
     return collector.scopes
 
 
-class _Collector(cst.CSTVisitor):
+class _Collector(_Walker):
     """Records, per scope, the sites the rules ask about and the facts liveness needs."""
 
     def __init__(self, facts: ModuleFacts, ops: OpTables) -> None:
-        super().__init__()
         self.facts = facts
         self.ops = ops
         self.scopes: list[Scope] = []
@@ -548,16 +597,14 @@ class _Collector(cst.CSTVisitor):
         for i, statement in enumerate(node.body):
             self.refs[id(statement)] = StatementRef(statement, block, i)
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
+    def walk(self, node: cst.CSTNode) -> None:
         ref = self.refs.get(id(node))
-        if ref is not None:
-            self.statement_stack.append(ref)
-        return super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        super().on_leave(original_node)
-        if self.statement_stack and self.statement_stack[-1].node is original_node:
-            self.statement_stack.pop()
+        if ref is None:
+            super().walk(node)
+            return
+        self.statement_stack.append(ref)
+        super().walk(node)
+        self.statement_stack.pop()
 
     # --- scopes -------------------------------------------------------------------------------
 
@@ -581,6 +628,7 @@ class _Collector(cst.CSTVisitor):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         in_class = self.scope is None and bool(self.class_stack)
         scope = Scope(node, self.facts, self.ops, class_name=self.class_stack[-1] if in_class else None)
+        scope.unit = self.statement_stack[0].node if self.statement_stack else node
         self._params(scope, node, in_class)
         self.scopes.append(scope)
         self.scope_stack.append(scope)
@@ -732,29 +780,15 @@ def _is_none(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
 
 
-def has_op_class(scope: Scope, expr: cst.CSTNode, op_class: str) -> bool:
-    """Does ``expr`` contain a torch op of ``op_class`` (outside lambdas)?"""
-    finder = _OpFinder(scope, op_class)
-    expr.visit(finder)
-    return finder.found
-
-
-class _OpFinder(cst.CSTVisitor):
-    def __init__(self, scope: Scope, op_class: str) -> None:
-        super().__init__()
-        self.scope = scope
-        self.op_class = op_class
-        self.found = False
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.found or isinstance(node, cst.Lambda):
-            return False
-        if isinstance(node, (cst.Call, cst.BinaryOperation, cst.Attribute)):
-            op = self.scope.op(node)
-            if op is not None and op[1] == self.op_class:
-                self.found = True
-                return False
-        return True
+def has_op_class(scope: Scope, node: cst.CSTNode, op_class: str) -> bool:
+    """Does ``node`` contain a torch op of ``op_class`` (outside lambdas)?"""
+    if isinstance(node, cst.Lambda):
+        return False
+    if isinstance(node, (cst.Call, cst.BinaryOperation, cst.Attribute)):
+        op = scope.op(node)
+        if op is not None and op[1] == op_class:
+            return True
+    return any(has_op_class(scope, child, op_class) for child in children(node))
 
 
 def is_elementwise_expr(scope: Scope, expr: cst.BaseExpression) -> bool:

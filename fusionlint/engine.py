@@ -131,26 +131,26 @@ def _check(
     if not facts.imports_torch:
         return [], []
     lines = _LINE.findall(text)
-    wanted = lambda unit: any(rule.may_match(unit, tables) for rule in rules)  # noqa: E731
+    wanted = lambda block, index: any(rule.may_match(block, index, tables) for rule in rules)  # noqa: E731
     masked = _mask(lines, tree, wanted)
     if masked is None:
         return [], []
+    masked, unit_starts = masked
 
     import libcst as cst
 
     try:
         module = cst.parse_module(masked)
     except Exception:  # the masked text may trip libcst where the whole file does not
+        unit_starts = None
         try:
             module = cst.parse_module(text)
         except Exception as exc:
             return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
-    return _run_rules(module, lines, path, rules, tables, facts)
+    return _run_rules(module, unit_starts, lines, path, rules, tables, facts)
 
 
-def _run_rules(module, lines: list[str], path: str, rules: list[Rule], tables: OpTables, facts) -> tuple:
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
+def _run_rules(module, unit_starts, lines: list[str], path: str, rules: list[Rule], tables: OpTables, facts) -> tuple:
     from fusionlint.analysis import collect_scopes
 
     scopes = collect_scopes(module, facts, tables)
@@ -158,18 +158,19 @@ def _run_rules(module, lines: list[str], path: str, rules: list[Rule], tables: O
     problems = []
     for rule in rules:
         try:
-            found.extend((rule, v) for scope in scopes for v in rule.check(scope))
+            found.extend((rule, scope, v) for scope in scopes for v in rule.check(scope))
         except Exception as exc:
             problems.append(f"{path}: internal error in {rule.code}: {exc!r}")
     if not found:
         return [], problems
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = _Positions(module, unit_starts)
     reports = []
-    for rule, violation in found:
-        where = positions[violation.node]
+    for rule, scope, violation in found:
+        locate = positions.of(scope.unit)
+        where = locate(violation.node)
         edits = None
         if violation.fix is not None:
-            edits = tuple(_render(module, positions, lines, edit) for edit in violation.fix)
+            edits = tuple(_render(module, locate, lines, edit) for edit in violation.fix)
         finding = Finding(
             code=rule.code,
             message=violation.message or rule.message,
@@ -183,9 +184,51 @@ def _run_rules(module, lines: list[str], path: str, rules: list[Rule], tables: O
     return reports, problems
 
 
-def _render(module, positions, lines: list[str], edit: StatementEdit) -> _LineEdit:
+class _Positions:
+    """Line/column of nodes, computed only for the top-level units that hold a finding.
+
+    libcst's PositionProvider renders the whole module it is given; rendering one unit (a
+    function or class, its leading blank lines dropped) and shifting by the unit's first line
+    (known from the stdlib ast) costs a fraction of that.
+    """
+
+    def __init__(self, module, unit_starts: list[int] | None) -> None:
+        self.module = module
+        self.starts = None
+        if unit_starts is not None and len(unit_starts) == len(module.body):
+            self.starts = {id(unit): start for unit, start in zip(module.body, unit_starts)}
+        self.cache: dict[int, Callable] = {}
+
+    def of(self, unit) -> Callable:
+        """A function from node to CodeRange, for nodes inside ``unit`` (None: the whole module)."""
+        key = id(unit) if unit is not None and self.starts is not None else 0
+        if key not in self.cache:
+            self.cache[key] = self._resolve(unit if key else None)
+        return self.cache[key]
+
+    def _resolve(self, unit) -> Callable:
+        import libcst as cst
+        from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+
+        if unit is None:
+            return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider).__getitem__
+        alone = self.module.with_changes(body=[unit.with_changes(leading_lines=())], header=[], footer=[])
+        positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+        shift = self.starts[id(unit)] - 1
+
+        def locate(node):
+            where = positions[node]
+            return CodeRange(
+                CodePosition(where.start.line + shift, where.start.column),
+                CodePosition(where.end.line + shift, where.end.column),
+            )
+
+        return locate
+
+
+def _render(module, locate: Callable, lines: list[str], edit: StatementEdit) -> _LineEdit:
     """The statement's whole lines, replaced by the edit's statements at its indentation."""
-    where = positions[edit.statement]
+    where = locate(edit.statement)
     start, end = where.start.line, where.end.line
     first = lines[start - 1]
     indent = first[: len(first) - len(first.lstrip(" \t"))]
@@ -221,12 +264,19 @@ def _describe(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- masking
 
 
-def _mask(lines: list[str], tree: ast.Module, wanted: Callable[[str], bool]) -> str | None:
+def _mask(
+    lines: list[str], tree: ast.Module, wanted: Callable[["_Texts", int], bool]
+) -> tuple[str, list[int] | None] | None:
     """The text with every line blanked that cannot hold a finding; None if nothing is left.
 
-    Candidates are whole functions (with their decorators) and module-level statements; classes
-    that hold a candidate keep their header lines. Blank lines keep their line ending, so every
-    kept token sits at the same line and column as in the original text.
+    Also returns the first line of each kept top-level statement (None when the whole text is
+    kept), which places the statement without rendering the module before it.
+
+    The rules' text tests (``Rule.may_match``) run on every statement. A function holding a
+    candidate statement is kept whole (with its decorators), classes around it keep their
+    header lines; a candidate at module level keeps the whole file (module-level analysis
+    needs all of it). Blank lines keep their line ending, so every kept token sits at the same
+    line and column as in the original text.
     """
     keep = [False] * (len(lines) + 1)
 
@@ -234,34 +284,72 @@ def _mask(lines: list[str], tree: ast.Module, wanted: Callable[[str], bool]) -> 
         for i in range(first, last + 1):
             keep[i] = True
 
-    def unit(first: int, last: int) -> str:
-        return "".join(lines[first - 1 : last])
-
-    def visit(body: list[ast.stmt], in_class: bool) -> bool:
+    def visit_class_body(body: list[ast.stmt]) -> bool:
         kept = False
         for node in body:
-            first, last = _start_line(node), node.end_lineno or node.lineno
             if isinstance(node, ast.ClassDef):
                 body_first = _start_line(node.body[0])
                 if body_first <= node.lineno:  # `class A: ...` on one line
-                    if wanted(unit(first, last)):
-                        mark(first, last)
+                    if _candidate_in(node.body, lines, wanted):
+                        mark(_start_line(node), node.end_lineno or node.lineno)
                         kept = True
-                elif visit(node.body, True):
+                elif visit_class_body(node.body):
                     mark(node.lineno, body_first - 1)
                     kept = True
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not in_class:
-                if _is_docstring(node) or not wanted(unit(first, last)):
-                    continue
-                mark(first, last)
-                kept = True
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if _candidate_in(node.body, lines, wanted):
+                    mark(_start_line(node), node.end_lineno or node.lineno)
+                    kept = True
         return kept
 
-    if not visit(tree.body, False):
+    if _candidate_in(tree.body, lines, wanted, skip_definitions=True):
+        return "".join(lines), None
+    if not visit_class_body(tree.body):
         return None
-    return "".join(
-        line if keep[i] else line[len(line.rstrip("\r\n")) :] for i, line in enumerate(lines, start=1)
-    )
+    starts = [_start_line(node) if keep[_start_line(node)] else node.lineno for node in tree.body if keep[node.lineno]]
+    text = "".join(line if keep[i] else line[len(line.rstrip("\r\n")) :] for i, line in enumerate(lines, start=1))
+    return text, starts
+
+
+class _Texts:
+    """The source text of each statement of a block, computed on demand (headers only for
+    compound statements)."""
+
+    def __init__(self, body: list[ast.stmt], lines: list[str]) -> None:
+        self.body = body
+        self.lines = lines
+
+    def __len__(self) -> int:
+        return len(self.body)
+
+    def __getitem__(self, index: int) -> str:
+        node = self.body[index]
+        last = node.end_lineno or node.lineno
+        inner = _blocks(node)
+        if inner:
+            last = max(node.lineno, min(b[0].lineno for b in inner) - 1)
+        return "".join(self.lines[node.lineno - 1 : last])
+
+
+def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists nested directly in a compound statement."""
+    blocks = [getattr(node, f, None) for f in ("body", "orelse", "finalbody")]
+    blocks += [h.body for h in getattr(node, "handlers", ())]
+    blocks += [c.body for c in getattr(node, "cases", ())]
+    return [b for b in blocks if b]
+
+
+def _candidate_in(body: list[ast.stmt], lines: list[str], wanted, skip_definitions: bool = False) -> bool:
+    """Does a statement of ``body`` (or of the blocks nested in it) pass a rule's text test?"""
+    texts = _Texts(body, lines)
+    for index, node in enumerate(body):
+        if skip_definitions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if not _is_docstring(node) and wanted(texts, index):
+            return True
+        if any(_candidate_in(block, lines, wanted) for block in _blocks(node)):
+            return True
+    return False
 
 
 def _start_line(node: ast.stmt) -> int:

@@ -58,8 +58,13 @@ class Rule:
     valid: ClassVar[tuple[str, ...]] = ()  # look-alikes that must not be flagged
 
     @classmethod
-    def may_match(cls, text: str, ops: OpTables) -> bool:
-        """Cheap text test: can a function (or statement) with this text hold a finding?"""
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        """Cheap text test: can statement ``index`` of a straight-line block hold a finding?
+
+        ``block`` holds the source text of each statement of the block (only the header of a
+        compound statement; its body comes as a block of its own). It must never say False
+        where ``check`` could report: the engine does not parse code for which it says False.
+        """
         return False
 
     def check(self, scope: Scope) -> Iterable[Violation]:

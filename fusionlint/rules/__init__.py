@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from fusionlint.rule import Rule
 from fusionlint.rules.clone_before_compute import CloneBeforeCompute
+from fusionlint.rules.inline_view_in_compute import InlineViewInCompute
 from fusionlint.rules.syntax_error import SyntaxErrorRule
 
 SYNTAX_ERROR_CODE = SyntaxErrorRule.code
 
-_RULES: tuple[type[Rule], ...] = (CloneBeforeCompute, SyntaxErrorRule)
+_RULES: tuple[type[Rule], ...] = (InlineViewInCompute, CloneBeforeCompute, SyntaxErrorRule)
 
 
 def all_rules() -> list[type[Rule]]:

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, Site, StatementRef, is_elementwise_expr, names_of
+from fusionlint.analysis import Scope, children, Site, StatementRef, count_name, is_elementwise_expr, names_of
 from fusionlint.model import FixSafety
 from fusionlint.ops import COMPUTE, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, assign, fresh_name, line_of, replace_nodes
@@ -185,8 +185,8 @@ def block(x: "Tensor", y: "Tensor"):
     )
 
     @classmethod
-    def may_match(cls, text: str, ops: OpTables) -> bool:
-        return _CLONE.search(text) is not None
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        return _CLONE.search(block[index]) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.autograd:
@@ -201,7 +201,7 @@ def block(x: "Tensor", y: "Tensor"):
             if consumer is None:
                 continue
             later = _later_reads(site.statement, cloned.value)
-            if not later and _occurrences(site.statement.node, cloned.value) < 2:
+            if not later and count_name(site.statement.node, cloned.value) < 2:
                 continue
             yield Violation(
                 site.node,
@@ -265,33 +265,13 @@ def _later_reads(ref: StatementRef, name: str) -> list[StatementRef]:
     return reads
 
 
-def _occurrences(node: cst.CSTNode, name: str) -> int:
-    counter = _NameCounter(name)
-    node.visit(counter)
-    return counter.count
-
-
-class _NameCounter(cst.CSTVisitor):
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name = name
-        self.count = 0
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.count += node.value == self.name
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
-
-
 def _fix(scope: Scope, site: Site, name: str, later: list[StatementRef]) -> tuple[StatementEdit, ...] | None:
     ref = site.statement
     call = site.node
     clone_args = call.args if isinstance(call.func, cst.Attribute) else call.args[1:]
     if site.conditional or ref.simple is None or not later or clone_args:
         return None
-    if _occurrences(ref.node, name) != 1 or scope.read_after(later[-1], name):
+    if count_name(ref.node, name) != 1 or scope.read_after(later[-1], name):
         return None
     hoisted: list[cst.SimpleStatementLine] = []
     edits: list[StatementEdit] = []
@@ -349,7 +329,7 @@ def _hoistable(scope: Scope, statement: cst.BaseSmallStatement, name: str, assig
             return
         if isinstance(node, cst.Lambda):
             return
-        for child in node.children:
+        for child in children(node):
             walk(child)
 
     walk(statement)

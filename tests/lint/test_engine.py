@@ -95,9 +95,13 @@ def test_masked_parse_keeps_positions_of_methods_in_classes():
 def test_masking_blanks_lines_but_keeps_line_count():
     import ast
 
-    lines = engine._LINE.findall("import torch\r\nX = 1\r\nclass A:\r\n    y = 2\r\n    def f(self):\r\n        pass\r\n")
-    masked = engine._mask(lines, ast.parse("".join(lines)), lambda unit: "def f" in unit)
-    assert masked == "\r\n\r\nclass A:\r\n\r\n    def f(self):\r\n        pass\r\n"
+    source = "import torch\r\nX = 1\r\nclass A:\r\n    y = 2\r\n    def f(self):\r\n        hit()\r\n"
+    lines = engine._LINE.findall(source)
+    tree = ast.parse(source)
+    masked = engine._mask(lines, tree, lambda block, index: "hit" in block[index])
+    assert masked == ("\r\n\r\nclass A:\r\n\r\n    def f(self):\r\n        hit()\r\n", [3])
+    assert engine._mask(lines, tree, lambda block, index: "X" in block[index]) == (source, None)  # module level
+    assert engine._mask(lines, tree, lambda block, index: False) is None
 
 
 def test_fix_keeps_untouched_lines_byte_for_byte():
@@ -123,8 +127,8 @@ class _BrokenFix(Rule):
     fix_safety = FixSafety.SAFE
 
     @classmethod
-    def may_match(cls, text, ops):
-        return "clone" in text
+    def may_match(cls, block, index, ops):
+        return "clone" in block[index]
 
     def check(self, scope):
         import libcst as cst
