@@ -16,7 +16,6 @@ import triton.language as tl
 
 _INF = tl.constexpr(float("inf"))
 _NINF = tl.constexpr(float("-inf"))
-_NAN = tl.constexpr(float("nan"))
 '''
 
 

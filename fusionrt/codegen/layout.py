@@ -45,10 +45,10 @@ class Layout:
     def access(self, tensor: int) -> Access:
         st = self.strides[tensor]
         nx = len(self.xsizes)
+        if all(s == 0 for s in st[nx:]) and st[:nx] == contiguous_strides(self.xsizes):
+            return XFLAT  # also every tensor when nothing is left to reduce: no rindex needed
         if st == contiguous_strides(self.xsizes + self.rsizes):
             return FLAT
-        if all(s == 0 for s in st[nx:]) and st[:nx] == contiguous_strides(self.xsizes):
-            return XFLAT
         return tuple(s != 0 for s in st)
 
     @property

@@ -24,8 +24,10 @@ TL_TYPES = {
     torch.bfloat16: "tl.bfloat16", torch.float32: "tl.float32", torch.float64: "tl.float64",
 }
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
-# Module-level constexprs of every generated module: non-finite constants have no literal.
-SPECIAL_CONSTANTS = {"inf": "_INF", "-inf": "_NINF", "nan": "_NAN"}
+# Non-finite constants have no literal: module-level constexprs of every generated module. NaN
+# is folded from them, since a NaN global fails Triton's check that globals did not change
+# between compilations (nan != nan).
+SPECIAL_CONSTANTS = {"inf": "_INF", "-inf": "_NINF", "nan": "(_INF - _INF)"}
 
 
 class UnsupportedKernel(ValueError):
@@ -202,7 +204,7 @@ def _pow(x, y):
     r = tl.exp2(y * tl.log2(tl.abs(x)))
     y_int = tl.floor(y) == y
     y_odd = y_int & (tl.abs(y % 2.0) == 1.0)
-    r = tl.where(x < 0, tl.where(y_int, tl.where(y_odd, -r, r), _NAN), r)
+    r = tl.where(x < 0, tl.where(y_int, tl.where(y_odd, -r, r), _INF - _INF), r)
     return tl.where((y == 0) | (x == 1), 1.0, r)
 """, ()),
     "_ipow": ("""

@@ -133,7 +133,7 @@ def test_broadcast_and_transposed_inputs_use_strides_and_skip_zero_strides():
     # transposed input, row-broadcast input, five outputs
     layout = analyze(shape, (), [(1, 6), (0, 1)] + [(10, 1)] * 5)
     pattern = layout.pattern
-    assert pattern[3] == ((True, True), (False, True)) + ("flat",) * 5
+    assert pattern[3] == ((True, True), (False, True)) + ("xflat",) * 5
     assert layout.stride_args() == [1, 6, 1]
     source = pointwise.generate(_chain(shape), pattern)
     assert "in0 + x0 * st0_0 + x1 * st0_1" in source and "in1 + x1 * st1_1" in source

@@ -1,0 +1,116 @@
+"""Generated kernels on a CUDA GPU (run through the device tool): every op, every reduction
+pattern, odd shapes and layouts, fp32/fp16/bf16/int/bool, against eager on the CPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fusionrt.codegen import BlockConfig, KernelCache, TritonExecutor
+from fusionrt.kernel_ir import Input, Instr
+
+from .codegen_cases import assert_matches, kernel_of, named_inputs, op_kernel
+from .reduction_cases import F32, layer_norm, nan_case, softmax, standard_cases
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.int8,
+          torch.bool]
+# Rows past 64 elements loop: the looped kernels at sizes where every tile path is taken.
+LOOPED = BlockConfig(max_single_pass=64, tile=4096, loop_rblock=64)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> KernelCache:
+    return KernelCache(tmp_path_factory.mktemp("kernels"))
+
+
+@pytest.fixture(scope="module")
+def gpu(cache) -> TritonExecutor:
+    return TritonExecutor(interpret=False, cache=cache)
+
+
+def _layouts(t: torch.Tensor):
+    """The same values contiguous, transposed (non-contiguous) and sliced out of a larger tensor."""
+    big = torch.empty(t.shape[0], t.shape[1] * 2, dtype=t.dtype, device=t.device)
+    big[:, ::2] = t
+    return {"contiguous": t, "transposed": t.t().contiguous().t(), "strided": big[:, ::2]}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(37, 1029), (1, 1), (3, 1)], ids=str)
+def test_every_op_on_gpu(gpu, dtype, shape):
+    gen = torch.Generator().manual_seed(DTYPES.index(dtype))
+    inputs = named_inputs(dtype, shape, gen, device="cuda")
+    kernel, labels = op_kernel(dtype, inputs)
+    for layout in ("contiguous", "transposed", "strided"):
+        viewed = [_layouts(t)[layout] for t in inputs]
+        assert_matches(kernel, gpu.run(kernel, viewed), viewed, [f"{layout} {x}" for x in labels],
+                       gpu=True)
+
+
+def test_broadcast_inputs_on_gpu(gpu):
+    gen = torch.Generator().manual_seed(7)
+    shape = (129, 1000)
+    full = named_inputs(torch.float32, shape, gen, device="cuda")
+    row = named_inputs(torch.float32, (1, shape[1]), gen, device="cuda")
+    col = named_inputs(torch.float32, (shape[0], 1), gen, device="cuda")
+    # alternate the broadcast pattern per input: full, row-expanded, column-expanded, scalar
+    inputs = [[full[i], row[i].expand(shape), col[i].expand(shape), col[i][:1, :1].expand(shape)][i % 4]
+              for i in range(len(full))]
+    kernel, labels = op_kernel(torch.float32, inputs)
+    assert_matches(kernel, gpu.run(kernel, inputs), inputs, labels, gpu=True)
+
+
+@pytest.mark.parametrize("blocks", [None, LOOPED], ids=["default", "looped"])
+def test_reduction_patterns_on_gpu(cache, blocks):
+    ex = TritonExecutor(interpret=False, cache=cache, blocks=blocks)
+    failures = []
+    cases = standard_cases(small=False) + standard_cases(small=True) + [nan_case()]
+    for i, (name, kernel, make_inputs) in enumerate(cases):
+        inputs = make_inputs(torch.Generator().manual_seed(i), "cuda")
+        try:
+            assert_matches(kernel, ex.run(kernel, inputs), inputs, gpu=True)
+        except Exception as err:
+            failures.append(f"{name}: {err}")
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_rows_longer_than_a_block(gpu, dtype):
+    for i, (name, kernel, make_inputs) in enumerate([
+            softmax((8, 10007), 1, dtype), layer_norm((4, 8193), (1,), dtype),
+            softmax((2, 4, 3001), 2, dtype), layer_norm((5000, 3, 7), (0,), dtype)]):
+        inputs = make_inputs(torch.Generator().manual_seed(i), "cuda")
+        assert_matches(kernel, gpu.run(kernel, inputs), inputs, [name] * 3, gpu=True)
+
+
+def test_large_element_wise_transposed(gpu):
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(4097, 1031, generator=gen).cuda().t()
+    y = torch.randn(1031, 4097, generator=gen).cuda()
+    kernel = kernel_of(tuple(x.shape), (F32, F32), [Instr("mul", (Input(0), Input(1)), F32),
+                                                   Instr("relu", (Input(0),), F32)], outputs=[0, 1])
+    assert_matches(kernel, gpu.run(kernel, [x, y]), [x, y], gpu=True)
+
+
+@pytest.mark.slow
+def test_64_bit_indexing(gpu):
+    n = 2**31 + 1025
+    x = torch.randint(-100, 100, (n,), dtype=torch.int8, device="cuda")
+    kernel = kernel_of((n,), (torch.int8,), [Instr("add", (Input(0), 3), torch.int8)], outputs=[0])
+    out = gpu.run(kernel, [x])[0]
+    for sl in (slice(0, 4096), slice(2**31 - 2048, 2**31 + 1025)):
+        assert torch.equal(out[sl], x[sl] + 3)
+    del out, x
+    torch.cuda.empty_cache()
+
+
+def test_interpreter_and_gpu_in_one_process(gpu, cache):
+    _, kernel, make_inputs = softmax((6, 300), 1, torch.float32)
+    inputs = make_inputs(torch.Generator().manual_seed(0), "cuda")
+    on_gpu = gpu.run(kernel, inputs)
+    on_cpu = TritonExecutor(interpret=True, cache=cache).run(kernel, [t.cpu() for t in inputs])
+    again = gpu.run(kernel, inputs)
+    torch.testing.assert_close(on_gpu[0].cpu(), on_cpu[0], rtol=1e-4, atol=1e-6)
+    assert torch.equal(on_gpu[0], again[0])
