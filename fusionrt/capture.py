@@ -110,8 +110,8 @@ class DispatchCapture(TorchDispatchMode):
         if name == "_local_scalar_dense":
             session.flush("item", source, sync=[args[0]])
             return func(*args, **kwargs)
-        tensors = [a for a in _flat(args) + _flat(list(kwargs.values())) if isinstance(a, torch.Tensor)]
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
+                                           for a in _flat(list(args) + list(kwargs.values()))):
             return self.fallback(func, args, kwargs, source, "requires grad")
         try:
             out = self.record(func, name, args, kwargs, source)

@@ -9,6 +9,7 @@ maps that read the same elements compare equal.
 """
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -35,12 +36,14 @@ class IndexMap:
         return IndexMap(tuple(src), tuple(dst), offset, coef)
 
     @staticmethod
+    @functools.lru_cache(maxsize=4096)
     def identity(shape: Shape) -> IndexMap:
         n = len(shape)
         return IndexMap.make(shape, shape, (0,) * n,
                              tuple(tuple(int(d == k) for k in range(n)) for d in range(n)))
 
     @staticmethod
+    @functools.lru_cache(maxsize=4096)
     def broadcast(src: Shape, dst: Shape) -> IndexMap:
         """How an operand of shape ``dst`` is read by an op of shape ``src`` (right-aligned)."""
         lead = len(src) - len(dst)
@@ -48,6 +51,7 @@ class IndexMap:
         return IndexMap.make(src, dst, (0,) * len(dst), coef)
 
     @staticmethod
+    @functools.lru_cache(maxsize=4096)
     def squeeze_fit(src: Shape, dst: Shape, skip: frozenset[int] = frozenset()) -> Optional[IndexMap]:
         """The map pairing the non-1 dims of ``dst`` in order with the non-1 dims of ``src``
         outside ``skip`` (a value laid out like the space, up to size-1 dims); None if none."""
@@ -59,6 +63,7 @@ class IndexMap:
         coef = tuple(tuple(int(pair.get(d) == k) for k in range(len(src))) for d in range(len(dst)))
         return IndexMap.make(src, dst, (0,) * len(dst), coef)
 
+    @functools.lru_cache(maxsize=4096)
     def compose(self, outer: IndexMap) -> IndexMap:
         """``self`` after ``outer``: read through ``outer`` first (outer.dst == self.src)."""
         offset = [o + sum(row[j] * outer.offset[j] for j in range(len(outer.dst)))

@@ -56,7 +56,7 @@ class Runner:
                 read = self._extern(planned, leaves, buffers, home)
             else:  # a result computed into scratch, copied home once nothing reads the old data
                 (node,) = planned.outputs
-                node.home().copy_(buffers[node])
+                home_tensor(node).copy_(buffers[node])
                 read = node.nbytes
             index = first_kernel + k
             for w in kernel_writes:
@@ -125,7 +125,7 @@ def _store(node: Node, value: torch.Tensor, buffers: dict[Node, torch.Tensor], h
     """Keep a result in ``node``'s layout: in its home tensor, or in scratch laid out alike
     (views of it are read by their strides relative to that layout)."""
     if home:
-        target = node.home()
+        target = home_tensor(node)
         target.copy_(value)
         buffers[node] = target
     elif value.stride() == node.stride or not node.stride:
@@ -133,6 +133,13 @@ def _store(node: Node, value: torch.Tensor, buffers: dict[Node, torch.Tensor], h
     else:
         buffers[node] = torch.empty_strided(node.shape, node.stride, dtype=node.dtype,
                                             device=value.device).copy_(value)
+
+
+def home_tensor(node: Node) -> torch.Tensor:
+    """Where ``node`` lands: its home's region of the storage its (alive) base owns; the home
+    itself may be a temporary view that died (``buf[1:7].copy_(x)``)."""
+    base = node.base()
+    return base.as_strided(node.shape, node.stride, node.offset)
 
 
 def _distinct_bytes(t: torch.Tensor) -> int:

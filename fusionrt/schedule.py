@@ -296,6 +296,16 @@ def _emit(block: _Block, outputs: tuple[Node, ...], owner: dict[Node, _Block]) -
         memo[key] = Value(len(instrs) - 1)
         return memo[key]
 
+    needed = set(outputs)  # emitted in program order, so recursion stays shallow on long chains
+    for node in reversed(block.nodes):
+        if node in needed:
+            for use in tensor_uses(node.args):
+                src = use.src.root if isinstance(use.src, View) else use.src
+                if owner.get(src) is block:
+                    needed.add(src)
+    for node in block.nodes:
+        if node in needed:
+            emit(node, block.canon[node])
     outs = tuple(emit(n, block.canon[n]) for n in outputs)
     dims = tuple(sorted(block.dims)) if block.dims is not None else ()
     kernel = FusedKernel(

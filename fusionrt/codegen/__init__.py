@@ -9,6 +9,7 @@ and launches.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,15 @@ class _Plan:
         return outs
 
 
+class _KernelEntry:
+    """Per kernel: the inputs it expects and its launch plans, one per input strides."""
+
+    def __init__(self, kernel: FusedKernel) -> None:
+        self.expected = [(torch.Size(kernel.input_shape(i)), d) for i, d in enumerate(kernel.input_dtypes)]
+        self.empty = math.prod(kernel.shape) == 0
+        self.plans: dict[tuple, _Plan] = {}
+
+
 class TritonExecutor:
     """Runs fused kernels as generated Triton code: on CUDA (``triton``) or under Triton's CPU
     interpreter (``interpret``: how CI without a GPU exercises the generator)."""
@@ -86,22 +96,42 @@ class TritonExecutor:
         self.name = "interpret" if interpret else "triton"
         self.cache = cache if cache is not None else shared_cache()
         self.blocks = blocks or (BlockConfig.for_interpreter() if interpret else BlockConfig())
-        self._plans: dict[tuple, _Plan] = {}
+        self._entries: dict[FusedKernel, _KernelEntry] = {}
+        self._by_id: dict[int, tuple[weakref.ref, _KernelEntry]] = {}
 
     def run(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Return one contiguous tensor per kernel output, in ``kernel.output_shape(i)``."""
-        _check_inputs(kernel, inputs)
+        entry = self._entry(kernel)
+        if [(t.shape, t.dtype) for t in inputs] != entry.expected:
+            _check_inputs(kernel, inputs)
         if not self.interpret and any(not t.is_cuda for t in inputs):
             raise ValueError("the triton executor runs on CUDA tensors; use 'interpret' or "
                              "'reference' for CPU tensors")
-        device = inputs[0].device if inputs else torch.device("cpu" if self.interpret else "cuda")
-        if math.prod(kernel.shape) == 0:  # nothing to launch; empty reductions follow aten
+        if entry.empty:  # nothing to launch; empty reductions follow aten
             return evaluate(kernel, inputs)
-        key = (kernel, tuple(t.stride() for t in inputs))
-        plan = self._plans.get(key)
+        device = inputs[0].device if inputs else torch.device("cpu" if self.interpret else "cuda")
+        strides = tuple(t.stride() for t in inputs)
+        plan = entry.plans.get(strides)
         if plan is None:
-            plan = self._plans[key] = self._plan(kernel, inputs)
+            plan = entry.plans[strides] = self._plan(kernel, inputs)
+        if device.type == "cuda" and device.index != torch.cuda.current_device():
+            with torch.cuda.device(device):
+                return plan(inputs, device)
         return plan(inputs, device)
+
+    def _entry(self, kernel: FusedKernel) -> _KernelEntry:
+        """Found by identity first: hashing a kernel's instructions costs more than the rest of
+        a launch's Python side."""
+        found = self._by_id.get(id(kernel))
+        if found is not None and found[0]() is kernel:
+            return found[1]
+        entry = self._entries.get(kernel)
+        if entry is None:
+            entry = self._entries[kernel] = _KernelEntry(kernel)
+        by_id = self._by_id
+        ref = weakref.ref(kernel, lambda _, key=id(kernel): by_id.pop(key, None))
+        by_id[id(kernel)] = (ref, entry)
+        return entry
 
     def _plan(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> _Plan:
         strides = [tensor_strides(t.shape, t.stride()) for t in inputs]
