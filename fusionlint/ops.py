@@ -5,8 +5,8 @@ One place for every rule. Names are bare op names, matched both as tensor method
 and ``torch.linalg`` (``torch.transpose(x, 1, 2)``, ``F.linear(x, w)``). The classes follow the
 runtime's semantics (docs/semantics.md):
 
-- ``view``: metadata-only reshapes of a tensor (``reshape``/``flatten`` may copy, which the rules
-  that move code take into account through ``MAY_COPY``);
+- ``view``: metadata-only reshapes of a tensor (``reshape``/``flatten`` may copy, so rules move
+  a view only when its input is never written in place);
 - ``elementwise``: one output element from the same-index input elements (with broadcasting);
 - ``compute``: matmul-like ops and reductions, the ops that fuse element-wise blocks on read and
   on write and that end a fused block.
@@ -31,9 +31,6 @@ _VIEWS = frozenset(
 )
 # Views written as attributes (``x.T``), not calls.
 VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH"})
-# Views that copy when the input's strides do not allow a view: moving them past an in-place
-# write of their input changes what they see.
-MAY_COPY = frozenset({"reshape", "reshape_as", "flatten"})
 
 _ELEMENTWISE = frozenset(
     """add sub subtract mul multiply div divide true_divide floor_divide remainder fmod pow neg
