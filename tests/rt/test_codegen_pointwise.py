@@ -176,9 +176,10 @@ def test_triton_executor_refuses_cpu_tensors(tmp_path):
         ex.run(_chain((3,)), [torch.randn(3), torch.randn(3)])
 
 
-def test_interpret_executor_leaves_the_environment_alone():
+def test_interpret_executor_leaves_the_environment_alone(tmp_path, monkeypatch):
     import triton
 
+    monkeypatch.setenv("FUSIONRT_CACHE_DIR", str(tmp_path))
     before = os.environ.get("TRITON_INTERPRET")
     ex = get_executor("interpret")
     assert ex.name == "interpret"
