@@ -79,8 +79,8 @@ def test_script_sees_python_script_semantics(tmp_path):
         import json, sys
         import torch
         import helper
-        json.dump({"argv": sys.argv, "name": __name__, "file": __file__, "path0": sys.path[0],
-                   "main": sys.modules["__main__"].__dict__ is globals()}, open(sys.argv[2], "w"))
+        with open(sys.argv[2], "w") as out: json.dump({"argv": sys.argv, "name": __name__, "file": __file__,
+            "path0": sys.path[0], "main": sys.modules["__main__"].__dict__ is globals()}, out)
         t = torch.rand(3, 5) * 2
         sys.exit(helper.VALUE + 1)
     """)
