@@ -135,7 +135,8 @@ def _run(options: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fusionrt", description="Run PyTorch code through a lazy fusing backend and report every global-memory write."
+        prog="fusionrt",
+        description="Run PyTorch code through a lazy fusing backend and report every global-memory write.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = commands.add_parser(

@@ -172,8 +172,8 @@ def test_display_source(tmp_path):
 def _fixed_report(src: str) -> Report:
     """The rewrite: the row sum no longer keeps the fused result alive, one kernel fewer read."""
     return Report(
-        kernel_records=[KernelRecord(0, "reduction", "fused_mul_relu_add_sum", ("aten.mul.Tensor", "aten.sum.dim_IntList"),
-                                     (f"{src}:5",), 4096, 128 + 2048, 0)],
+        kernel_records=[KernelRecord(0, "reduction", "fused_mul_relu_add_sum",
+                                     ("aten.mul.Tensor", "aten.sum.dim_IntList"), (f"{src}:5",), 4096, 128 + 2048, 0)],
         materialized=[Write((32, 1), "float32", 128, "output", f"{src}:5", 0, "aten.sum.dim_IntList"),
                       Write((32, 32), "float16", 2048, "alive", f"{src}:4", 0, "aten.add.Tensor")],
         flushes=[Flush("exit", f"{src}:8", 2)],
