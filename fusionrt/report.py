@@ -262,20 +262,33 @@ def _json_record(record: Write | KernelRecord | Fallback | Flush) -> dict[str, A
 # -- comparison --------------------------------------------------------------------------------
 
 
-def _write_key(w: Write) -> tuple[str, tuple[int, ...], str, str]:
-    return (w.source, w.shape, w.dtype, w.reason)
-
-
 def _unmatched(ours: list[Write], theirs: list[Write]) -> list[int]:
-    """Indices of ``ours`` left over after pairing equal keys one to one with ``theirs``."""
-    remaining = Counter(_write_key(w) for w in theirs)
-    left = []
-    for i, w in enumerate(ours):
-        key = _write_key(w)
-        if remaining[key]:
-            remaining[key] -= 1
-        else:
-            left.append(i)
+    """Indices of ``ours`` left over after pairing writes one to one with ``theirs``.
+
+    Pairs first on source line, shape, dtype, reason and op; what is left then pairs on all of
+    those but the source line, because the change being compared (a fix) usually moves lines.
+    """
+    left = list(range(len(ours)))
+    spare = list(theirs)
+    for key in (lambda w: (w.source, w.shape, w.dtype, w.reason, w.op),
+                lambda w: (w.shape, w.dtype, w.reason, w.op)):
+        available = Counter(key(w) for w in spare)
+        paired: Counter = Counter()
+        still_left = []
+        for i in left:
+            k = key(ours[i])
+            if available[k] > paired[k]:
+                paired[k] += 1
+            else:
+                still_left.append(i)
+        unpaired_spare = []
+        for w in spare:
+            k = key(w)
+            if paired[k]:
+                paired[k] -= 1
+            else:
+                unpaired_spare.append(w)
+        left, spare = still_left, unpaired_spare
     return left
 
 
@@ -314,12 +327,12 @@ class Comparison:
 
     @property
     def disappeared(self) -> list[Write]:
-        """Writes of ``before`` with no write of the same source line, shape, dtype and reason after."""
+        """Writes of ``before`` with no counterpart after (see ``_unmatched``)."""
         return [self.before.materialized[i] for i in self._disappeared_indices()]
 
     @property
     def appeared(self) -> list[Write]:
-        """Writes of ``after`` with no write of the same source line, shape, dtype and reason before."""
+        """Writes of ``after`` with no counterpart before (see ``_unmatched``)."""
         return [self.after.materialized[i] for i in self._appeared_indices()]
 
     def _disappeared_indices(self) -> list[int]:

@@ -206,6 +206,18 @@ def test_compare_pairs_repeated_writes_one_to_one(script):
     assert comparison.to_dict()["disappeared"] == [1, 2]
 
 
+def test_compare_pairs_writes_whose_line_moved(script):
+    """A fix moves lines: the same write from another line is the same write, and a write of
+    another op or reason is not."""
+    moved = Write((8,), "float32", 32, "alive", f"{script}:2", 0, "mul")
+    before = Report(materialized=[moved, Write((8,), "float32", 32, "alive", f"{script}:3", 0, "add")])
+    after = Report(materialized=[Write((8,), "float32", 32, "alive", f"{script}:5", 0, "mul"),
+                                 Write((8,), "float32", 32, "output", f"{script}:6", 0, "add")])
+    comparison = compare(before, after)
+    assert [w.source for w in comparison.disappeared] == [f"{script}:3"]
+    assert [w.source for w in comparison.appeared] == [f"{script}:6"]
+
+
 def test_compare_rendering(script):
     comparison = compare(make_report(script), _fixed_report(script), labels=("original", "fixed"), outputs_equal=True)
     text = render(comparison)
