@@ -1,13 +1,15 @@
 """The real pre-commit, installing this repository as a hook repository (``pre-commit try-repo``).
 
-pre-commit pip-installs the repository into a fresh virtualenv (about 20-30 s), so this runs
-the hooks exactly as users get them. try-repo is pointed at the commit this checkout is on
-(``--ref``): all runs share one install, and the hook code is the committed code. In a
-working tree with uncommitted changes to the linter, commit first to test them here.
+pre-commit pip-installs the repository into a fresh virtualenv on every try-repo call (about
+20-30 s), so this runs the hooks exactly as users get them, in two calls: both hooks on a bad
+and a good file, then again on the fixed files. try-repo is pointed at the commit this checkout
+is on (``--ref``), so the hook code is the committed code: in a working tree with uncommitted
+changes to the linter, commit first to test them here.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,7 +56,7 @@ def test_hooks_fail_on_a_bad_file_fix_it_and_pass(tmp_path, pre_commit, head):
         key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH", "CI")
     }
     env.update(
-        PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),
+        PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),  # try-repo installs afresh anyway; keep ~ clean
         GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
         GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
     )  # fmt: skip
@@ -63,25 +65,28 @@ def test_hooks_fail_on_a_bad_file_fix_it_and_pass(tmp_path, pre_commit, head):
     for command in (("git", "init", "-q"), ("git", "add", "."), ("git", "commit", "-q", "-m", "start")):
         assert run(*command, cwd=project, env=env).returncode == 0
 
-    def try_repo(hook: str, name: str) -> subprocess.CompletedProcess:
-        return run(pre_commit, "try-repo", str(REPO), hook, "--ref", head, "--files", name, cwd=project, env=env)
+    def try_repo() -> subprocess.CompletedProcess:
+        """Both hooks (the check, then the fix) on both files: one install of the hook repository."""
+        command = (pre_commit, "try-repo", str(REPO), "--ref", head, "--files", "bad.py", "good.py")
+        return run(*command, cwd=project, env=env)
 
-    checked = try_repo("fusionlint", "bad.py")
-    assert checked.returncode == 1, checked.stdout + checked.stderr
-    assert "Failed" in checked.stdout and f"bad.py:{example.at[0][0]}:" in checked.stdout
-    assert rule.code in checked.stdout
-    assert "\x1b[" not in checked.stdout.split("Failed", 1)[1]  # no color under pre-commit
-
-    good = try_repo("fusionlint", "good.py")
-    assert good.returncode == 0, good.stdout + good.stderr
-    assert "Passed" in good.stdout
-
+    first = try_repo()
+    output = first.stdout
+    assert first.returncode == 1, output + first.stderr
+    check_part, fix_part = output.split("fusionlint (fix)", 1)
+    assert re.search(r"^fusionlint\.+Failed", check_part, re.MULTILINE), output
+    line, column = example.at[0]
+    assert f"bad.py:{line}:{column}: {rule.code}" in check_part
+    assert "good.py:" not in output  # the good file passes the same hook
+    assert "\x1b[" not in check_part.split("Failed", 1)[1]  # no color under pre-commit
     if not safe:
+        assert (project / "bad.py").read_text() == example.bad
         pytest.skip("the check hook works; no rule has a safe fix yet to try the fix hook with")
-    fixed = try_repo("fusionlint-fix", "bad.py")
-    assert fixed.returncode == 1  # pre-commit fails a hook that modified files
-    assert "files were modified by this hook" in fixed.stdout
+    assert re.search(r"^\.+Failed", fix_part, re.MULTILINE), output
+    assert "files were modified by this hook" in fix_part
     assert (project / "bad.py").read_text() == example.fixed
+    assert (project / "good.py").read_text() == example.fixed  # untouched
 
-    again = try_repo("fusionlint", "bad.py")
-    assert again.returncode == 0, again.stdout + again.stderr
+    second = try_repo()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert len(re.findall(r"\.+Passed$", second.stdout, re.MULTILINE)) == 2
