@@ -87,6 +87,8 @@ def const(value: Any, dtype: torch.dtype) -> str:
         text = SPECIAL_CONSTANTS.get(str(value), repr(value))
         if dtype == torch.float32 and math.isfinite(value):
             return text
+        if dtype in _LOW_PRECISION:  # via float32: triton 3.6's interpreter has no bf16 constants
+            return cast(f"tl.full([], {text}, tl.float32)", torch.float32, dtype)
         return f"tl.full([], {text}, {tl_type(dtype)})"
     value = int(value)
     if dtype in (torch.int32, torch.int64) and -2**31 <= value < 2**31:
@@ -533,7 +535,7 @@ def _bitwise(ins: Instr, ops: list[Operand]) -> tuple[str, torch.dtype]:
         raise UnsupportedKernel(f"{ins.op} on {d}")
     a = as_dtype(ops[0], d)
     if ins.op == "bitwise_not":
-        return (f"({a} == 0)" if d == torch.bool else f"(~{a})"), d
+        return (f"({a} == 0)" if d == torch.bool else f"({a} ^ {const(-1, d)})"), d
     b = as_dtype(ops[1], d)
     return f"({a} {dict(bitwise_and='&', bitwise_or='|', bitwise_xor='^')[ins.op]} {b})", d
 

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
+import triton
 
 from fusionrt.codegen import BlockConfig, KernelCache, TritonExecutor, reduction
 from fusionrt.codegen.layout import analyze
@@ -29,8 +31,16 @@ def _quiet_numpy():
         yield
 
 
+# triton < 3.7's interpreter turns a runtime loop bound into an int with int(1-element array),
+# which numpy 2.x rejects (3.7+ squeezes first); compiled kernels are unaffected.
+OLD_INTERPRETER_LOOPS = (tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 7)
+                         and int(np.__version__.split(".")[0]) >= 2)
+
+
 @pytest.mark.parametrize("looped", [False, True], ids=["single-pass", "looped"])
 def test_reduction_patterns(cache, looped):
+    if looped and OLD_INTERPRETER_LOOPS:
+        pytest.skip("triton < 3.7 interpreter cannot loop to a runtime bound with numpy 2")
     executor = TritonExecutor(interpret=True, cache=cache, blocks=LOOPED if looped else None)
     failures = []
     for i, (name, kernel, make_inputs) in enumerate(standard_cases() + [nan_case()]):
