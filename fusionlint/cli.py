@@ -188,7 +188,8 @@ def _report(args: argparse.Namespace, outcomes: list[FileOutcome], stream) -> in
 
     remaining = any(outcome.findings for outcome in outcomes)
     if args.statistics:
-        stream.write(output.format_statistics(outcomes, {doc.code: doc for doc in _rule_docs()}))
+        docs = {doc.code: doc for doc in _rule_docs()}
+        stream.write(output.format_statistics(outcomes, docs, unsafe_hint=args.unsafe_fixes))
     elif args.output_format in ("text", "concise"):
         output.write_text(outcomes, stream, unsafe_hint=args.unsafe_fixes, show_source=args.output_format == "text")
         if not args.quiet:

@@ -264,10 +264,11 @@ def _relative_uri(path: Path, root: Path) -> str:
         return absolute.as_uri()
 
 
-def format_statistics(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str:
+def format_statistics(outcomes: list[FileOutcome], rules: dict[str, RuleDoc], unsafe_hint: bool) -> str:
     """One line per rule with findings, most frequent first: count, code, ``[*]`` if fixable, name."""
+    applicable = FixMode.UNSAFE if unsafe_hint else FixMode.SAFE
     counts = Counter(f.code for outcome in outcomes for f in outcome.findings)
-    fixable = {f.code for outcome in outcomes for f in outcome.findings if FixMode.SAFE.allows(f.fix_safety)}
+    fixable = {f.code for outcome in outcomes for f in outcome.findings if applicable.allows(f.fix_safety)}
     lines = []
     for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         rule = rules.get(code)

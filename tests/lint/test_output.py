@@ -125,8 +125,11 @@ def test_sarif_has_what_code_scanning_needs(tmp_path):
 
 
 def test_statistics_most_frequent_first():
-    text = format_statistics([outcome(SAFE, PLAIN), outcome(PLAIN)], {rule.code: rule for rule in RULES})
+    rules = {rule.code: rule for rule in RULES}
+    text = format_statistics([outcome(SAFE, PLAIN), outcome(PLAIN)], rules, unsafe_hint=False)
     assert text == "    2\tFL002\n    1\tFL001\t[*] inline-view\n"
+    text = format_statistics([outcome(UNSAFE)], rules, unsafe_hint=True)
+    assert text == "    1\tFL002\t[*]\n"
 
 
 @pytest.mark.parametrize("show_source", [True, False])
