@@ -1,5 +1,5 @@
 """Generated kernels on a CUDA GPU (run through the device tool): every op, every reduction
-pattern, odd shapes and layouts, fp32/fp16/bf16/int/bool, against eager on the CPU."""
+pattern, odd shapes and layouts, fp32/fp16/bf16/int/bool, against eager on the same device."""
 from __future__ import annotations
 
 import pytest
