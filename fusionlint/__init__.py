@@ -1,2 +1,13 @@
 """fusionlint: find and fix PyTorch code patterns that break kernel fusion in lazy backends."""
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext fusionlint``: registers ``%%fuse`` (torch, IPython and rich load only now)."""
+    from fusionlint.magic import load_ipython_extension as load
+
+    load(ipython)

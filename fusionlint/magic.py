@@ -1,0 +1,323 @@
+"""``%%fuse``: run a notebook cell under fusionrt, lint it, and show what a fix would change.
+
+The cell runs the way ``%%time`` runs one, not through a nested ``run_cell``: transformed by the
+shell, compiled through its compiler cache (tracebacks show the cell's lines), executed in
+``shell.user_ns``, with a trailing expression evaluated so it stays the cell's value. An
+exception propagates out of the magic, so the cell fails once, with one traceback.
+
+Lines are the cell's own as Jupyter shows them: line 1 is the ``%%fuse`` line.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+import shlex
+import types
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+from rich.console import Console, ConsoleOptions, NewLine, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+import fusionrt
+from fusionlint.check import known_rule_codes
+from fusionlint.config import find_config_file, load_config
+from fusionlint.engine import lint_source
+from fusionlint.model import Finding, FixMode, LintOptions
+from fusionlint.notebook import code_cells, unmask
+from fusionrt.executors import EXECUTORS
+from fusionrt.report import Comparison, Report, mimebundle
+from fusionrt.schedule import POLICIES
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+# -- linting a cell ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellLint:
+    """The findings of one cell and, when a fix applies, the fixed cell body."""
+
+    findings: tuple[Finding, ...]  # what is left after the fix
+    fixed: tuple[Finding, ...]  # what the fix removed
+    fixed_body: str | None
+    errors: tuple[str, ...]
+
+
+def lint_cell(body: str, namespace: dict[str, Any], fix: bool) -> CellLint:
+    """Lint a cell body with what the notebook's namespace knows.
+
+    A cell rarely imports torch itself, and the linter only knows names as tensors from the
+    code it sees; a prelude states the namespace's torch imports and the tensors the cell reads,
+    and its lines are taken off again. ``fix`` applies unsafe fixes too: the fixed cell is only
+    shown and offered, never run without the user.
+    """
+    [cell] = code_cells({"cells": [{"cell_type": "code", "source": body}]})
+    prelude = _prelude(cell.text, namespace)
+    config = load_config(find_config_file(Path.cwd()), Path.cwd())
+    config.check_selectors(known_rule_codes(None))
+    options = LintOptions(
+        codes=config.enabled_codes(known_rule_codes(None)), fix=FixMode.UNSAFE if fix else FixMode.OFF,
+        extra_ops=config.extra_ops,
+    )
+    result = lint_source(prelude + cell.text, "<cell>", options)
+    shift = prelude.count("\n") - 1  # body line 1 is cell line 2
+    fixed_body = None
+    if result.source is not None and result.source.startswith(prelude):
+        fixed_body = unmask(cell, result.source[len(prelude):])
+    if fixed_body is None:
+        return CellLint(_moved(result.findings + result.fixed, shift), (), None, result.errors)
+    return CellLint(_moved(result.findings, shift), _moved(result.fixed, shift), fixed_body, result.errors)
+
+
+def _moved(findings: tuple[Finding, ...], shift: int) -> tuple[Finding, ...]:
+    moved = (replace(f, line=f.line - shift, end_line=f.end_line - shift) for f in findings)
+    return tuple(sorted(moved, key=lambda f: (f.line, f.column, f.code)))
+
+
+def _prelude(text: str, namespace: dict[str, Any]) -> str:
+    lines = []
+    for name, value in namespace.items():
+        if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] == "torch" and name.isidentifier():
+            lines.append(f"import {value.__name__} as {name}")
+    torch_name = next((line.split()[-1] for line in lines if line.split()[1] == "torch"), None)
+    if torch_name is None:
+        torch_name = "torch"
+        lines.append("import torch")
+    read = set(_WORD.findall(text))
+    lines += [f"{name} = {torch_name}.Tensor()" for name in sorted(read)
+              if isinstance(namespace.get(name), torch.Tensor)]
+    return "".join(line + "\n" for line in lines)
+
+
+# -- running a cell ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompiledCell:
+    filename: str
+    code: types.CodeType
+    value: types.CodeType | None  # the trailing expression, evaluated for the cell's value
+    end: int  # the cell's last line, where its exit flush is attributed
+
+
+def compile_cell(shell: Any, line: str, body: str) -> CompiledCell:
+    """Compile as IPython compiles a cell; the cached text puts the ``%%fuse`` line back as line 1."""
+    transformed = shell.transform_cell(body)
+    filename = shell.compile.cache(f"%%fuse {line}\n{transformed}", shell.execution_count, f"%%fuse {line}\n{body}")
+    tree = shell.transform_ast(shell.compile.ast_parse("\n" + transformed, filename))
+    value = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        value = shell.compile(ast.Expression(tree.body.pop().value), filename, "eval")
+    code = shell.compile(tree, filename, "exec")
+    return CompiledCell(filename, code, value, 1 + transformed.count("\n") + (not transformed.endswith("\n")))
+
+
+def run_cell(cell: CompiledCell, namespace: dict[str, Any], policy: str, executor: str) -> tuple[Report, Any]:
+    """Execute under ``fusionrt.lazy``; names the cell assigns stay in ``namespace``, so they are alive."""
+    __tracebackhide__ = True  # noqa: F841  (IPython's tracebacks skip this frame)
+    session = fusionrt.lazy(policy=policy, executor=executor)
+    with session:
+        exec(cell.code, namespace)
+        value = eval(cell.value, namespace) if cell.value is not None else None
+        session.mark_outputs(value)
+        session.flush("exit", f"{cell.filename}:{cell.end}")
+    return _cell_sources(session.report, cell.filename), value
+
+
+def _cell_sources(report: Report, filename: str) -> Report:
+    """``/tmp/ipykernel_1/123.py:4`` -> ``cell line 4``: the cache file name means nothing to a reader."""
+    def name(source: str) -> str:
+        path, _, line = source.rpartition(":")
+        return f"cell line {line}" if path == filename else source
+
+    return replace(
+        report,
+        materialized=[replace(w, source=name(w.source)) for w in report.materialized],
+        kernel_records=[replace(k, sources=tuple(map(name, k.sources))) for k in report.kernel_records],
+        fallbacks=[replace(f, source=name(f.source)) for f in report.fallbacks],
+        flushes=[replace(f, source=name(f.source)) for f in report.flushes],
+    )
+
+
+def same_results(names: set[str], before: dict[str, Any], after: dict[str, Any], values: tuple[Any, Any]) -> bool:
+    """The cell's assigned tensors and its value agree, within the tolerance fusion may change."""
+    pairs = [(before[n], after.get(n)) for n in sorted(names) if isinstance(before.get(n), torch.Tensor)]
+    return all(_same(a, b) for a, b in [*pairs, values])
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+            and a.dtype == b.dtype and torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
+        )
+    try:
+        return bool(a == b)
+    except Exception:  # a value without a truthy ==
+        return a is b
+
+
+def _assigned_names(body: str) -> set[str]:
+    tree = ast.parse(body)
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+
+
+# -- what the magic shows ------------------------------------------------------------------------
+
+
+@dataclass
+class FuseResult:
+    """Everything one ``%%fuse`` produced, rendered as one block (rich HTML and clean text)."""
+
+    report: Report | None = None
+    comparison: Comparison | None = None
+    lint: CellLint | None = None
+    diff: str | None = None
+    note: str | None = None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        sections: list[Any] = []
+        if self.comparison is not None:
+            sections.append(self.comparison)
+        elif self.report is not None:
+            sections.append(self.report)
+        if self.lint is not None:
+            sections.append(self._lint_table())
+        if self.diff is not None:
+            sections.append(self._diff_text())
+        if self.note is not None:
+            sections.append(Text(self.note))
+        for i, section in enumerate(sections):
+            if i:
+                yield NewLine()
+            yield section
+
+    def _lint_table(self) -> Table | Text:
+        assert self.lint is not None
+        rows = sorted([(f, "fixed") for f in self.lint.fixed] + [(f, f.fix_safety.value if f.fixable else "")
+                                                                  for f in self.lint.findings],
+                      key=lambda row: (row[0].line, row[0].column))
+        if not rows and not self.lint.errors:
+            return Text("fusionlint: no findings in this cell")
+        table = Table(title=f"fusionlint findings ({len(rows)})", title_justify="left")
+        for name in ("line", "code", "fix", "message"):
+            table.add_column(name, justify="right" if name == "line" else "left")
+        for f, fix in rows:
+            table.add_row(str(f.line), f.code, fix, Text(f.message))
+        for error in self.lint.errors:
+            table.add_row("", "error", "", Text(error))
+        return table
+
+    def _diff_text(self) -> Text:
+        assert self.diff is not None
+        text = Text("fusionlint --fix (offered as the next cell):\n", style="bold")
+        for line in self.diff.splitlines():
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
+            text.append(line + "\n", style=style)
+        return text
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return mimebundle(self)
+
+    def __str__(self) -> str:
+        return mimebundle(self)["text/plain"]
+
+
+def _diff(cell: str, fixed: str) -> str:
+    lines = difflib.unified_diff(
+        cell.splitlines(keepends=True), fixed.splitlines(keepends=True), "cell", "fixed cell", n=2,
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+@magics_class
+class FuseMagics(Magics):
+    @magic_arguments()
+    @argument("--fix", action="store_true",
+              help="show the cell as fusionlint --fix --unsafe-fixes rewrites it, as a diff, and offer it as the "
+              "next cell")
+    @argument("--compare", action="store_true",
+              help="also run the fixed cell (on copies of the tensors the cell reads) and show both reports side "
+              "by side, with the deltas and whether the results are equal")
+    @argument("--no-lint", action="store_true", help="do not lint the cell")
+    @argument("--no-run", action="store_true", help="only lint the cell (and with --fix, show the fix)")
+    @argument("--executor", choices=EXECUTORS, default="auto",
+              help="how planned kernels run (default: auto = triton with CUDA, else reference)")
+    @argument("--policy", choices=POLICIES, default="stream", help="fusion policy (default: stream)")
+    @argument("-o", "--output", metavar="NAME",
+              help="store the report (with --compare, the comparison) in the variable NAME")
+    @cell_magic
+    def fuse(self, line: str, cell: str) -> Any:
+        """Run the cell under fusionrt and lint it; show every global-memory write and each finding.
+
+        Names the cell assigns stay alive in the notebook, so the report counts them as written
+        (reason ``alive``). The cell's last expression is still its value.
+        """
+        __tracebackhide__ = True  # noqa: F841
+        args = parse_argstring(self.fuse, line)
+        if args.no_lint and (args.fix or args.compare):
+            raise UsageError("--fix and --compare need the linter: drop --no-lint")
+        if args.no_run and (args.compare or args.output):
+            raise UsageError("--compare and -o need a run: drop --no-run")
+        if args.output and not args.output.isidentifier():
+            raise UsageError(f"-o needs a variable name, not {args.output!r}")
+        shell = self.shell
+        namespace = shell.user_ns
+        result = FuseResult()
+        if not args.no_lint:
+            result.lint = lint_cell(cell, namespace, fix=args.fix or args.compare)
+            fixed = result.lint.fixed_body
+            if fixed is not None and args.fix:
+                offered = f"%%fuse {_measuring(line)}".rstrip() + "\n" + fixed
+                result.diff = _diff(f"%%fuse {line}".rstrip() + "\n" + cell, offered)
+                shell.set_next_input(offered, replace=False)
+            elif fixed is None and (args.fix or args.compare):
+                result.note = "fusionlint has no fix for this cell" + (": it ran once." if args.compare else ".")
+        value = None
+        if not args.no_run:
+            compiled = compile_cell(shell, line, cell)
+            if args.compare and result.lint is not None and result.lint.fixed_body is not None:
+                result.comparison, value = _compare(shell, line, cell, result.lint.fixed_body, compiled, args)
+            else:
+                result.report, value = run_cell(compiled, namespace, args.policy, args.executor)
+            if args.output:
+                namespace[args.output] = result.comparison or result.report
+        display(result)
+        return value
+
+
+def _compare(shell: Any, line: str, body: str, fixed: str, original: CompiledCell, args: Any) -> tuple[Comparison, Any]:
+    """The fixed cell runs first, in a copy of the namespace with copies of the tensors the cell
+    reads (in-place ops must not leak between the runs) and the same random state; then the
+    original runs in the notebook's namespace, as a plain ``%%fuse`` would."""
+    __tracebackhide__ = True  # noqa: F841
+    namespace = shell.user_ns
+    scratch = dict(namespace)
+    for name in set(_WORD.findall(body)):
+        if isinstance(namespace.get(name), torch.Tensor):
+            scratch[name] = namespace[name].clone()
+    rng = torch.random.get_rng_state()
+    after, fixed_value = run_cell(compile_cell(shell, line, fixed), scratch, args.policy, args.executor)
+    torch.random.set_rng_state(rng)
+    before, value = run_cell(original, namespace, args.policy, args.executor)
+    equal = same_results(_assigned_names(body), namespace, scratch, (value, fixed_value))
+    return fusionrt.compare(before, after, labels=("cell", "fixed cell"), outputs_equal=equal), value
+
+
+def _measuring(line: str) -> str:
+    """The magic's options for the offered cell: measuring it is the point, fixing it is done."""
+    return " ".join(shlex.quote(w) for w in shlex.split(line) if w not in ("--fix", "--compare", "--no-run"))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    ipython.register_magics(FuseMagics)
