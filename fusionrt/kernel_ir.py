@@ -127,6 +127,15 @@ class FusedKernel:
     def input_shape(self, index: int) -> tuple[int, ...]:
         return self.reduced_shape if index in self.reduced_inputs else self.shape
 
+    def check_inputs(self, inputs: Sequence[torch.Tensor]) -> None:
+        """Every executor's guard: inputs must already be viewed into the kernel's space."""
+        if len(inputs) != len(self.input_dtypes):
+            raise ValueError(f"kernel takes {len(self.input_dtypes)} inputs, got {len(inputs)}")
+        for i, t in enumerate(inputs):
+            if tuple(t.shape) != self.input_shape(i) or t.dtype != self.input_dtypes[i]:
+                raise ValueError(f"input {i}: expected {self.input_shape(i)} {self.input_dtypes[i]},"
+                                 f" got {tuple(t.shape)} {t.dtype}")
+
     def structure_key(self) -> tuple:
         """What a compiled kernel depends on besides sizes and strides (its cache key's core)."""
         return (len(self.shape), self.reduce_dims, self.input_dtypes, self.reduced_inputs,
@@ -147,12 +156,7 @@ def evaluate(kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> list[torch.
 
     Returns one contiguous tensor per output, in ``output_shape``.
     """
-    if len(inputs) != len(kernel.input_dtypes):
-        raise ValueError(f"kernel takes {len(kernel.input_dtypes)} inputs, got {len(inputs)}")
-    for i, t in enumerate(inputs):
-        if tuple(t.shape) != kernel.input_shape(i) or t.dtype != kernel.input_dtypes[i]:
-            raise ValueError(f"input {i}: expected {kernel.input_shape(i)} {kernel.input_dtypes[i]},"
-                             f" got {tuple(t.shape)} {t.dtype}")
+    kernel.check_inputs(inputs)
     values: list[Any] = []
 
     def get(ref: Ref) -> Any:

@@ -103,7 +103,7 @@ class TritonExecutor:
         """Return one contiguous tensor per kernel output, in ``kernel.output_shape(i)``."""
         entry = self._entry(kernel)
         if [(t.shape, t.dtype) for t in inputs] != entry.expected:
-            _check_inputs(kernel, inputs)
+            kernel.check_inputs(inputs)
         if not self.interpret and any(not t.is_cuda for t in inputs):
             raise ValueError("the triton executor runs on CUDA tensors; use 'interpret' or "
                              "'reference' for CPU tensors")
@@ -160,12 +160,3 @@ class TritonExecutor:
         scalars += layout.stride_args()
         grid = (math.ceil(layout.xnumel / xblock),)
         return _Plan(fn, kernel, scalars, grid, constants)
-
-
-def _check_inputs(kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> None:
-    if len(inputs) != len(kernel.input_dtypes):
-        raise ValueError(f"kernel takes {len(kernel.input_dtypes)} inputs, got {len(inputs)}")
-    for i, t in enumerate(inputs):
-        if tuple(t.shape) != kernel.input_shape(i) or t.dtype != kernel.input_dtypes[i]:
-            raise ValueError(f"input {i}: expected {kernel.input_shape(i)} {kernel.input_dtypes[i]},"
-                             f" got {tuple(t.shape)} {t.dtype}")
