@@ -1,4 +1,6 @@
 """``fusionrt run SCRIPT [ARGS...]``: run a script under the lazy backend and print its report.
+``fusionrt compare SCRIPT [ARGS...]``: run it as it is and as ``fusionlint check --fix
+--unsafe-fixes`` would rewrite it, and print both reports side by side.
 
 The script runs the way ``python -m cProfile`` runs one: ``sys.argv`` is the script and its
 arguments, ``__name__`` is ``"__main__"``, and the script's folder comes first on ``sys.path``.
@@ -8,7 +10,10 @@ Exit codes: the script's own (0 when it ends normally), 1 when it raises, 2 for 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import io
+import random
 import os
 import sys
 import traceback
@@ -22,20 +27,25 @@ from rich.console import Console, RenderableType
 
 from . import lazy
 from .executors import EXECUTORS
-from .report import PLAIN_WIDTH, Report
+from .report import PLAIN_WIDTH, Report, compare
 from .schedule import POLICIES
 
 
-def run_script(script: str, args: Sequence[str], policy: str, executor: str) -> tuple[Report, int]:
+def run_script(script: str, args: Sequence[str], policy: str, executor: str,
+               source: bytes | None = None) -> tuple[Report, int]:
     """Run ``script`` under ``fusionrt.lazy``; the report covers what ran even when it raised.
+
+    ``source`` runs in place of the file's text, under the file's name (``compare`` runs the
+    fixed text that way, so ``__file__``, ``sys.path`` and relative paths are the script's).
 
     The script runs in a ``__main__`` module this function owns (``sys.modules["__main__"]`` while
     it runs, as runpy does), so its globals stay alive until the lazy block has ended, as they do
     in ``python SCRIPT`` until the interpreter exits: module-level tensors count as alive.
     """
     path = os.path.abspath(script)
-    with io.open_code(path) as file:  # an unreadable script fails here, before anything changes
-        source = file.read()
+    if source is None:
+        with io.open_code(path) as file:  # an unreadable script fails here, before anything changes
+            source = file.read()
     end = source.count(b"\n") + (not source.endswith(b"\n"))
     session = lazy(policy=policy, executor=executor)
     main_module = types.ModuleType("__main__")
@@ -112,11 +122,17 @@ def print_rendered(renderable: RenderableType, file: TextIO | None = None) -> No
     console.print(renderable)
 
 
+def _missing(script: str) -> bool:
+    path = Path(script)
+    if not path.is_file():
+        what = "is not a file" if path.exists() else "does not exist"
+        print(f"fusionrt: error: script {script!r} {what}", file=sys.stderr)
+        return True
+    return False
+
+
 def _run(options: argparse.Namespace) -> int:
-    script = Path(options.script)
-    if not script.is_file():
-        what = "is not a file" if script.exists() else "does not exist"
-        print(f"fusionrt: error: script {options.script!r} {what}", file=sys.stderr)
+    if _missing(options.script):
         return 2
     try:
         report, code = run_script(options.script, options.args, options.policy, options.executor)
@@ -131,6 +147,59 @@ def _run(options: argparse.Namespace) -> int:
             print(f"fusionrt: error: cannot write the JSON report: {exc}", file=sys.stderr)
             return code or 2
     return code
+
+
+def _compare(options: argparse.Namespace) -> int:
+    """Both runs print into buffers; the original's output is shown, and the two are compared
+    exactly (a script that prints results is what ``outputs agree`` checks)."""
+    from fusionlint.config import ConfigError
+    from fusionlint.sourcefile import SourceFileError
+
+    if _missing(options.script):
+        return 2
+    try:
+        original, fixed = _fixed_source(Path(options.script))
+    except (SourceFileError, ConfigError) as exc:
+        print(f"fusionrt: error: cannot lint script {options.script!r}: {exc}", file=sys.stderr)
+        return 2
+    import torch
+
+    states = random.getstate(), torch.random.get_rng_state()
+    runs = []
+    for source in (original, fixed if fixed is not None else original):
+        random.setstate(states[0])
+        torch.random.set_rng_state(states[1])
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            report, code = run_script(options.script, options.args, options.policy, options.executor, source)
+        runs.append((report, code, printed.getvalue()))
+    (before, code_before, out_before), (after, code_after, out_after) = runs
+    sys.stdout.write(out_before)
+    if fixed is None:
+        print(f"fusionlint has no fix for {options.script}: both runs are the same code")
+    print_rendered(compare(before, after, labels=("original", "fixed"), outputs_equal=out_before == out_after))
+    if out_before != out_after:
+        sys.stdout.writelines(difflib.unified_diff(
+            out_before.splitlines(keepends=True), out_after.splitlines(keepends=True), "original output", "fixed output",
+        ))
+    return 1 if 1 in (code_before, code_after) else code_before or code_after
+
+
+def _fixed_source(path: Path) -> tuple[bytes, bytes | None]:
+    """The script's bytes and, when a fix applies, what ``fusionlint check --fix --unsafe-fixes``
+    would write (same config lookup, same encoding); the file itself is not touched."""
+    from fusionlint.check import known_rule_codes
+    from fusionlint.config import find_config_file, load_config
+    from fusionlint.engine import lint_source
+    from fusionlint.model import FixMode, LintOptions
+    from fusionlint.sourcefile import read_source
+
+    source = read_source(path)
+    config = load_config(find_config_file(path.absolute().parent), Path.cwd())
+    options = LintOptions(codes=config.enabled_codes(known_rule_codes(None), path), fix=FixMode.UNSAFE,
+                          extra_ops=config.extra_ops)
+    result = lint_source(source.text, str(path), options)
+    return source.data, None if result.source is None else result.source.encode(source.encoding)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,6 +220,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     run.set_defaults(handler=_run)
+    cmp = commands.add_parser(
+        "compare", help="run a script as it is and as fusionlint's fixes rewrite it; print both reports",
+        description="Run SCRIPT with ARGS twice under fusionrt.lazy: as it is, and as `fusionlint check --fix "
+        "--unsafe-fixes` would rewrite it (in memory, under the script's own name: the file is not touched). "
+        "Prints the original run's output, both reports side by side with the deltas, and whether the two runs "
+        "printed the same output.",
+    )
+    cmp.add_argument("--executor", choices=EXECUTORS, default="auto",
+                     help="how planned kernels run (default: auto = triton with CUDA, else reference)")
+    cmp.add_argument("--policy", choices=POLICIES, default="stream", help="fusion policy (default: stream)")
+    cmp.add_argument("script", metavar="SCRIPT")
+    cmp.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    cmp.set_defaults(handler=_compare)
     return parser
 
 
