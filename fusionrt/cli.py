@@ -180,7 +180,8 @@ def _compare(options: argparse.Namespace) -> int:
     print_rendered(compare(before, after, labels=("original", "fixed"), outputs_equal=out_before == out_after))
     if out_before != out_after:
         sys.stdout.writelines(difflib.unified_diff(
-            out_before.splitlines(keepends=True), out_after.splitlines(keepends=True), "original output", "fixed output",
+            out_before.splitlines(keepends=True), out_after.splitlines(keepends=True),
+            "original output", "fixed output",
         ))
     return 1 if 1 in (code_before, code_after) else code_before or code_after
 

@@ -23,7 +23,8 @@ def execute(tmp_path, *cells: str):
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in (SETUP, *cells)])
     path = tmp_path / "nb.ipynb"
     nbformat.write(notebook, path)
-    NotebookClient(notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    resources = {"metadata": {"path": str(tmp_path)}}
+    NotebookClient(notebook, timeout=120, kernel_name="python3", resources=resources).execute()
     return notebook
 
 
