@@ -29,13 +29,15 @@ BINDING = "_fusionrt"
 
 REDUCTION_OPS = {"sum", "mean", "amax", "amin", "prod"}
 COMPOSITE_OPS = {"_softmax", "_log_softmax", "native_layer_norm", "var", "std", "var_mean"}
+# What every executor computes (complex and unsigned 16-64 bit types run eagerly).
+DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                    torch.float16, torch.bfloat16, torch.float32, torch.float64})
 EXTERN_KINDS = {"mm": "matmul", "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul",
                 "convolution": "conv", "cat": "copy"}
 FACTORY_OPS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like",
                "full", "full_like", "arange", "rand", "rand_like", "randn", "randn_like", "randint",
                "randint_like", "scalar_tensor", "linspace", "eye", "tensor", "lift_fresh",
                "lift_fresh_copy", "normal", "randperm"}
-LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 # Tensor methods that read data without (only) going through dispatch -> flush reason.
 SYNC_METHODS = {
@@ -110,9 +112,13 @@ class DispatchCapture(TorchDispatchMode):
         if name == "_local_scalar_dense":
             session.flush("item", source, sync=[args[0]])
             return func(*args, **kwargs)
-        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
-                                           for a in _flat(list(args) + list(kwargs.values()))):
+        tensors = [a for a in _flat(list(args) + list(kwargs.values())) if isinstance(a, torch.Tensor)]
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return self.fallback(func, args, kwargs, source, "requires grad")
+        odd = next((t.dtype for t in tensors if t.dtype not in DTYPES), None)
+        if odd is not None:
+            return self.fallback(func, args, kwargs, source, f"dtype {odd}")
+        session.refresh(tensors)
         try:
             out = self.record(func, name, args, kwargs, source)
         except _Unsupported as why:
@@ -143,8 +149,12 @@ class DispatchCapture(TorchDispatchMode):
         out = func(*args, **kwargs)
         if isinstance(src, Leaf):
             return out
+        outs = out if isinstance(out, (list, tuple)) else (out,)
+        if any(t.dtype != base.dtype for t in outs):  # view(dtype): index maps cannot bitcast
+            session.view_fallback(func, base, user_source(), "reinterprets a pending tensor's bytes")
+            return out
         root = src.root if isinstance(src, View) else src
-        for t in out if isinstance(out, (list, tuple)) else (out,):
+        for t in outs:
             vmap = view_map(root.shape, root.stride, root.offset, tuple(t.shape), t.stride(), t.storage_offset())
             session.bind(t, View(root, tuple(t.shape), t.stride(), t.storage_offset(), vmap))
         return out
@@ -154,9 +164,13 @@ class DispatchCapture(TorchDispatchMode):
         if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
             raise _Unsupported("tensor keyword argument")
         (shape, stride, dtype), = out_meta or _infer(func, args, kwargs)
+        if dtype not in DTYPES:
+            raise _Unsupported(f"dtype {dtype}")
         device = _device(args)
         node_args = tuple(self.session.use(a, shape) if isinstance(a, torch.Tensor) else _scalar(a)
                           for a in args)
+        if name == "_to_copy" and kwargs.get("device") not in (None, device):
+            raise _Unsupported("copy to another device")
         attrs = _attrs(name, kwargs)
         home = torch.empty_strided(shape, stride, dtype=dtype, device=device)
         self.session.node("pointwise", name, node_args, home, source, attrs=attrs, record=name)
@@ -167,6 +181,8 @@ class DispatchCapture(TorchDispatchMode):
         if x.dim() == 0 or x.numel() == 0:
             raise _Unsupported("reduction of a 0-d or empty tensor")
         (shape, stride, dtype), = _infer(func, args, kwargs)
+        if dtype not in DTYPES:
+            raise _Unsupported(f"dtype {dtype}")
         dims = _reduce_dims(x, args[1] if len(args) > 1 else None)
         attrs = (("dtype", kwargs["dtype"]),) if kwargs.get("dtype") is not None else ()
         if kwargs.keys() - {"dtype"}:
@@ -196,16 +212,25 @@ class DispatchCapture(TorchDispatchMode):
     def inplace(self, func, name: str, args: tuple, kwargs: dict, source: str) -> Any:
         """``t.op_(...)``, ``t.copy_(s)`` and ``op(..., out=t)``: the functional op, homed in t."""
         session = self.session
+        target, reads = (kwargs["out"], args) if "out" in kwargs else (args[0], args[1:])
+        if isinstance(target, torch.Tensor):
+            if torch._debug_has_internal_overlap(target):  # eager decides: an error, or a no-op
+                raise _Unsupported("in-place write into overlapping memory")
+            if any(_partial_overlap(target, a) for a in _flat(reads) if isinstance(a, torch.Tensor)):
+                raise _Unsupported("in-place op reading another view of the memory it writes")
         if "out" in kwargs:
+            kwargs = dict(kwargs)  # a fallback still needs the caller's out=
             target = kwargs.pop("out")
             functional = func._overloadpacket
             base = functional.__name__
             if not isinstance(target, torch.Tensor) or base not in POINTWISE_OPS | REDUCTION_OPS:
                 raise _Unsupported("out= of this op")
+            (shape, _, _), = _infer(functional, args, kwargs)
+            if tuple(shape) != tuple(target.shape):
+                raise _Unsupported("out= that eager resizes")
             value = (self.pointwise if base in POINTWISE_OPS else self.reduction)(
                 functional, base, args, kwargs, source)
             return self.inplace(aten.copy_.default, "copy_", (target, value), {}, source)
-        target = args[0]
         base = name[:-1] if name.endswith("_") else name
         if base == "copy":
             src = args[1]
@@ -213,7 +238,6 @@ class DispatchCapture(TorchDispatchMode):
                 ("_to_copy", (src,), {"dtype": target.dtype})
             if src.device != target.device:
                 raise _Unsupported("copy across devices")
-            meta = ((tuple(target.shape), tuple(target.stride()), target.dtype),)
         elif base in POINTWISE_OPS:
             functional = getattr(aten, base)
             op, fargs, fkw = base, args, kwargs
@@ -225,7 +249,6 @@ class DispatchCapture(TorchDispatchMode):
                 value = self.pointwise(functional, base, args, kwargs, source,
                                        ((tuple(shape), tuple(target.stride()), dtype),))
                 op, fargs, fkw = "_to_copy", (value,), {"dtype": target.dtype}
-            meta = ((tuple(target.shape), tuple(target.stride()), target.dtype),)
         else:
             raise _Unsupported("in-place op")
         session.before_write(target)
@@ -254,6 +277,24 @@ def _infer(func, args, kwargs):
         return shapes.infer(func, args, kwargs)
     except Exception as exc:  # no meta kernel, or eager's error: eager decides which
         raise _Unsupported(f"no metadata ({type(exc).__name__})") from exc
+
+
+def _partial_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``b`` reads memory that ``a`` writes, other than element for element: eager's result then
+    depends on its iteration order, so only eager can reproduce it."""
+    if a.numel() == 0 or b.numel() == 0 or a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    if (a.shape, a.stride(), a.storage_offset(), a.dtype) == (b.shape, b.stride(), b.storage_offset(), b.dtype):
+        return False
+    return _byte_span(a)[0] < _byte_span(b)[1] and _byte_span(b)[0] < _byte_span(a)[1]
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int]:
+    size = t.element_size()
+    lo = hi = t.storage_offset()
+    for n, st in zip(t.shape, t.stride()):
+        (lo, hi) = (lo + (n - 1) * st, hi) if st < 0 else (lo, hi + (n - 1) * st)
+    return lo * size, (hi + 1) * size
 
 
 def _flat(xs: list | tuple) -> list:
@@ -299,4 +340,4 @@ def _reduce_dims(x: torch.Tensor, dim: Any) -> frozenset[int]:
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
         return frozenset(range(x.dim()))
     dims = dim if isinstance(dim, (list, tuple)) else (dim,)
-    return frozenset(d % x.dim() for d in dims)
+    return frozenset(d % max(x.dim(), 1) for d in dims)

@@ -129,7 +129,8 @@ class Node:
     """A recorded op that has not run. ``kind`` is pointwise, reduction or extern.
 
     ``stride``/``offset`` are its home layout (eager's); ``home`` is a weak reference to the real
-    tensor whose storage receives it, ``base`` to the tensor owning that storage.
+    tensor that receives it, ``holder`` to that tensor's storage, which lives exactly as long as
+    some tensor uses it (its home, a view, an alias made by ``reshape``).
     """
 
     id: int
@@ -146,7 +147,7 @@ class Node:
     record: str = ""  # the aten op the user's code called, for the report
     kernel_kind: str = ""  # extern only: matmul, conv or copy
     home: Optional[weakref.ref] = field(default=None, repr=False)
-    base: Optional[weakref.ref] = field(default=None, repr=False)
+    holder: Optional[weakref.ref] = field(default=None, repr=False)
     storage: int = 0
 
     @property

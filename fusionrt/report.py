@@ -21,7 +21,7 @@ from rich.text import Text
 
 SCHEMA_VERSION = 1
 
-WRITE_REASONS = ("alive", "consumed-later", "view-break", "fallback-input", "sync", "output")
+WRITE_REASONS = ("alive", "consumed-later", "view-break", "fallback-input", "sync", "output", "fallback")
 KERNEL_KINDS = ("fused", "reduction", "matmul", "conv", "fallback", "copy")
 FLUSH_REASONS = (
     "item", "bool", "tolist", "cpu", "numpy", "print", "fallback", "exit", "pending-bound", "sync", "alias",

@@ -136,10 +136,11 @@ def _store(node: Node, value: torch.Tensor, buffers: dict[Node, torch.Tensor], h
 
 
 def home_tensor(node: Node) -> torch.Tensor:
-    """Where ``node`` lands: its home's region of the storage its (alive) base owns; the home
-    itself may be a temporary view that died (``buf[1:7].copy_(x)``)."""
-    base = node.base()
-    return base.as_strided(node.shape, node.stride, node.offset)
+    """Where ``node`` lands: its region of its (alive) storage; the home tensor itself may have
+    died (``buf[1:7].copy_(x)``, or ``reshape`` output aliasing a dead ``bmm`` result)."""
+    storage = node.holder()
+    target = torch.empty(0, dtype=node.dtype, device=storage.device)
+    return target.set_(storage, node.offset, node.shape, node.stride)
 
 
 def _distinct_bytes(t: torch.Tensor) -> int:

@@ -233,15 +233,20 @@ class _Planner:
         home_writes = {n for n in self.nodes
                        if n in reasons and n in self.flags.alive and n not in self.covered}
         late_home: list[Node] = []
+        late_keys: set[int] = set()  # storages whose later home writes must wait as well
         for node in self.nodes:
             if node not in reasons:
                 continue
             k = index_of[node]
-            home = node in home_writes and not self._deferred(node, k, index_of, reads, home_writes)
-            if node in home_writes and not home:
+            home = node in home_writes
+            if home and (self.flags.alive[node] in late_keys
+                         or self._deferred(node, k, index_of, reads, home_writes)):
                 late_home.append(node)
+                late_keys.add(self.flags.alive[node])
+                home = False
             plan.writes.append(PlannedWrite(node, reasons[node], k, home))
-        for node in late_home:  # a scratch result copied home once nothing reads the old data
+        for node in late_home:  # scratch results copied home, in program order, once nothing
+            # reads the old data
             plan.writes.append(PlannedWrite(node, "alive", len(plan.kernels), True))
             plan.kernels.append(PlannedKernel("copy", f"copy {node.op} home", (node,), (node,)))
         return plan
@@ -262,39 +267,57 @@ def _emit(block: _Block, outputs: tuple[Node, ...], owner: dict[Node, _Block]) -
     """Lower a fused block to a ``FusedKernel`` computing ``outputs`` from loads."""
     instrs: list[Instr] = []
     inputs: list[KernelInput] = []
-    memo: dict[tuple[int, IndexMap], Any] = {}
+    memo: dict[tuple, Any] = {}
     real_dims = block.real_dims
+    reduced_values: set[int] = set()
 
-    def load(src: Any, m: IndexMap, view: Optional[View] = None) -> Input:
-        key = (id(view or src), m)
+    def is_reduced(ref: Any) -> bool:
+        if isinstance(ref, Input):
+            return inputs[ref.index].reduced
+        return not isinstance(ref, Value) or ref.index in reduced_values
+
+    def load(src: Any, m: IndexMap, view: Optional[View], full: bool) -> Input:
+        """An input broadcast along the reduce dims is loaded once per row (reduced), unless
+        a reduction must consume it at full size."""
+        reduced = not full and bool(real_dims) and m.ignores(real_dims)
+        key = ("load", id(view or src), m, reduced)
         if key not in memo:
-            reduced = bool(real_dims) and m.ignores(real_dims)
             memo[key] = Input(len(inputs))
             inputs.append(KernelInput(src, m, view, reduced))
         return memo[key]
 
-    def emit(src: Any, m: IndexMap, via_view: bool = False) -> Any:
+    def emit(src: Any, m: IndexMap, via_view: bool = False, full: bool = False) -> Any:
         if isinstance(src, View):
             if src.map is None:
-                return load(src.root, m, src)
-            return emit(src.root, src.map.compose(m), True)
+                return load(src.root, m, src, full)
+            return emit(src.root, src.map.compose(m), True, full)
         if isinstance(src, Leaf):
-            return load(src, m)
+            return load(src, m, None, full)
         if owner.get(src) is not block and not (via_view and src.kind == "pointwise"):
-            return load(src, m)
-        key = (id(src), m)
+            return load(src, m, None, full)
+        full = full and src.kind != "reduction"  # a reduction's value is reduced by nature
+        plain = memo.get(("value", id(src), m, False))
+        if plain is not None and not (full and is_reduced(plain)):
+            return plain
+        key = ("value", id(src), m, full)
         if key in memo:
             return memo[key]
         if src.kind == "reduction":
             (use,) = src.args
-            args: tuple[Any, ...] = (emit(use.src, use.map),)
+            arg = emit(use.src, use.map)
+            if is_reduced(arg):  # its input is constant along the reduce dims: expand it
+                arg = emit(use.src, use.map, full=True)
+            args: tuple[Any, ...] = (arg,)
         else:
             inner = via_view and owner.get(src) is not block
-            args = tuple(emit(a.src, a.map.compose(m), inner) if isinstance(a, Use) else a
+            args = tuple(emit(a.src, a.map.compose(m), inner, full) if isinstance(a, Use) else a
                          for a in src.args)
         instrs.append(Instr(src.op, args, src.dtype, src.attrs))
-        memo[key] = Value(len(instrs) - 1)
-        return memo[key]
+        value = Value(len(instrs) - 1)
+        if src.kind == "reduction" or all(is_reduced(a) for a in args):
+            reduced_values.add(value.index)
+        memo[key] = value
+        return value
 
     needed = set(outputs)  # emitted in program order, so recursion stays shallow on long chains
     for node in reversed(block.nodes):
@@ -307,6 +330,8 @@ def _emit(block: _Block, outputs: tuple[Node, ...], owner: dict[Node, _Block]) -
         if node in needed:
             emit(node, block.canon[node])
     outs = tuple(emit(n, block.canon[n]) for n in outputs)
+    instrs, kept, outs = _prune(instrs, len(inputs), outs)
+    inputs = [inputs[i] for i in kept]
     dims = tuple(sorted(block.dims)) if block.dims is not None else ()
     kernel = FusedKernel(
         shape=block.space,
@@ -316,9 +341,32 @@ def _emit(block: _Block, outputs: tuple[Node, ...], owner: dict[Node, _Block]) -
         reduce_dims=dims,
         reduced_inputs=frozenset(i for i, inp in enumerate(inputs) if inp.reduced),
     )
-    ops = tuple(n.record or n.op for n in block.nodes)
     name = "_".join(dict.fromkeys(n.op for n in block.nodes))
     return PlannedKernel(block.kind, name, tuple(block.nodes), outputs, kernel, tuple(inputs))
+
+
+def _prune(instrs: list[Instr], n_inputs: int,
+           outs: tuple[Value, ...]) -> tuple[list[Instr], list[int], tuple[Value, ...]]:
+    """Drop instructions and loads no output depends on (a value emitted in program order and
+    then needed at another level or map), renumbering the rest: (instrs, kept inputs, outs)."""
+    live = {o.index for o in outs}
+    for i in reversed(range(len(instrs))):
+        if i in live:
+            live.update(a.index for a in instrs[i].args if isinstance(a, Value))
+    used = sorted({a.index for i in live for a in instrs[i].args if isinstance(a, Input)})
+    if len(live) == len(instrs) and len(used) == n_inputs:
+        return instrs, used, outs
+    values = {old: new for new, old in enumerate(sorted(live))}
+    loads = {old: new for new, old in enumerate(used)}
+
+    def remap(a: Any) -> Any:
+        if isinstance(a, Value):
+            return Value(values[a.index])
+        return Input(loads[a.index]) if isinstance(a, Input) else a
+
+    kept = [Instr(ins.op, tuple(remap(a) for a in ins.args), ins.dtype, ins.attrs)
+            for i, ins in enumerate(instrs) if i in live]
+    return kept, used, tuple(remap(o) for o in outs)
 
 
 def plan(nodes: Sequence[Node], flags: Flags, policy: str = "stream") -> Plan:

@@ -19,8 +19,8 @@ from .capture import BINDING, DispatchCapture, SyncCapture, _flat
 from .executors import EXECUTORS
 from .graph import IndexMap, Leaf, Node, Use, View
 from .plan import Flags
-from .report import Fallback, Flush, KernelRecord, Report
-from .runtime import Runner, executor_name
+from .report import Fallback, Flush, KernelRecord, Report, Write
+from .runtime import Runner, dtype_name, executor_name
 
 MAX_PENDING = 4096
 _ids = itertools.count()
@@ -123,6 +123,18 @@ class Session:
             self._leaf_storages.add(ptr)
         return entry[0]
 
+    def refresh(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Flush once, before an op reads anything, when one of its inputs is stale: a flush in
+        the middle of reading its inputs would leave the reads before it pointing at a graph
+        that no longer exists."""
+        for t in tensors:
+            b = t.__dict__.get(BINDING)
+            version = self._versions.get(_storage(t), 0)
+            current = b is not None and b[0] == self._epoch
+            if (b[2] != version) if current else version:
+                self.flush("alias", _source())
+                return
+
     def use(self, t: torch.Tensor, shape: tuple[int, ...], recompute: bool = False) -> Use:
         return Use(self.read(t), IndexMap.broadcast(shape, tuple(t.shape)), recompute)
 
@@ -135,16 +147,16 @@ class Session:
              attrs: tuple = (), dims: frozenset[int] = frozenset(), record: str = "",
              kernel_kind: str = "", in_place: bool = False, eager: bool = True) -> Node:
         """A pending node whose result lands in ``home`` (a real tensor), bound to it."""
-        ptr = _storage(home)
+        storage = home.untyped_storage()
+        ptr = storage.data_ptr() if home.numel() else 0
         if in_place:
             self._versions[ptr] = self._versions.get(ptr, 0) + 1
         else:
             self._versions.pop(ptr, None)  # fresh storage: a dead one's versions do not apply
-        base = home._base if home._base is not None else home
         node = Node(len(self.pending), kind, op, args, tuple(home.shape), home.dtype, source,
                     attrs=attrs, dims=dims, stride=home.stride(), offset=home.storage_offset(),
                     record=record, kernel_kind=kernel_kind, home=weakref.ref(home),
-                    base=weakref.ref(base), storage=ptr)
+                    holder=weakref.ref(storage), storage=ptr)
         self.pending.append(node)
         self.bind(home, node)
         if eager:
@@ -190,7 +202,7 @@ class Session:
                 self.report.flushes.append(Flush(reason, source, 0))
             return
         flags = Flags(
-            alive={n: id(b) for n in nodes if n.base is not None and (b := n.base()) is not None},
+            alive={n: n.storage for n in nodes if n.holder is not None and n.holder() is not None},
             sync=self._roots(sync), outputs=frozenset(self._outputs),
             fallback_inputs=self._roots(fallback_inputs),
         )
@@ -225,15 +237,26 @@ class Session:
             out = func(*args, **kwargs)
         outs = list(_tensors(out))
         name = func._overloadpacket.__name__
-        written = sum(t.numel() * t.element_size() for t in outs)
         report = self.report
+        kernel = len(report.kernel_records)
+        writes = [Write(tuple(t.shape), dtype_name(t.dtype), t.numel() * t.element_size(), "fallback",
+                        source, kernel, name) for t in outs]
         report.kernel_records.append(KernelRecord(
-            len(report.kernel_records), "fallback", name, (name,), (source,),
-            sum(t.numel() * t.element_size() for t in inputs), written, len(report.flushes) - 1,
+            kernel, "fallback", name, (name,), (source,),
+            sum(t.numel() * t.element_size() for t in inputs), sum(w.bytes for w in writes),
+            len(report.flushes) - 1,
         ))
+        report.materialized.extend(writes)
         report.fallbacks.append(Fallback(name, source, reason))
         self.count_eager(outs)
         return out
+
+
+    def view_fallback(self, func, base: torch.Tensor, source: str, reason: str) -> None:
+        """A view fusionrt cannot map (``view(dtype)`` of a pending tensor): write ``base``
+        first, so the view is of concrete data. A view launches no kernel."""
+        self.flush("fallback", source, fallback_inputs=[base], always=True)
+        self.report.fallbacks.append(Fallback(func._overloadpacket.__name__, source, reason))
 
 
 def _source() -> str:

@@ -50,7 +50,8 @@ def infer(func: Any, args: tuple, kwargs: dict) -> tuple[Meta, ...]:
         key, hit = None, None
     if hit is not None:
         return hit
-    metas = _describe(func(*_meta(args), **{k: _meta(v) for k, v in kwargs.items()}))
+    metas = _describe(func(*_meta(args), **{k: "meta" if k == "device" else _meta(v)
+                                             for k, v in kwargs.items()}))
     if key is not None:
         _cache[key] = metas
     return metas
