@@ -37,7 +37,8 @@ EXTERN_KINDS = {"mm": "matmul", "bmm": "matmul", "addmm": "matmul", "baddbmm": "
 FACTORY_OPS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like",
                "full", "full_like", "arange", "rand", "rand_like", "randn", "randn_like", "randint",
                "randint_like", "scalar_tensor", "linspace", "eye", "tensor", "lift_fresh",
-               "lift_fresh_copy", "normal", "randperm"}
+               "lift_fresh_copy", "normal", "randperm", "new_empty", "new_empty_strided", "new_zeros",
+               "new_ones", "new_full"}
 
 # Tensor methods that read data without (only) going through dispatch -> flush reason.
 SYNC_METHODS = {
@@ -178,17 +179,21 @@ class DispatchCapture(TorchDispatchMode):
 
     def reduction(self, func, name: str, args: tuple, kwargs: dict, source: str) -> torch.Tensor:
         x = args[0]
-        if x.dim() == 0 or x.numel() == 0:
-            raise _Unsupported("reduction of a 0-d or empty tensor")
+        if x.numel() == 0:
+            raise _Unsupported("reduction of an empty tensor")
         (shape, stride, dtype), = _infer(func, args, kwargs)
         if dtype not in DTYPES:
             raise _Unsupported(f"dtype {dtype}")
-        dims = _reduce_dims(x, args[1] if len(args) > 1 else None)
-        attrs = (("dtype", kwargs["dtype"]),) if kwargs.get("dtype") is not None else ()
         if kwargs.keys() - {"dtype"}:
             raise _Unsupported("unexpected keyword arguments")
         home = torch.empty_strided(shape, stride, dtype=dtype, device=x.device)
         use = self.session.use(x, tuple(x.shape))
+        if x.dim() == 0:  # one element: reducing it is casting it to the result's dtype
+            self.session.node("pointwise", "_to_copy", (use,), home, source, attrs=(("dtype", dtype),),
+                              record=name)
+            return home
+        dims = _reduce_dims(x, args[1] if len(args) > 1 else None)
+        attrs = (("dtype", kwargs["dtype"]),) if kwargs.get("dtype") is not None else ()
         self.session.node("reduction", name, (use,), home, source, attrs=attrs, dims=dims, record=name)
         return home
 
