@@ -54,10 +54,12 @@ SYNC_METHODS = {
 _INTERNAL_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, sys.modules[__package__]))
 _INTERNAL_FILES = {contextlib.__file__}
 _internal_code: dict[Any, bool] = {}
+_lines: dict[tuple[Any, int], str] = {}  # (code, last instruction) -> "file:line"
 
 
 def user_source() -> str:
-    """``file:line`` of the first frame outside torch, fusionrt and contextlib."""
+    """``file:line`` of the first frame outside torch, fusionrt and contextlib; cached per code
+    object and instruction, since a program records the same lines over and over."""
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
@@ -67,7 +69,11 @@ def user_source() -> str:
             internal = name.startswith(_INTERNAL_DIRS) or name in _INTERNAL_FILES
             _internal_code[code] = internal
         if not internal:
-            return f"{code.co_filename}:{frame.f_lineno}"
+            key = (code, frame.f_lasti)
+            line = _lines.get(key)
+            if line is None:
+                line = _lines[key] = f"{code.co_filename}:{frame.f_lineno}"
+            return line
         frame = frame.f_back
     return "<unknown>:0"
 
@@ -99,21 +105,27 @@ class DispatchCapture(TorchDispatchMode):
         super().__init__()
         self.session = session
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No ``torch._dynamo.disable`` wrapper around every recorded op: it costs a few us per op
+        and guards only against compiling inside a lazy block, which fusionrt does not support."""
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         session = self.session
         if session.passthrough:
             return func(*args, **kwargs)
-        name = func._overloadpacket.__name__
-        if func.is_view or name == "_unsafe_view":  # _unsafe_view aliases too (reshape's tail)
+        kind, name = _KINDS.get(func) or _classify(func)
+        if kind == "view":
             return self.view(func, args, kwargs)
-        if name in FACTORY_OPS:
+        if kind == "factory":
             return func(*args, **kwargs)  # concrete at once; identical in eager (not counted)
         source = user_source()
-        if name == "_local_scalar_dense":
+        if kind == "item":
             session.flush("item", source, sync=[args[0]])
             return func(*args, **kwargs)
-        tensors = [a for a in _flat(list(args) + list(kwargs.values())) if isinstance(a, torch.Tensor)]
+        tensors = _tensors_in(args, kwargs)
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return self.fallback(func, args, kwargs, source, "requires grad")
         odd = next((t.dtype for t in tensors if t.dtype not in DTYPES), None)
@@ -121,27 +133,15 @@ class DispatchCapture(TorchDispatchMode):
             return self.fallback(func, args, kwargs, source, f"dtype {odd}")
         session.refresh(tensors)
         try:
-            out = self.record(func, name, args, kwargs, source)
+            if kind == "unsupported":
+                raise _Unsupported("not supported by fusionrt")
+            out = getattr(self, kind)(func, name, args, kwargs, source)
         except _Unsupported as why:
             return self.fallback(func, args, kwargs, source, str(why))
         session.after_record()
         return out
 
     # -- op classes ----------------------------------------------------------------------------
-
-    def record(self, func, name: str, args: tuple, kwargs: dict, source: str) -> Any:
-        schema = func._schema
-        if schema.is_mutable:
-            return self.inplace(func, name, args, kwargs, source)
-        if name in POINTWISE_OPS:
-            return self.pointwise(func, name, args, kwargs, source)
-        if name in REDUCTION_OPS:
-            return self.reduction(func, name, args, kwargs, source)
-        if name in COMPOSITE_OPS:
-            return self.composite(func, name, args, kwargs, source)
-        if name in EXTERN_KINDS:
-            return self.extern(func, name, args, kwargs, source)
-        raise _Unsupported("not supported by fusionrt")
 
     def view(self, func, args: tuple, kwargs: dict) -> Any:
         session = self.session
@@ -162,19 +162,20 @@ class DispatchCapture(TorchDispatchMode):
 
     def pointwise(self, func, name: str, args: tuple, kwargs: dict, source: str,
                   out_meta: Optional[tuple] = None) -> torch.Tensor:
-        if any(isinstance(v, torch.Tensor) for v in kwargs.values()):
+        if kwargs and any(isinstance(v, torch.Tensor) for v in kwargs.values()):
             raise _Unsupported("tensor keyword argument")
         (shape, stride, dtype), = out_meta or _infer(func, args, kwargs)
         if dtype not in DTYPES:
             raise _Unsupported(f"dtype {dtype}")
+        use = self.session.use
+        node_args = tuple(use(a, shape) if isinstance(a, torch.Tensor) else _scalar(a) for a in args)
         device = _device(args)
-        node_args = tuple(self.session.use(a, shape) if isinstance(a, torch.Tensor) else _scalar(a)
-                          for a in args)
         if name == "_to_copy" and kwargs.get("device") not in (None, device):
             raise _Unsupported("copy to another device")
         attrs = _attrs(name, kwargs)
         home = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-        self.session.node("pointwise", name, node_args, home, source, attrs=attrs, record=name)
+        self.session.node("pointwise", name, node_args, home, source, attrs=attrs, record=name,
+                          layout=(shape, stride, 0))
         return home
 
     def reduction(self, func, name: str, args: tuple, kwargs: dict, source: str) -> torch.Tensor:
@@ -277,6 +278,45 @@ class _Unsupported(Exception):
     """The op cannot be recorded; it runs eagerly as a fallback."""
 
 
+_KINDS: dict[Any, tuple[str, str]] = {}
+_CPU = torch.device("cpu")
+
+
+def _classify(func) -> tuple[str, str]:
+    """(how the capture handles ``func``, its overload packet's name), once per overload."""
+    name = func._overloadpacket.__name__
+    if func.is_view or name == "_unsafe_view":  # _unsafe_view aliases too (reshape's tail)
+        kind = "view"
+    elif name in FACTORY_OPS:
+        kind = "factory"
+    elif name == "_local_scalar_dense":
+        kind = "item"
+    elif func._schema.is_mutable:
+        kind = "inplace"
+    elif name in POINTWISE_OPS:
+        kind = "pointwise"
+    elif name in REDUCTION_OPS:
+        kind = "reduction"
+    elif name in COMPOSITE_OPS:
+        kind = "composite"
+    elif name in EXTERN_KINDS:
+        kind = "extern"
+    else:
+        kind = "unsupported"
+    _KINDS[func] = kind, name
+    return kind, name
+
+
+def _tensors_in(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    out = []
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(t for t in _flat(a) if isinstance(t, torch.Tensor))
+    return out
+
+
 def _infer(func, args, kwargs):
     try:
         return shapes.infer(func, args, kwargs)
@@ -302,7 +342,9 @@ def _byte_span(t: torch.Tensor) -> tuple[int, int]:
     return lo * size, (hi + 1) * size
 
 
-def _flat(xs: list | tuple) -> list:
+def _flat(xs: list | tuple) -> list | tuple:
+    if not any(isinstance(x, (list, tuple)) for x in xs):
+        return xs
     out = []
     for x in xs:
         if isinstance(x, (list, tuple)):
@@ -313,13 +355,10 @@ def _flat(xs: list | tuple) -> list:
 
 
 def _device(args: tuple) -> torch.device:
-    for a in _flat(args):
-        if isinstance(a, torch.Tensor) and a.dim() > 0:
-            return a.device
-    for a in _flat(args):
-        if isinstance(a, torch.Tensor):
-            return a.device
-    return torch.device("cpu")
+    """Where an op's result lives: with its first tensor that has dims (a 0-d tensor may be a
+    CPU scalar next to CUDA tensors)."""
+    tensors = [a for a in _flat(args) if isinstance(a, torch.Tensor)]
+    return next((t.device for t in tensors if t.dim()), tensors[0].device if tensors else _CPU)
 
 
 def _scalar(a: Any) -> Any:
@@ -329,6 +368,8 @@ def _scalar(a: Any) -> Any:
 
 
 def _attrs(name: str, kwargs: dict) -> tuple[tuple[str, Any], ...]:
+    if not kwargs:
+        return ()
     if name == "_to_copy":
         return (("dtype", kwargs["dtype"]),) if kwargs.get("dtype") is not None else ()
     if name == "clone":

@@ -25,6 +25,14 @@ class IndexMap:
     dst: Shape  # the shape of what is read
     offset: tuple[int, ...]
     coef: tuple[tuple[int, ...], ...]  # [dst dim][src dim]
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Maps key the planner's memo tables and caches: hash the nested tuples once.
+        object.__setattr__(self, "_hash", hash((self.src, self.dst, self.offset, self.coef)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @staticmethod
     def make(src: Shape, dst: Shape, offset, coef) -> IndexMap:
@@ -124,7 +132,7 @@ class Leaf:
         return numel(self.shape) * self.dtype.itemsize
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class Node:
     """A recorded op that has not run. ``kind`` is pointwise, reduction or extern.
 

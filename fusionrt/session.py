@@ -95,9 +95,10 @@ class Session:
         self._outputs: set[Node] = set()
         self._epoch = next(_ids)
 
-    def bind(self, t: torch.Tensor, src: Union[Node, View]) -> None:
-        t.__dict__[BINDING] = (self._epoch, src, self._versions.get(_storage(t), 0))
-        self._bound.append(weakref.ref(t))
+    def bind(self, t: torch.Tensor, src: Union[Node, View], ref: Optional[weakref.ref] = None) -> None:
+        version = self._versions.get(_storage(t), 0) if self._versions else 0
+        t.__dict__[BINDING] = (self._epoch, src, version)
+        self._bound.append(ref or weakref.ref(t))
 
     def binding(self, t: torch.Tensor) -> Optional[Union[Node, View]]:
         """The pending value ``t`` holds, or None when ``t`` is concrete (no flush)."""
@@ -108,16 +109,16 @@ class Session:
         """What an op reading ``t`` reads; flushes first when ``t`` misses a write into its
         storage (a view taken before the base was written in place, ...)."""
         b = t.__dict__.get(BINDING)
-        ptr = _storage(t)
-        version = self._versions.get(ptr, 0)
+        versions = self._versions  # empty unless something was written in place
         if b is not None and b[0] == self._epoch:
-            if b[2] == version:
+            if not versions or b[2] == versions.get(_storage(t), 0):
                 return b[1]
             self.flush("alias", _source())
-        elif version:
+        elif versions and versions.get(_storage(t), 0):
             self.flush("alias", _source())
         entry = self._leaves.get(id(t))
         if entry is None:
+            ptr = _storage(t)
             leaf = Leaf(tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, ptr)
             self._leaves[id(t)] = entry = (leaf, t)
             self._leaf_storages.add(ptr)
@@ -127,6 +128,8 @@ class Session:
         """Flush once, before an op reads anything, when one of its inputs is stale: a flush in
         the middle of reading its inputs would leave the reads before it pointing at a graph
         that no longer exists."""
+        if not self._versions:
+            return
         for t in tensors:
             b = t.__dict__.get(BINDING)
             version = self._versions.get(_storage(t), 0)
@@ -136,7 +139,7 @@ class Session:
                 return
 
     def use(self, t: torch.Tensor, shape: tuple[int, ...], recompute: bool = False) -> Use:
-        return Use(self.read(t), IndexMap.broadcast(shape, tuple(t.shape)), recompute)
+        return Use(self.read(t), IndexMap.broadcast(shape, t.shape), recompute)
 
     def before_write(self, t: torch.Tensor) -> None:
         """A pending op still reads ``t``'s storage as it is now: run it before ``t`` changes."""
@@ -145,22 +148,29 @@ class Session:
 
     def node(self, kind: str, op: str, args: tuple, home: torch.Tensor, source: str, *,
              attrs: tuple = (), dims: frozenset[int] = frozenset(), record: str = "",
-             kernel_kind: str = "", in_place: bool = False, eager: bool = True) -> Node:
-        """A pending node whose result lands in ``home`` (a real tensor), bound to it."""
+             kernel_kind: str = "", in_place: bool = False, eager: bool = True,
+             layout: Optional[tuple[tuple[int, ...], tuple[int, ...], int]] = None) -> Node:
+        """A pending node whose result lands in ``home`` (a real tensor), bound to it.
+        ``layout`` is home's (shape, stride, offset) when the caller knows it already."""
+        shape, stride, offset = layout or (tuple(home.shape), home.stride(), home.storage_offset())
         storage = home.untyped_storage()
         ptr = storage.data_ptr() if home.numel() else 0
         if in_place:
             self._versions[ptr] = self._versions.get(ptr, 0) + 1
-        else:
+        elif self._versions:
             self._versions.pop(ptr, None)  # fresh storage: a dead one's versions do not apply
-        node = Node(len(self.pending), kind, op, args, tuple(home.shape), home.dtype, source,
-                    attrs=attrs, dims=dims, stride=home.stride(), offset=home.storage_offset(),
-                    record=record, kernel_kind=kernel_kind, home=weakref.ref(home),
+        ref = weakref.ref(home)
+        node = Node(len(self.pending), kind, op, args, shape, home.dtype, source,
+                    attrs=attrs, dims=dims, stride=stride, offset=offset,
+                    record=record, kernel_kind=kernel_kind, home=ref,
                     holder=weakref.ref(storage), storage=ptr)
         self.pending.append(node)
-        self.bind(home, node)
+        self.bind(home, node, ref)
         if eager:
-            self.count_eager([home])
+            report = self.report
+            report.eager_kernels += 1
+            report.eager_writes += 1
+            report.eager_bytes_written += node.nbytes
         return node
 
     def internal(self, kind: str, op: str, args: tuple, shape: tuple[int, ...], dtype: torch.dtype,
@@ -211,7 +221,7 @@ class Session:
         index = len(report.flushes)
         try:
             plan = schedule.plan(nodes, flags, self.policy)
-            with self.eager(), torch.no_grad():
+            with self.eager(), torch.no_grad(), _no_python_dispatch():
                 records, writes = self._runner.execute(plan, leaves, len(report.kernel_records), index)
         finally:
             self._reset()
@@ -257,6 +267,15 @@ class Session:
         first, so the view is of concrete data. A view launches no kernel."""
         self.flush("fallback", source, fallback_inputs=[base], always=True)
         self.report.fallbacks.append(Fallback(func._overloadpacket.__name__, source, reason))
+
+
+def _no_python_dispatch() -> contextlib.ExitStack:
+    """Plain eager ops while a plan runs: no mode sees them (``passthrough`` would still pay a
+    Python round trip through both modes for every op of every kernel)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch._C.DisableTorchFunction())
+    stack.enter_context(torch._C._DisableTorchDispatch())
+    return stack
 
 
 def _source() -> str:

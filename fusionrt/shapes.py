@@ -16,12 +16,12 @@ _cache: dict[Any, tuple[Meta, ...]] = {}
 
 
 def _key(x: Any) -> Any:
-    if isinstance(x, torch.Tensor):
-        return (x.shape, x.stride(), x.dtype, x.device.type)
-    if isinstance(x, (list, tuple)):
-        return (type(x), *(_key(a) for a in x))
+    if isinstance(x, torch.Tensor):  # meta kernels answer alike for every device
+        return (x.shape, x.stride(), x.dtype)
     if isinstance(x, (bool, int, float)):
         return (type(x), x)  # 1, 1.0 and True promote differently
+    if isinstance(x, (list, tuple)):
+        return (type(x), tuple(map(_key, x)))
     return x
 
 
@@ -44,7 +44,8 @@ def infer(func: Any, args: tuple, kwargs: dict) -> tuple[Meta, ...]:
     """(shape, stride, dtype) of each output of ``func(*args, **kwargs)``; raises what the meta
     kernel raises (the caller then runs the op eagerly, which raises eager's own error)."""
     try:
-        key: Optional[Any] = (func, _key(args), _key(tuple(sorted(kwargs.items()))))
+        key: Optional[Any] = (func, tuple(map(_key, args)),
+                              tuple(map(_key, kwargs.items())) if kwargs else ())
         hit = _cache.get(key)
     except TypeError:  # an unhashable argument: infer without caching
         key, hit = None, None
