@@ -145,7 +145,7 @@ def assert_matches(kernel: FusedKernel, got: Sequence[torch.Tensor], inputs: Seq
     """Every output equals ``evaluate()``'s, i.e. eager aten's on the inputs' own device (same
     shape, dtype, contiguity), listing all failures. The device matters: CUDA eager computes half
     types in float32 and supports ops (``abs`` on bool) that the CPU kernels lack."""
-    expected = evaluate(kernel, inputs)
+    expected = [e.cpu() for e in evaluate(kernel, inputs)]
     assert len(got) == len(expected)
     failures = []
     for i, (g, e) in enumerate(zip(got, expected)):
