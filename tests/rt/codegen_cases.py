@@ -141,11 +141,13 @@ def tolerance(dtype: torch.dtype, gpu: bool = False) -> dict[str, Any]:
 
 
 def assert_matches(kernel: FusedKernel, got: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
-                   labels: Sequence[str] | None = None, gpu: bool = False) -> None:
-    """Every output equals ``evaluate()``'s, i.e. eager aten's on the inputs' own device (same
-    shape, dtype, contiguity), listing all failures. The device matters: CUDA eager computes half
-    types in float32 and supports ops (``abs`` on bool) that the CPU kernels lack."""
-    expected = [e.cpu() for e in evaluate(kernel, inputs)]
+                   labels: Sequence[str] | None = None, gpu: bool = False,
+                   reference_device: str | None = None) -> None:
+    """Every output equals ``evaluate()``'s, i.e. eager aten's on the inputs' own device unless
+    ``reference_device`` names another (same shape, dtype, contiguity), listing all failures. The
+    device matters: CUDA eager supports ops (``abs`` on bool) that the CPU kernels lack."""
+    ref_inputs = [t.to(reference_device) for t in inputs] if reference_device else inputs
+    expected = [e.cpu() for e in evaluate(kernel, ref_inputs)]
     assert len(got) == len(expected)
     failures = []
     for i, (g, e) in enumerate(zip(got, expected)):
