@@ -195,7 +195,7 @@ def _floor_div_int(a, b):
 def _floor_div_float(a, b):
     # c10's div_floor_floating: exact through fmod, not floor(a / b).
     mod = a % b
-    div = (a - mod) / b
+    div = tl.math.div_rn(a - mod, b)
     div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)
     fl = tl.floor(div)
     fl = tl.where(div - fl > 0.5, fl + 1.0, fl)
@@ -381,7 +381,9 @@ def _div(ins: Instr, ops: list[Operand]) -> tuple[str, torch.dtype]:
     if mode is None:
         return f"({a} / {b})", d
     if d.is_floating_point:
-        return (f"_trunc({a} / {b})" if mode == "trunc" else f"_floor_div_float({a}, {b})"), d
+        # Rounded division: the GPU's default float32 `/` is approximate, and one ulp flips a
+        # quotient that lies next to an integer.
+        return (f"_trunc(tl.math.div_rn({a}, {b}))" if mode == "trunc" else f"_floor_div_float({a}, {b})"), d
     return (f"({a} // {b})" if mode == "trunc" else f"_floor_div_int({a}, {b})"), d
 
 
