@@ -161,8 +161,6 @@ def run(selected: list[Workload]) -> list[dict]:
         print(f"{w.name:32s} eager {row['eager_ms']:8.3f}  compile {row['compile_ms']:8.3f}  "
               f"fusionrt {row['fusionrt_ms']:8.3f} ms  floor {row['floor_ms']:8.3f}  "
               f"writes {row['writes']}  err {row['rel_err']:.1e}", flush=True)
-        del args, ref, lazy_out
-        torch.cuda.empty_cache()
     return rows
 
 

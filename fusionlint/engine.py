@@ -207,7 +207,6 @@ class _Positions:
         return self.cache[key]
 
     def _resolve(self, unit) -> Callable:
-        import libcst as cst
         from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
         if unit is None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import weakref
 from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .graph import IndexMap, Leaf, Node, Use, View, view_map
+from .graph import Leaf, View, view_map
 from .kernel_ir import POINTWISE_OPS
 from . import shapes
 

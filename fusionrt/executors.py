@@ -33,12 +33,17 @@ class ReferenceExecutor:
         return evaluate(kernel, inputs)
 
 
-def get_executor(name: str = "auto") -> Executor:
-    """``auto`` is ``triton`` when CUDA is available, else ``reference``."""
+def resolve(name: str, device: torch.device) -> str:
+    """``auto`` means generated Triton kernels for CUDA tensors and eager aten for CPU ones."""
     if name not in EXECUTORS:
         raise ValueError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
     if name == "auto":
-        name = "triton" if torch.cuda.is_available() else "reference"
+        return "triton" if device.type == "cuda" else "reference"
+    return name
+
+
+def get_executor(name: str, device: torch.device = torch.device("cpu")) -> Executor:
+    name = resolve(name, device)
     if name == "reference":
         return ReferenceExecutor()
     from .codegen import TritonExecutor  # imports triton only when generated kernels are wanted

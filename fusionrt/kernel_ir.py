@@ -172,8 +172,6 @@ def evaluate(kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> list[torch.
             out = _reduce(ins, args[0], kernel.reduce_dims)
         else:
             out = getattr(torch.ops.aten, ins.op)(*args, **dict(ins.attrs))
-        if not isinstance(out, torch.Tensor):
-            out = torch.tensor(out)
         values.append(out if out.dtype == ins.dtype else out.to(ins.dtype))
 
     device = inputs[0].device if inputs else torch.device("cpu")

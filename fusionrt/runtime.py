@@ -16,17 +16,6 @@ from .plan import KernelInput, Plan, PlannedKernel
 from .report import KernelRecord, Write
 
 
-def resolve_executor(name: str, device: torch.device) -> Executor:
-    """``auto`` means generated Triton kernels for CUDA tensors and eager aten for CPU ones."""
-    if name == "auto":
-        name = "triton" if device.type == "cuda" else "reference"
-    return get_executor(name)
-
-
-def executor_name(name: str, device: torch.device) -> str:
-    return resolve_executor(name, device).name if name == "auto" else name
-
-
 class Runner:
     """Executes plans of one session, numbering kernels across its flushes."""
 
@@ -36,7 +25,7 @@ class Runner:
 
     def _executor(self, device: torch.device) -> Executor:
         if device not in self._executors:
-            self._executors[device] = resolve_executor(self.executor, device)
+            self._executors[device] = get_executor(self.executor, device)
         return self._executors[device]
 
     def execute(self, plan: Plan, leaves: Mapping[Leaf, torch.Tensor], first_kernel: int,

@@ -16,11 +16,11 @@ import torch
 
 from . import schedule
 from .capture import BINDING, DispatchCapture, SyncCapture, _flat
-from .executors import EXECUTORS
 from .graph import IndexMap, Leaf, Node, Use, View
 from .plan import Flags
 from .report import Fallback, Flush, KernelRecord, Report, Write
-from .runtime import Runner, dtype_name, executor_name
+from .executors import EXECUTORS, resolve as resolve_executor
+from .runtime import Runner, dtype_name
 
 MAX_PENDING = 4096
 _ids = itertools.count()
@@ -229,7 +229,7 @@ class Session:
         report.kernel_records.extend(records)
         report.materialized.extend(writes)
         if records and report.executor == "auto":
-            report.executor = executor_name("auto", _device_of(leaves, plan))
+            report.executor = resolve_executor("auto", _device_of(leaves, plan))
 
     def _roots(self, tensors: Sequence[Any]) -> frozenset[Node]:
         out = set()

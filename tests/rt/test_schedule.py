@@ -1,8 +1,6 @@
 """The planner alone, on hand-built graphs: no capture, no torch kernels."""
 from __future__ import annotations
 
-import weakref
-
 import torch
 
 from fusionrt.graph import IndexMap, Leaf, Node, Use, View, view_map
