@@ -6,7 +6,7 @@ copy bandwidth, or flops over measured matmul rate), fusionrt's writes and bytes
 relative error against eager. Prints one table and writes
 `bench/results/<YYYY-MM-DD>-<gpu>.json` (or `--out FILE`).
 
-    python bench/gpu_bench.py [--only NAME ...] [--out FILE]
+    python bench/gpu_bench.py [--only NUMBER ...] [--out FILE]
 """
 from __future__ import annotations
 
@@ -179,11 +179,10 @@ def table(rows: list[dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", help="workload numbers or names to run")
+    parser.add_argument("--only", nargs="*", help="workload numbers to run (e.g. 1 4 4b)")
     parser.add_argument("--out", type=Path, help="results file (default bench/results/<date>-<gpu>.json)")
     args = parser.parse_args()
-    selected = [w for w in workloads()
-                if not args.only or any(w.name.split()[0] == o or o in w.name for o in args.only)]
+    selected = [w for w in workloads() if not args.only or w.name.split()[0] in args.only]
     rows = run(selected)
     gpu = torch.cuda.get_device_name()
     date = datetime.date.today().isoformat()
