@@ -25,6 +25,10 @@ class Example:
     bad: str
     at: tuple[tuple[int, int], ...]  # (line, column) of each expected finding, 1-based
     fixed: str | None
+    # How fusionrt runs the example to prove the fix (tests/lint/test_contract.py): an
+    # expression evaluated in the example's namespace, where ``randn(*shape)`` gives fresh
+    # random float32 tensors. None: the example is not a runnable program (say why in a comment).
+    call: str | None = None
 
 
 @dataclass(frozen=True)

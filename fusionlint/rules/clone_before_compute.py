@@ -75,6 +75,7 @@ def block(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     out = t3 + tmp
     return out
 """,
+            call="block(randn(64, 128), randn(64, 128))",
         ),
         Example(
             bad="""\
