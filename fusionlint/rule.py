@@ -29,6 +29,9 @@ class Example:
     # expression evaluated in the example's namespace, where ``randn(*shape)`` gives fresh
     # random float32 tensors. None: the example is not a runnable program (say why in a comment).
     call: str | None = None
+    # The better program written by hand, for a rule that offers no fix (``fixed`` is None):
+    # the contract test runs it against ``bad`` the way it runs ``fixed`` otherwise.
+    good: str | None = None
 
 
 @dataclass(frozen=True)
