@@ -11,7 +11,7 @@ from typing import Any, Callable
 from .report import Report, compare
 from .session import Session, current
 
-__all__ = ["lazy", "sync", "measure", "Report", "compare", "Session"]
+__all__ = ["lazy", "sync", "measure", "Report", "compare", "Session", "load_ipython_extension"]
 
 
 def lazy(policy: str = "stream", executor: str = "auto", max_pending: int = 4096) -> Session:
@@ -36,3 +36,11 @@ def measure(fn: Callable[..., Any], *args: Any, policy: str = "stream", executor
         result = fn(*args, **kwargs)
         session.mark_outputs(result)
     return result, session.report
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext fusionrt``: the same ``%%fuse`` magic as ``%load_ext fusionlint``, for notebooks that
+    think of it as the runtime's (the magic lives with the linter, which it needs)."""
+    from fusionlint.magic import load_ipython_extension as load
+
+    load(ipython)

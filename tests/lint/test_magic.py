@@ -131,3 +131,23 @@ def test_help_lists_the_options(ip):
     doc = ip.find_cell_magic("fuse").__doc__
     for option in ("--fix", "--compare", "--no-lint", "--no-run", "--executor", "--policy", "-o NAME"):
         assert option in doc
+
+
+def test_load_ext_fusionrt_registers_the_same_magic(ip, capsys):
+    from fusionlint.magic import FuseMagics
+
+    cell_magics = ip.magics_manager.magics["cell"]
+    cell_magics.pop("fuse")
+    ip.extension_manager.loaded.discard("fusionrt")  # one shell per process: load it afresh
+    try:
+        assert ip.run_cell("%%fuse\nz = x + 1").error_in_exec is not None  # gone until loaded
+        ip.run_line_magic("load_ext", "fusionrt")
+        assert "fusionrt" in ip.extension_manager.loaded
+        assert isinstance(cell_magics["fuse"].__self__, FuseMagics)
+        capsys.readouterr()
+        result = fuse(ip, "--executor reference -o rep", BURN_CELL)
+        assert result.error_in_exec is None and ip.user_ns["rep"].writes == 4
+        assert "fusionrt report" in capsys.readouterr().out
+    finally:
+        if "fuse" not in cell_magics:
+            ip.register_magics(FuseMagics)
