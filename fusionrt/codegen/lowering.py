@@ -381,9 +381,16 @@ def _div(ins: Instr, ops: list[Operand]) -> tuple[str, torch.dtype]:
     if mode is None:
         return f"({a} / {b})", d
     if d.is_floating_point:
-        # Rounded division: the GPU's default float32 `/` is approximate, and one ulp flips a
-        # quotient that lies next to an integer.
-        return (f"_trunc(tl.math.div_rn({a}, {b}))" if mode == "trunc" else f"_floor_div_float({a}, {b})"), d
+        # Correctly rounded division: the GPU's default float32 `/` is approximate, and one ulp
+        # flips a quotient that lies next to an integer.
+        if mode == "floor":
+            return f"_floor_div_float({a}, {b})", d
+        quotient = f"tl.math.div_rn({a}, {b})"
+        if ops[1].is_tensor:
+            # aten's trunc kernels (CPU and CUDA) divide two tensors in the result's own type:
+            # a half or bfloat16 quotient is rounded to that type before it is truncated.
+            quotient = cast(cast(quotient, d, ins.dtype), ins.dtype, d)
+        return f"_trunc({quotient})", d
     return (f"({a} // {b})" if mode == "trunc" else f"_floor_div_int({a}, {b})"), d
 
 

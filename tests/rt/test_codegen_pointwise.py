@@ -187,3 +187,18 @@ def test_interpret_executor_leaves_the_environment_alone(tmp_path, monkeypatch):
     assert_matches(_chain((5,)), ex.run(_chain((5,)), inputs), inputs)
     assert os.environ.get("TRITON_INTERPRET") == before
     assert bool(triton.knobs.runtime.interpret) == (before == "1")
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16, F32], ids=str)
+def test_trunc_division_rounds_the_quotient_like_aten(executor, dtype):
+    # aten divides two half tensors in the half type: the quotient is rounded before it is
+    # truncated (2.9996 -> 3.0 -> 3), which flips dozens of 38k quotients near integers.
+    gen = torch.Generator().manual_seed(11)
+    a = (torch.randn(37, 1029, generator=gen) * 20).to(dtype)
+    b = (torch.rand(37, 1029, generator=gen) * 2.5 + 0.5).to(dtype)
+    trunc = (("rounding_mode", "trunc"),)
+    kernel = kernel_of((37, 1029), (dtype, dtype), [Instr("div", (Input(0), Input(1)), dtype, trunc),
+                                                   Instr("div", (Input(0), 0.3), dtype, trunc)], outputs=[0, 1])
+    out = executor.run(kernel, [a, b])
+    assert torch.equal(out[0], torch.div(a, b, rounding_mode="trunc"))
+    assert torch.equal(out[1], torch.div(a, 0.3, rounding_mode="trunc"))
