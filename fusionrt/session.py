@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import weakref
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import torch
@@ -20,6 +22,7 @@ from .graph import IndexMap, Leaf, Node, Use, View
 from .plan import Flags
 from .report import Fallback, Flush, KernelRecord, Report, Write
 from .executors import EXECUTORS, resolve as resolve_executor
+from .plan_cache import PLANS, CachedPlan, stream_key
 from .runtime import Runner, dtype_name
 
 MAX_PENDING = 4096
@@ -29,6 +32,28 @@ _active: list[Session] = []
 
 def current() -> Optional[Session]:
     return _active[-1] if _active else None
+
+
+_runners: dict[tuple[str, Optional[str]], Runner] = {}
+
+
+def shared_runner(executor: str) -> Runner:
+    """One runner per executor (and kernel cache directory) for the whole process: executors
+    keep compiled kernels and launch plans, which a new session per call would rebuild."""
+    key = (executor, os.environ.get("FUSIONRT_CACHE_DIR"))
+    runner = _runners.get(key)
+    if runner is None:
+        runner = _runners[key] = Runner(executor)
+    return runner
+
+
+@dataclass(eq=False)
+class FlushTrace:
+    """One flush as run: its (possibly reused) plan, the leaves it read and the flags."""
+
+    plan: CachedPlan
+    leaves: list[tuple[Leaf, torch.Tensor]]
+    flags: Flags
 
 
 class Session:
@@ -45,7 +70,8 @@ class Session:
         self.max_pending = max_pending
         self.report = Report(policy=policy, executor=executor)
         self.passthrough = False
-        self._runner = Runner(executor)
+        self.traces: Optional[list[FlushTrace]] = None  # set by fusionrt.jit to see each flush
+        self._runner = shared_runner(executor)
         self._modes: tuple = ()
         self._reset()
 
@@ -216,20 +242,30 @@ class Session:
             sync=self._roots(sync), outputs=frozenset(self._outputs),
             fallback_inputs=self._roots(fallback_inputs),
         )
-        leaves = {leaf: t for leaf, t in self._leaves.values()}
+        entries = list(self._leaves.values())
         report = self.report
         index = len(report.flushes)
         try:
-            plan = schedule.plan(nodes, flags, self.policy)
+            key = stream_key(self.policy, nodes, entries, flags)
+            cached = PLANS.get(key)
+            if cached is None:
+                cached = CachedPlan(schedule.plan(nodes, flags, self.policy), tuple(nodes),
+                                    tuple(leaf for leaf, _ in entries))
+                PLANS.put(key, cached)
+                leaves = {leaf: t for leaf, t in entries}
+            else:
+                leaves = cached.rebind(nodes, [t for _, t in entries])
+            if self.traces is not None:
+                self.traces.append(FlushTrace(cached, entries, flags))
             with self.eager(), torch.no_grad(), _no_python_dispatch():
-                records, writes = self._runner.execute(plan, leaves, len(report.kernel_records), index)
+                records, writes = self._runner.execute(cached.plan, leaves, len(report.kernel_records), index)
         finally:
             self._reset()
         report.flushes.append(Flush(reason, source, len(nodes)))
         report.kernel_records.extend(records)
         report.materialized.extend(writes)
         if records and report.executor == "auto":
-            report.executor = resolve_executor("auto", _device_of(leaves, plan))
+            report.executor = resolve_executor("auto", _device_of(leaves, cached.plan))
 
     def _roots(self, tensors: Sequence[Any]) -> frozenset[Node]:
         out = set()

@@ -96,6 +96,9 @@ def test_eager_errors_surface_unchanged():
 
 
 def test_no_reference_cycles_keep_graphs_alive():
+    """Only the bounded plan cache keeps a graph (its nodes, never a tensor) once the block is over."""
+    from fusionrt.plan_cache import PLANS
+
     x = torch.randn(16)
     with fusionrt.lazy(executor="reference") as session:
         a = x * 2
@@ -103,7 +106,11 @@ def test_no_reference_cycles_keep_graphs_alive():
         ref = weakref.ref(node)
         del node, a
         fusionrt.sync()
-    del session
+    tensor_ref = weakref.ref(x)
+    del session, x
+    gc.collect()
+    assert tensor_ref() is None
+    PLANS.clear()
     gc.collect()
     assert ref() is None
 
