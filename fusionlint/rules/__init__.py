@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from fusionlint.rule import Rule
 from fusionlint.rules.clone_before_compute import CloneBeforeCompute
+from fusionlint.rules.host_sync import HostSyncInTensorWork
 from fusionlint.rules.inline_view_in_compute import InlineViewInCompute
 from fusionlint.rules.syntax_error import SyntaxErrorRule
 
 SYNTAX_ERROR_CODE = SyntaxErrorRule.code
 
-_RULES: tuple[type[Rule], ...] = (InlineViewInCompute, CloneBeforeCompute, SyntaxErrorRule)
+_RULES: tuple[type[Rule], ...] = (InlineViewInCompute, CloneBeforeCompute, HostSyncInTensorWork, SyntaxErrorRule)
 
 
 def all_rules() -> list[type[Rule]]:
