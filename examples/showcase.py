@@ -111,7 +111,7 @@ def show(namespace: dict[str, Any]) -> int:
         fn, args = namespace["example"]()
         with torch.no_grad():
             out = fn(*args)
-        print(f"{namespace['__file__']}: checksum {_checksum(out):.4f}")
+        print(f"{Path(namespace['__file__']).name}: checksum {_checksum(out):.4f}")
         return 0
     path = Path(namespace["__file__"])
     outcome = measure_example(path)
@@ -128,5 +128,5 @@ def show(namespace: dict[str, Any]) -> int:
 
 
 def _checksum(out: Any) -> float:
-    tensors = out if isinstance(out, (tuple, list)) else (out,)
-    return sum(float(t.double().sum()) for t in tensors)
+    values = out if isinstance(out, (tuple, list)) else (out,)
+    return sum(float(torch.as_tensor(v).double().sum()) for v in values)

@@ -27,3 +27,18 @@ def test_demo_prints_one_before_after_table(capsys):
         if name.endswith(".py"):
             before, after = numbers["before"], numbers["after"]
             assert name in table and f"{before['writes']} -> {after['writes']}" in table
+
+
+def test_every_fusion_rule_has_an_example():
+    """A rule's example is one script (and its notebook) named after the rule's code."""
+    from fusionlint.rules import all_rules
+
+    codes = {rule.code for rule in all_rules() if rule.examples}
+    covered = {path.name.split("_")[0].upper() for path in demo.scripts() if path.name.startswith("fl")}
+    assert codes <= covered, f"rules without an example in examples/: {sorted(codes - covered)}"
+
+
+def test_readme_lists_every_example():
+    readme = demo.README.read_text(encoding="utf-8")
+    for script in demo.scripts():
+        assert f"[{script.stem}]({script.name})" in readme
