@@ -72,8 +72,9 @@ def markdown_table(numbers: dict[str, dict[str, Any]]) -> str:
     for name, n in numbers.items():
         b, a = n["before"], n["after"]
         rules = ", ".join(n["rules"]) if "rules" in n else "–"  # a notebook shows its findings in the cell
-        rows.append(f"| [{name}]({name}) | {rules} | {b['kernels']} → {a['kernels']} | {b['writes']} → {a['writes']} "
-                    f"| {b['bytes_written']:,} → {a['bytes_written']:,} | {'yes' if n['results_equal'] else 'NO'} |")
+        rows.append(f"| [{name}]({name}) | {rules} | {b['kernels']} → {a['kernels']} "
+                    f"| {b['writes']} → {a['writes']} | {b['bytes_written']:,} → {a['bytes_written']:,} "
+                    f"| {'yes' if n['results_equal'] else 'NO'} |")
     return "\n".join(rows) + "\n"
 
 

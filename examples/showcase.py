@@ -65,15 +65,15 @@ def measure_example(path: str | Path) -> Outcome:
         raise RuntimeError(f"fusionlint failed on {path}: {'; '.join(lint.errors)}")
     pattern = _load(source, path)
     if "rewritten_example" in pattern:
-        better, diff, label = pattern, "", "rewritten"
+        better, diff, label = pattern["rewritten_example"], "", "rewritten"
     elif lint.source is not None:
-        better, label = _load(lint.source, path), "fixed"
+        better, label = _load(lint.source, path)["example"], "fixed"
         diff = "".join(difflib.unified_diff(source.splitlines(keepends=True), lint.source.splitlines(keepends=True),
                                             f"{path.name}", f"{path.name} (fixed)", n=1))
     else:
         raise RuntimeError(f"{path}: fusionlint has no fix here and the script has no rewritten_example()")
     before_out, before = _measure(pattern["example"])
-    after_out, after = _measure(better["rewritten_example" if label == "rewritten" else "example"])
+    after_out, after = _measure(better)
     comparison = fusionrt.compare(before, after, labels=("pattern", label),
                                   outputs_equal=_equal(before_out, after_out))
     return Outcome(lint.findings + lint.fixed, diff, comparison)

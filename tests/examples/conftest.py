@@ -4,9 +4,5 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("torch")
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
