@@ -3,15 +3,18 @@
 ``with fusionrt.lazy() as session:`` records the ops of the block, fuses them into kernels at
 each flush and fills ``session.report``; ``fusionrt.measure(fn, *args)`` does the same for one
 call and returns ``(result, report)``. docs/semantics.md states what is fused and written.
+``fusionrt.jit(fn)`` replays the plan of a function's first call on later calls without
+recording them again (docs/replay.md).
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from .replay import Jitted, jit
 from .report import Report, compare
 from .session import Session, current
 
-__all__ = ["lazy", "sync", "measure", "Report", "compare", "Session", "load_ipython_extension"]
+__all__ = ["lazy", "sync", "measure", "jit", "Jitted", "Report", "compare", "Session", "load_ipython_extension"]
 
 
 def lazy(policy: str = "stream", executor: str = "auto", max_pending: int = 4096) -> Session:

@@ -1,0 +1,273 @@
+"""``fusionrt.jit``: call a function lazily once, then replay its plan without recording.
+
+Recording costs tens of microseconds per op (a Python round trip through two dispatch modes per
+op); a small program called in a loop pays that on every call even when the plan cache skips
+planning. ``jit`` records the first call for given argument metadata, checks that the call is a
+pure function of its tensor arguments (one flush at exit, no fallback, no host sync, reads no
+tensor but its arguments, keeps nothing alive but its result), and from then on runs the cached
+plan on the new arguments directly: allocate the results, launch the kernels, return. Any call
+whose guards miss, or whose recorded call was not replayable, records as ``measure`` does.
+docs/replay.md states what the guards cover and what they do not.
+"""
+from __future__ import annotations
+
+import functools
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+import torch
+
+from .graph import Leaf, Node
+from .plan_cache import CachedPlan
+from .report import Report
+from .session import FlushTrace, Session, current, shared_runner
+
+MAX_PROGRAMS = 64  # argument signatures remembered per function
+Layout = tuple[tuple[int, ...], tuple[int, ...], int]  # shape, stride, storage offset
+
+
+class NotReplayable(Exception):
+    """Why a recorded call cannot be replayed; the function records on every such call."""
+
+
+@dataclass
+class JitStats:
+    recordings: int = 0
+    replays: int = 0
+    last_recording: str = ""  # why the last recorded call did not replay
+
+
+def jit(fn: Optional[Callable[..., Any]] = None, *, policy: str = "stream",
+        executor: str = "auto") -> Any:
+    """``fusionrt.jit(fn)`` or ``@fusionrt.jit(executor=...)``: a callable that behaves like
+    ``fn`` and keeps the report of its last call in ``.report``."""
+    if fn is None:
+        return lambda f: Jitted(f, policy=policy, executor=executor)
+    return Jitted(fn, policy=policy, executor=executor)
+
+
+class Jitted:
+    """``fn`` recorded once per argument signature and replayed while its guards hold."""
+
+    def __init__(self, fn: Callable[..., Any], policy: str = "stream", executor: str = "auto") -> None:
+        Session(policy=policy, executor=executor)  # validates both names now, not at the first call
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.policy = policy
+        self.executor = executor
+        self.report: Optional[Report] = None
+        self.stats = JitStats()
+        self._programs: dict[Any, Union[_Program, str]] = {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if current() is not None:  # inside a lazy block its ops join that block
+            return self.fn(*args, **kwargs)
+        tensors: list[torch.Tensor] = []
+        key = _guard_key(args, kwargs, tensors)
+        found = self._programs.get(key) if key is not None else None
+        if isinstance(found, _Program):
+            result, self.report = found.run(tensors)
+            self.stats.replays += 1
+            return result
+        return self._record(args, kwargs, key, tensors, found)
+
+    def _record(self, args: tuple, kwargs: dict, key: Any, tensors: list[torch.Tensor],
+                why_not: Optional[str]) -> Any:
+        session = Session(policy=self.policy, executor=self.executor)
+        session.traces = []
+        with session:
+            result = self.fn(*args, **kwargs)
+            session.mark_outputs(result)
+        self.report = session.report
+        self.stats.recordings += 1
+        if key is None:
+            self.stats.last_recording = "arguments that cannot be guarded"
+        elif why_not is not None:
+            self.stats.last_recording = f"not replayable: {why_not}"
+        else:
+            self.stats.last_recording = "first call with these argument metadata"
+            if len(self._programs) < MAX_PROGRAMS:
+                try:
+                    self._programs[key] = _Program.build(session, tensors, result)
+                except NotReplayable as why:
+                    self._programs[key] = str(why)
+        return result
+
+
+# -- guards ------------------------------------------------------------------------------------
+
+def _guard_key(args: tuple, kwargs: dict, tensors: list[torch.Tensor]) -> Optional[tuple]:
+    """What the recorded call depended on among the arguments: each tensor's type, layout,
+    dtype, device, requires_grad and which arguments share storage; every other argument's value
+    (floats by their bits). None when an argument is of a type whose value cannot be guarded."""
+    storages: dict[int, int] = {}
+    parts: list[Any] = [torch.is_grad_enabled()]
+
+    def visit(v: Any) -> bool:
+        if isinstance(v, torch.Tensor):
+            ptr = v.untyped_storage().data_ptr()
+            parts.append((type(v), v.shape, v.stride(), v.storage_offset(), v.dtype, v.device,
+                          v.requires_grad, storages.setdefault(ptr, len(storages))))
+            tensors.append(v)
+        elif v is None or isinstance(v, (bool, int, str)):
+            parts.append((type(v), v))
+        elif isinstance(v, float):
+            parts.append((float, v.hex()))
+        elif isinstance(v, (tuple, list)):
+            parts.append((type(v), len(v)))
+            return all(visit(x) for x in v)
+        elif isinstance(v, dict) and all(isinstance(k, str) for k in v):
+            parts.append((dict, tuple(v)))
+            return all(visit(x) for x in v.values())
+        else:
+            return False
+        return True
+
+    if not all(visit(a) for a in args) or (kwargs and not visit(kwargs)):
+        return None
+    return tuple(parts)
+
+
+# -- the replayable program --------------------------------------------------------------------
+
+@dataclass(eq=False)
+class _Program:
+    """One recorded call, ready to run on new arguments with the same guards."""
+
+    cached: CachedPlan
+    sources: tuple[str, ...]  # each plan node's line in this function (a shared plan may carry others)
+    leaf_args: list[tuple[Leaf, int, Optional[Layout]]]  # leaf <- argument (viewed when a layout)
+    fresh: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype, torch.device]]  # new storages
+    homes: list[tuple[Node, bool, int]]  # node written home <- (fresh?, storage or argument index)
+    output: Any  # template of the result (see _template)
+    report: Report
+    runner: Any = field(repr=False)
+
+    @staticmethod
+    def build(session: Session, tensors: list[torch.Tensor], result: Any) -> _Program:
+        report = session.report
+        if report.fallbacks:
+            raise NotReplayable(f"fallback ({report.fallbacks[0].op}: {report.fallbacks[0].reason})")
+        if [f.reason for f in report.flushes] != ["exit"] or len(session.traces or ()) != 1:
+            reasons = ", ".join(f.reason for f in report.flushes) or "no ops"
+            raise NotReplayable(f"flushes other than one at exit ({reasons})")
+        trace: FlushTrace = session.traces[0]
+        args_of: dict[int, int] = {}
+        for i, t in enumerate(tensors):
+            if t.numel() == 0:
+                raise NotReplayable("an empty tensor argument")
+            args_of.setdefault(t.untyped_storage().data_ptr(), i)
+
+        cached = trace.plan
+        leaf_args = []  # the plan reads its own leaves: the cached ones, one per leaf of this call
+        for leaf, (_, t) in zip(cached.leaves, trace.leaves):
+            i = args_of.get(t.untyped_storage().data_ptr())
+            if i is None or t.numel() == 0:
+                raise NotReplayable("reads a tensor that is not one of its arguments")
+            same = t is tensors[i]
+            leaf_args.append((leaf, i, None if same else (leaf.shape, leaf.stride, leaf.offset)))
+
+        out_tensors = [t for t in _tree_tensors(result)]
+        out_ptrs = {t.untyped_storage().data_ptr() for t in out_tensors}
+        for ptr in trace.flags.alive.values():
+            if ptr not in args_of and ptr not in out_ptrs:
+                raise NotReplayable("keeps a tensor alive that it does not return")
+
+        fresh: list = []
+        fresh_of: dict[int, int] = {}  # storage data_ptr -> index in fresh
+        homes = []
+        for w in cached.plan.writes:
+            if not w.home:
+                continue
+            storage = w.node.holder()
+            ptr = storage.data_ptr()
+            if ptr in args_of:
+                homes.append((w.node, False, args_of[ptr]))
+                continue
+            if ptr not in fresh_of:
+                fresh_of[ptr] = len(fresh)
+                fresh.append(_allocation(cached.nodes, storage))
+            homes.append((w.node, True, fresh_of[ptr]))
+        bases_of = {ptr: fresh[g] for ptr, g in fresh_of.items()}
+        output = _template(result, tensors, args_of, fresh_of, bases_of)
+        return _Program(cached, tuple(n.source for n in cached.nodes), leaf_args, fresh, homes, output,
+                        report, shared_runner(session.executor))
+
+    def run(self, tensors: list[torch.Tensor]) -> tuple[Any, Report]:
+        bases = [torch.empty_strided(shape, stride, dtype=dtype, device=device)
+                 for shape, stride, dtype, device in self.fresh]
+        for node, source in zip(self.cached.nodes, self.sources):
+            node.source = source
+        for node, is_fresh, i in self.homes:
+            node.holder = weakref.ref((bases[i] if is_fresh else tensors[i]).untyped_storage())
+        leaves = {leaf: tensors[i] if layout is None else tensors[i].as_strided(*layout)
+                  for leaf, i, layout in self.leaf_args}
+        with torch.no_grad(), torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+            records, writes = self.runner.execute(self.cached.plan, leaves, 0, 0)
+        recorded = self.report
+        report = Report(recorded.policy, recorded.executor, records, writes, [], list(recorded.flushes),
+                        recorded.eager_kernels, recorded.eager_writes, recorded.eager_bytes_written)
+        return _rebuild(self.output, tensors, bases), report
+
+
+def _allocation(nodes: tuple[Node, ...], storage: Any) -> tuple:
+    """How to allocate a storage the call created: like the node that created it, which must
+    span all of it (a storage made by a factory and only partly overwritten is not replayable)."""
+    creator = next(n for n in nodes if n.holder is not None and n.holder() is storage)
+    span = 1 + sum((n - 1) * s for n, s in zip(creator.shape, creator.stride))
+    if creator.offset != 0 or span * creator.dtype.itemsize != storage.nbytes():
+        raise NotReplayable("writes into part of a tensor it created without recording")
+    return creator.shape, creator.stride, creator.dtype, storage.device
+
+
+def _tree_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tree_tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tree_tensors(v)]
+    return []
+
+
+def _template(value: Any, tensors: list[torch.Tensor], args_of: dict[int, int],
+              fresh_of: dict[int, int], bases: dict[int, tuple]) -> Any:
+    """The result as a recipe: each tensor an argument, a new storage, or a view of either."""
+    if isinstance(value, torch.Tensor):
+        for i, t in enumerate(tensors):
+            if value is t:
+                return ("arg", i, None)
+        if value.numel() == 0:
+            raise NotReplayable("returns an empty tensor")
+        ptr = value.untyped_storage().data_ptr()
+        layout = (tuple(value.shape), value.stride(), value.storage_offset())
+        if ptr in args_of:
+            return ("arg", args_of[ptr], layout)
+        if ptr in fresh_of:
+            shape, stride, dtype, _ = bases[ptr]
+            same = layout == (shape, stride, 0) and value.dtype == dtype
+            if value.dtype != dtype:
+                raise NotReplayable("returns a reinterpreted view of a result")
+            return ("fresh", fresh_of[ptr], None if same else layout)
+        raise NotReplayable("returns a tensor that is neither an argument nor computed by its ops")
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        return (type(value), [_template(v, tensors, args_of, fresh_of, bases) for v in value])
+    if isinstance(value, dict) and type(value) is dict:
+        return (dict, list(value), [_template(v, tensors, args_of, fresh_of, bases) for v in value.values()])
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return ("const", value)
+    raise NotReplayable(f"returns a {type(value).__name__}")
+
+
+def _rebuild(template: Any, tensors: list[torch.Tensor], bases: list[torch.Tensor]) -> Any:
+    kind = template[0]
+    if kind == "arg" or kind == "fresh":
+        t = tensors[template[1]] if kind == "arg" else bases[template[1]]
+        layout = template[2]
+        return t if layout is None else t.as_strided(*layout)
+    if kind == "const":
+        return template[1]
+    if kind is dict:
+        return dict(zip(template[1], (_rebuild(v, tensors, bases) for v in template[2])))
+    return kind(_rebuild(v, tensors, bases) for v in template[1])

@@ -1,0 +1,259 @@
+"""The plan cache and ``fusionrt.jit``: replayed calls compute eager's values on fresh inputs and
+report exactly what a planned call reports; anything the guards cannot vouch for records again."""
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fusionrt
+from fusionrt.plan_cache import PLANS
+
+from .differential import LOW_PRECISION, assert_same, clone_tree, rand
+from .test_differential import COMPOSITES, _exec, random_program
+
+
+def _fresh(x: torch.Tensor, seed: int) -> torch.Tensor:
+    """Same metadata as ``x`` (shape, strides, dtype), new random values."""
+    base = rand(x.untyped_storage().nbytes() // x.element_size(), dtype=x.dtype,
+                generator=torch.Generator().manual_seed(seed))
+    return base.as_strided(x.shape, x.stride(), x.storage_offset())
+
+
+def clone_pattern(x, y):
+    a = x * 2
+    b = y + 1
+    t3 = a.clone().sum(-1, keepdim=True)
+    return t3 + a * b
+
+
+def in_place_on_input(x, y):
+    x.mul_(0.5)
+    y.copy_(x * 2)
+    return (x + y).t()
+
+
+def matmul_bias(t1, t2, t3):
+    return t1.unsqueeze(0).matmul(t2) + t3.unsqueeze(0)
+
+
+def several_results(x, y):
+    h = F.layer_norm(x + y, (x.shape[-1],))
+    return torch.relu(h), h.sum(-1), h[:, :3], x, 3
+
+
+PROGRAMS = {
+    "chain": (lambda x: torch.sigmoid(torch.relu(x * 2 + 1)) * x, lambda: (rand(1024),)),
+    "clone_pattern": (clone_pattern, lambda: (rand(16, 32), rand(16, 32))),
+    "in_place_on_input": (in_place_on_input, lambda: (rand(6, 5), rand(6, 5))),
+    "matmul_bias": (matmul_bias, lambda: (rand(8, 16), rand(3, 16, 12), rand(8, 12))),
+    "softmax_transposed": (lambda s: F.softmax(s.t() * 0.125, -1), lambda: (rand(12, 7),)),
+    "several_results": (several_results, lambda: (rand(5, 9), rand(5, 9))),
+}
+
+
+def _fresh_args(args: tuple, seed: int) -> tuple:
+    return tuple(_fresh(a, seed + i) for i, a in enumerate(args))
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_repeated_stream_replays_its_plan_with_the_same_report(name):
+    fn, make = PROGRAMS[name]
+    PLANS.clear()
+    args = make()
+    fresh = _fresh_args(args, 7)
+    reports, hits = [], []
+    for call_args in (clone_tree(args), clone_tree(fresh)):  # one call site: the same lines
+        got, report = fusionrt.measure(fn, *call_args)
+        reports.append(report)
+        hits.append(PLANS.stats.hits)
+    assert hits[0] == 0 and hits[1] >= 1
+    assert_same(got, fn(*clone_tree(fresh)))
+    assert_same(call_args, fn_inputs_after(fn, fresh))
+    assert reports[1].to_dict() == reports[0].to_dict()
+
+
+def fn_inputs_after(fn, args: tuple) -> tuple:
+    eager = clone_tree(args)
+    fn(*eager)
+    return eager
+
+
+def test_scalars_liveness_and_layouts_are_part_of_the_key():
+    x = rand(64)
+    PLANS.clear()
+    zero, _ = fusionrt.measure(lambda t: t.abs() * 0.0, x)
+    negative_zero, _ = fusionrt.measure(lambda t: t.abs() * -0.0, x)
+    assert not zero.signbit().any() and negative_zero.signbit().all()
+    assert PLANS.stats.hits == 0
+
+    def kept(keep: bool):
+        with fusionrt.lazy() as session:
+            a = x * 2
+            b = a + 1
+            if not keep:
+                del a
+        return session.report, b
+
+    (dead, b1), (alive, b2) = kept(False), kept(True)
+    assert PLANS.stats.hits == 0  # same ops, different liveness
+    assert (dead.writes, alive.writes) == (1, 2)
+    torch.testing.assert_close(b1, x * 2 + 1)
+    torch.testing.assert_close(b2, x * 2 + 1)
+    fusionrt.measure(lambda t: t * 2 + 1, rand(8, 8).t())
+    fusionrt.measure(lambda t: t * 2 + 1, rand(8, 8))
+    assert PLANS.stats.hits == 0  # strides differ
+
+
+def test_random_programs_replayed_from_the_plan_cache():
+    """The differential suite's random programs, each run on a second, fresh input: the cached
+    plan computes eager's values and reports what planning reported."""
+    PLANS.clear()
+    for seed in range(60):
+        x, lines, _ = random_program(seed)
+        y = _fresh(x, seed + 1000)
+        expected = _exec(lines, y.clone())
+        reports, hits = [], []
+        for inp in (x.clone(), y.clone()):  # one call site: the same source lines
+            hits.append(PLANS.stats.hits)
+            with fusionrt.lazy() as session:
+                got = _exec(lines, inp)
+            reports.append(session.report)
+        program = "\n".join(lines)
+        assert PLANS.stats.hits > hits[1] or not any(f.ops for f in reports[0].flushes), program
+        for key, value in expected.items():
+            assert_same(got[key], value, low_precision_inside=x.dtype in LOW_PRECISION, what=f"{program}\n{key}")
+        assert reports[1].to_dict() == reports[0].to_dict(), program
+
+
+# -- fusionrt.jit ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_jit_replays_with_eager_values_and_the_recorded_report(name):
+    fn, make = PROGRAMS[name]
+    fast = fusionrt.jit(fn)
+    reports = []
+    for seed in (0, 1, 2):  # one call site: the same source lines
+        fresh = _fresh_args(make(), 100 * seed)
+        lazy_args = clone_tree(fresh)
+        got = fast(*lazy_args)
+        reports.append(fast.report)
+        assert_same(got, fn(*clone_tree(fresh)))
+        assert_same(lazy_args, fn_inputs_after(fn, fresh))
+    assert reports[2].to_dict() == reports[1].to_dict() == reports[0].to_dict()
+    assert (fast.stats.recordings, fast.stats.replays) == (1, 2)
+
+
+def test_jit_results_are_fresh_tensors_and_views_keep_their_layout():
+    fast = fusionrt.jit(lambda x, y: dict(zip(("out", "rows", "view", "same", "n"), several_results(x, y))))
+    x, y = rand(5, 9), rand(5, 9)
+    fast(x, y)
+    a, b = fast(x, y), fast(x, y)
+    assert fast.stats.replays == 2 and list(a) == ["out", "rows", "view", "same", "n"]
+    assert a["out"].data_ptr() != b["out"].data_ptr() and a["same"] is x and a["n"] == 3
+    assert a["view"].stride() == (9, 1) and a["view"].shape == (5, 3)
+    assert a["view"].untyped_storage().data_ptr() != a["out"].untyped_storage().data_ptr()
+    torch.testing.assert_close(a["view"], F.layer_norm(x + y, (9,))[:, :3])
+
+
+def test_jit_guards_record_again_when_metadata_changes():
+    fast = fusionrt.jit(lambda x, s: x * s + 1)
+    x = rand(4, 6)
+    fast(x, 2.0)
+    fast(x, 2.0)
+    assert (fast.stats.recordings, fast.stats.replays) == (1, 1)
+    for args in ((x, 3.0), (x.t(), 2.0), (x.double(), 2.0), (rand(5, 6), 2.0), (x, -0.0),
+                 (x.clone().requires_grad_(), 2.0)):
+        recordings = fast.stats.recordings
+        expected = args[0] * args[1] + 1
+        got = fast(*args)
+        torch.testing.assert_close(got, expected)
+        assert fast.stats.recordings == recordings + 1, args[1]
+    assert fast(x, -0.0).signbit().any() == (x * -0.0 + 1).signbit().any()
+
+
+@pytest.mark.parametrize("fn, why", [
+    (lambda x: x * (x.sum() > 0).item(), "flushes"),                 # host sync
+    (lambda x: x * 2 if x.sum() > 0 else x * 3, "flushes"),  # value-dependent control flow
+    (lambda x: torch.cumsum(x * 2, 0) + 1, "fallback"),
+    (lambda x: x.mul_(2)[0].add_(x[1]) and x, "flushes"),           # reads what it wrote: alias flushes
+    (lambda x: x * 2 + _CLOSURE, "not one of its arguments"),
+    (lambda x: _STASH.append(x * 2) or x + 1, "alive"),
+    (lambda x: torch.zeros(3) + x[:3], "not one of its arguments"),
+])
+def test_calls_the_guards_cannot_vouch_for_record_every_time(fn, why):
+    fast = fusionrt.jit(fn)
+    for seed in range(3):
+        x = rand(8, generator=torch.Generator().manual_seed(seed))
+        expected = fn(x.clone())
+        _STASH.clear()
+        torch.testing.assert_close(fast(x.clone()), expected)
+    assert (fast.stats.recordings, fast.stats.replays) == (3, 0)
+    assert why in fast.stats.last_recording
+
+
+_CLOSURE = rand(8)
+_STASH: list = []
+
+
+def test_jit_inside_a_lazy_block_joins_the_block():
+    fast = fusionrt.jit(lambda x: x * 2)
+    x = rand(16)
+    with fusionrt.lazy() as session:
+        y = fast(x) + 1
+    torch.testing.assert_close(y, x * 2 + 1)
+    assert session.report.kernels == 1 and fast.stats.recordings == fast.stats.replays == 0
+
+
+def test_jit_decorator_takes_options_and_validates_them():
+    @fusionrt.jit(executor="reference")
+    def scaled(x, *, scale):
+        return x * scale
+
+    x = rand(3)
+    torch.testing.assert_close(scaled(x, scale=2.0), x * 2)
+    torch.testing.assert_close(scaled(x, scale=2.0), x * 2)
+    assert scaled.stats.replays == 1 and scaled.__name__ == "scaled"
+    with pytest.raises(ValueError, match="executor"):
+        fusionrt.jit(lambda x: x, executor="cuda")
+
+
+def test_jit_under_the_interpreter_counts_like_the_reference():
+    """Generated Triton kernels (TRITON_INTERPRET=1) replayed: eager's values, same report."""
+    fn, make = PROGRAMS["clone_pattern"]
+    fast = fusionrt.jit(fn, executor="interpret")
+    fast(*make())
+    fresh = _fresh_args(make(), 5)
+    got = fast(*fresh)
+    assert fast.stats.replays == 1
+    torch.testing.assert_close(got, fn(*fresh))
+    _, reference = fusionrt.measure(fn, *fresh, executor="reference")
+    counts = lambda r: (r.kernels, r.writes, r.bytes_written, r.bytes_read,  # noqa: E731
+                        [(w.reason, w.shape, w.source) for w in r.materialized])
+    assert counts(fast.report) == counts(reference) and fast.report.executor == "interpret"
+
+
+def test_random_programs_through_jit():
+    """The differential suite's random programs as functions: a second call on fresh inputs
+    replays when the first was replayable, and always matches eager and the recorded report."""
+    replayed = 0
+    for seed in range(60):
+        x, lines, last = random_program(seed)
+        source = "def program(x):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {last}\n"
+        env = {"torch": torch, "F": F, "fusionrt": fusionrt}
+        exec(source, env)
+        fast = fusionrt.jit(env["program"])
+        y = _fresh(x, seed + 2000)
+        reports = []
+        with contextlib.redirect_stdout(io.StringIO()):
+            expected = env["program"](y.clone())
+            for inp in (x.clone(), y.clone()):  # one call site: the same source lines
+                got = fast(inp)
+                reports.append(fast.report)
+        assert_same(got, expected, low_precision_inside=x.dtype in LOW_PRECISION, what=source)
+        assert reports[1].to_dict() == reports[0].to_dict(), source
+        replayed += fast.stats.replays
+    assert replayed >= 10
