@@ -161,21 +161,38 @@ class DispatchCapture(TorchDispatchMode):
 
     def pointwise(self, func, name: str, args: tuple, kwargs: dict, source: str,
                   out_meta: Optional[tuple] = None) -> torch.Tensor:
+        key = None if out_meta else _signature(func, args, kwargs)
+        try:
+            checked = _POINTWISE.get(key) if key is not None else None
+        except TypeError:  # an unhashable keyword argument
+            key = checked = None
+        if checked is None:
+            checked = self._check_pointwise(func, name, args, kwargs, out_meta)
+            if key is not None:
+                _POINTWISE[key] = checked
+        shape, stride, dtype, device, attrs = checked
+        use = self.session.use
+        node_args = tuple(use(a, shape) if isinstance(a, torch.Tensor) else a for a in args)
+        home = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        self.session.node("pointwise", name, node_args, home, source, attrs=attrs, record=name,
+                          layout=(shape, stride, 0))
+        return home
+
+    @staticmethod
+    def _check_pointwise(func, name: str, args: tuple, kwargs: dict, out_meta: Optional[tuple]) -> tuple:
+        """(shape, stride, dtype, device, attrs) of a recordable element-wise op, or _Unsupported."""
         if kwargs and any(isinstance(v, torch.Tensor) for v in kwargs.values()):
             raise _Unsupported("tensor keyword argument")
         (shape, stride, dtype), = out_meta or _infer(func, args, kwargs)
         if dtype not in DTYPES:
             raise _Unsupported(f"dtype {dtype}")
-        use = self.session.use
-        node_args = tuple(use(a, shape) if isinstance(a, torch.Tensor) else _scalar(a) for a in args)
+        for a in args:
+            if not isinstance(a, torch.Tensor):
+                _scalar(a)
         device = _device(args)
         if name == "_to_copy" and kwargs.get("device") not in (None, device):
             raise _Unsupported("copy to another device")
-        attrs = _attrs(name, kwargs)
-        home = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-        self.session.node("pointwise", name, node_args, home, source, attrs=attrs, record=name,
-                          layout=(shape, stride, 0))
-        return home
+        return shape, stride, dtype, device, _attrs(name, kwargs)
 
     def reduction(self, func, name: str, args: tuple, kwargs: dict, source: str) -> torch.Tensor:
         x = args[0]
@@ -278,6 +295,25 @@ class _Unsupported(Exception):
 
 
 _KINDS: dict[Any, tuple[str, str]] = {}
+# (op, argument signature) -> what ``pointwise`` checked and inferred once for it.
+_POINTWISE: dict[tuple, tuple] = {}
+
+
+def _signature(func, args: tuple, kwargs: dict) -> Optional[tuple]:
+    """What an element-wise op's checks and metadata depend on: each tensor's layout, dtype and
+    device, each scalar's type and value (eager rejects ``int_tensor ** -1`` but not ``** 2``),
+    the keyword arguments. None for an argument of another type (it is checked every time)."""
+    key: list[Any] = [func]
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((a.shape, a.stride(), a.dtype, a.device))
+        elif a is None or type(a) in (bool, int, float):
+            key.append((type(a), a))
+        else:
+            return None
+    if kwargs:
+        key.append(tuple(kwargs.items()))
+    return tuple(key)
 _CPU = torch.device("cpu")
 
 
