@@ -197,7 +197,8 @@ class Scope:
     params: set[str] = field(default_factory=set)
     escaped: set[str] = field(default_factory=set)  # read by a closure or declared global/nonlocal
     inplace: set[str] = field(default_factory=set)  # written in place somewhere in the scope
-    autograd: bool = False  # mentions backward/requires_grad_/detach/... : clones may be needed
+    # mentions backward/requires_grad_/detach/... (a detach cloned at once does not count): clones may be needed
+    autograd: bool = False
     dynamic: bool = False  # locals()/vars()/eval/exec: liveness unknowable
     sites: dict[str, list[Site]] = field(default_factory=lambda: defaultdict(list))
     assignments: list[tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)
@@ -490,6 +491,37 @@ def names_of(statement: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(use.reads), defs
 
 
+def reaching_value(ref: StatementRef, name: str) -> cst.BaseExpression | None:
+    """The value of the nearest ``name = value`` before ``ref`` in its block, if that is surely
+    what ``name`` holds at ``ref``: only simple statements between, none assigning ``name``."""
+    for earlier in ref.earlier():
+        if not isinstance(earlier.node, cst.SimpleStatementLine):
+            return None
+        if name not in names_of(earlier.node)[1]:
+            continue
+        small = earlier.simple
+        if (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+            and small.targets[0].target.value == name
+        ):
+            return small.value
+        return None
+    return None
+
+
+def ancestors(root: cst.CSTNode, node: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The nodes from ``node``'s parent up to ``root``, nearest first; None if ``node`` is not in it."""
+    if root is node:
+        return []
+    for child in children(root):
+        path = ancestors(child, node)
+        if path is not None:
+            return [*path, root]
+    return None
+
+
 class _NameUse(_Walker):
     """Reads and plain-name stores; over-approximates reads (conservative for liveness)."""
 
@@ -585,6 +617,8 @@ class _Collector(_Walker):
         self.refs: dict[int, StatementRef] = {}
         self.conditional = 0  # depth inside lambda/comprehension/if-expression/and-or
         self.lambdas = 0
+        # ``x.detach().clone()``: a copy cut from the graph, which no later autograd code needs
+        self.copy_detaches: set[int] = set()
 
     @property
     def scope(self) -> Scope | None:
@@ -707,6 +741,8 @@ class _Collector(_Walker):
         func = node.func
         if isinstance(func, cst.Attribute):
             name = func.attr.value
+            if name == "clone" and is_method_call(func.value, "detach"):
+                self.copy_detaches.add(id(func.value.func))  # type: ignore[union-attr]
             if name.endswith("_") and not name.startswith("_"):
                 target = root_name(func.value)
                 if target:
@@ -717,7 +753,7 @@ class _Collector(_Walker):
                 scope.dynamic = True
         else:
             return
-        if name in _AUTOGRAD_MARKERS:
+        if name in _AUTOGRAD_MARKERS and id(func) not in self.copy_detaches:
             scope.autograd = True
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "out":
@@ -733,7 +769,7 @@ class _Collector(_Walker):
         name = node.attr.value
         if name in VIEW_ATTRIBUTES:
             self._site(name, node)
-        elif name in _AUTOGRAD_MARKERS:
+        elif name in _AUTOGRAD_MARKERS and id(node) not in self.copy_detaches:
             scope.autograd = True
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
@@ -774,6 +810,10 @@ class _Collector(_Walker):
                 scope.inplace.add(name)
             return
         scope.assignments.append((target, value))
+
+
+def is_method_call(expr: cst.BaseExpression, name: str) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == name
 
 
 def _is_none(expr: cst.BaseExpression) -> bool:

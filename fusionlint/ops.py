@@ -5,8 +5,8 @@ One place for every rule. Names are bare op names, matched both as tensor method
 and ``torch.linalg`` (``torch.transpose(x, 1, 2)``, ``F.linear(x, w)``). The classes follow the
 runtime's semantics (docs/semantics.md):
 
-- ``view``: metadata-only reshapes of a tensor (``reshape``/``flatten`` may copy, so rules move
-  a view only when its input is never written in place);
+- ``view``: metadata-only reshapes of a tensor (``reshape``/``flatten``/``ravel`` may copy, so
+  rules move a view only when its input is never written in place);
 - ``elementwise``: one output element from the same-index input elements (with broadcasting);
 - ``compute``: matmul-like ops and reductions, the ops that fuse element-wise blocks on read and
   on write and that end a fused block.
@@ -26,7 +26,7 @@ OP_CLASSES = (VIEW, ELEMENTWISE, COMPUTE)
 
 _VIEWS = frozenset(
     """view view_as reshape reshape_as transpose swapaxes swapdims permute movedim moveaxis
-    unsqueeze squeeze flatten unflatten expand expand_as t narrow select diagonal unfold
+    unsqueeze squeeze flatten unflatten ravel expand expand_as t narrow select diagonal unfold
     as_strided adjoint""".split()
 )
 # Views written as attributes (``x.T``), not calls.
@@ -51,6 +51,23 @@ _COMPUTE = frozenset(
     vector_norm matrix_norm logsumexp softmax log_softmax softmin layer_norm rms_norm group_norm
     batch_norm instance_norm normalize cumsum cumprod argmax argmin all any count_nonzero
     cross_entropy""".split()
+)
+
+# The views whose index map is not affine in fusionrt (docs/semantics.md 3.5): they may merge
+# dims of their input (``view``/``reshape`` only for some shapes, which the rules judge from the
+# arguments) or walk two dims at once. Of a value still being computed they close the block.
+MERGING_VIEWS = frozenset({"view", "reshape", "flatten", "ravel", "diagonal"})
+
+# The reductions fusionrt fuses with the element-wise block before them (on read): an input of
+# any other compute-bound op is written anyway, so what happens to it before does not matter.
+FUSED_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "softmax", "log_softmax", "layer_norm", "var", "std"})
+
+# The compute-bound ops fusionrt runs on torch's matmul and convolution kernels, without a
+# flush (docs/semantics.md 3.6): each is a kernel of its own; its tensor inputs and its output
+# are written. The other compute-bound ops outside FUSED_REDUCTIONS run eagerly (fallbacks).
+MATMULS = frozenset(
+    """matmul mm bmm addmm baddbmm einsum tensordot inner linear conv1d conv2d conv3d conv_transpose1d
+    conv_transpose2d conv_transpose3d""".split()
 )
 
 _DEFAULTS = {VIEW: _VIEWS, ELEMENTWISE: _ELEMENTWISE, COMPUTE: _COMPUTE}

@@ -1,4 +1,5 @@
-"""FL002: ``.clone()`` of a tensor passed to a compute-bound op while the tensor is used again."""
+"""FL002: a copy (``.clone()``, ``.detach().clone()``, ``.contiguous()`` of a fresh result) of a
+tensor passed to a compute-bound op while the tensor is used again."""
 from __future__ import annotations
 
 import re
@@ -6,48 +7,58 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, children, Site, StatementRef, count_name, is_elementwise_expr, names_of
+from fusionlint.analysis import (
+    Scope, Site, StatementRef, children, count_name, is_elementwise_expr, is_method_call, names_of, reaching_value,
+)
 from fusionlint.model import FixSafety
-from fusionlint.ops import COMPUTE, OpTables
+from fusionlint.ops import FUSED_REDUCTIONS, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, assign, fresh_name, line_of, replace_nodes
 
-_CLONE = re.compile(r"\bclone\(")
+_COPY = re.compile(r"\b(?:clone|contiguous)\s*\(")
 
 
 class CloneBeforeCompute(Rule):
     code = "FL002"
     name = "clone-before-compute"
-    message = "`.clone()` passed to a compute-bound op while the tensor is used again: it keeps a copy alive"
+    message = "a copy of a tensor passed to a fused reduction while the tensor is used again later: it keeps it alive"
     rationale = """
         A lazy fusing backend writes a tensor to global memory when it is still used after the
-        kernel that reads it. Here the tensor is used by a compute-bound op (a matmul or a
-        reduction) *and* by later element-wise code, so its value must be materialized, and
-        the `.clone()` adds a copy on top: one more write, one more read, and a fused block
-        that cannot absorb the element-wise producer. Computing the later element-wise use
-        first and passing the tensor itself to the compute-bound op makes that op the
-        tensor's last use, so the producer fuses into it on read and nothing is written
-        twice (Burn's fusion guide: "cloning a tensor before a compute-bound op keeps it
-        alive").
+        kernel that reads it. Here the tensor is read by a reduction that fuses the block before
+        it on read (`sum`, `mean`, `amax`, `softmax`, `layer_norm`, ...) through a copy
+        (`.clone()`, `.detach().clone()`, or `.contiguous()` of a fresh element-wise result,
+        which is already contiguous) *and* by later element-wise code. The later use keeps the
+        tensor, and every element-wise value it is combined with, alive across the reduction,
+        so they are all written (`a = x * 2`, `b = y + 1`, then `t3 + a * b`: `a` and `b` are
+        both written; fusionrt 4 -> 3 writes once `a * b` moves up). Computing the later
+        element-wise use first and passing the tensor itself makes the reduction its last use:
+        the producer fuses into it on read and only the combined value crosses it (Burn's
+        fusion guide: "cloning a tensor before a compute-bound op keeps it alive"). The copy
+        itself is a dead temporary of the fused block; the rule points at the pattern it
+        comes with.
 
-        Not flagged: clones that protect a later in-place write of the tensor (`a.add_()`,
-        `a[...] = ...`, `a += ...`, `out=a`), clones in functions that use autograd
-        (`backward`, `requires_grad_`, `detach`, `.grad`), and clones of values that are not
-        known to be tensors.
+        Not flagged: copies passed to a matmul or convolution (its input is written anyway,
+        and a later use hoisted above it would be kept alive across it instead: fusionrt shows
+        no saving), copies that protect a later in-place write of the tensor (`a.add_()`,
+        `a[...] = ...`, `a += ...`, `out=a`), copies in functions that use autograd
+        (`backward`, `requires_grad_`, a `detach` not cloned at once, `.grad`), `.contiguous()`
+        of anything but a fresh element-wise result (a transposed input really is copied), and
+        copies of values that are not known to be tensors.
     """
     use_instead = """
-        Move the later element-wise use above the compute-bound op and pass the tensor without
-        cloning it.
+        Move the later element-wise use above the reduction and pass the tensor without
+        the copy (`a`, or `a.detach()` for `a.detach().clone()`).
     """
     fix_safety = FixSafety.UNSAFE
     fix_notes = """
         The fix hoists each later element-wise expression that reads the tensor (`a * b`) into a
-        new variable (`tmp`) just before the compute-bound op, and drops the `.clone()`. It is
-        offered only when every later read of the tensor sits in such an expression, the
-        expressions use only names that keep their values between the two places, and the
-        tensor is not read again afterwards. It is **unsafe**: it relies on the static guess
-        that these names hold tensors, whose element-wise ops have no side effects, and it
-        runs the hoisted expression earlier (so an exception raised by the compute-bound op
-        would now come after it, and `tmp` stays alive longer).
+        new variable (`tmp`) just before the reduction, and drops the copy: `.clone()`
+        and `.contiguous()` go, `.detach().clone()` keeps `.detach()`, so no gradient flows
+        where none did. It is offered only when every later read of the tensor sits in such an
+        expression, the expressions use only names that keep their values between the two
+        places, and the tensor is not read again afterwards. It is **unsafe**: it relies on the
+        static guess that these names hold tensors, whose element-wise ops have no side
+        effects, and it runs the hoisted expression earlier (so an exception raised by the
+        reduction would now come after it, and `tmp` stays alive longer).
     """
     examples = (
         Example(
@@ -83,42 +94,116 @@ import torch
 import torch.nn.functional as F
 
 
-class Mlp(torch.nn.Module):
-    def forward(self, hidden, weight):
+class GatedNorm(torch.nn.Module):
+    def forward(self, hidden, gate_in):
         h = F.gelu(hidden)
-        out = torch.matmul(h.clone(), weight)
-        gate = torch.sigmoid(h) * 0.5  # noqa: E501
-        return out * gate
+        g = torch.sigmoid(gate_in)
+        normed = F.layer_norm(h.clone(), (128,))
+        return normed + h * g  # noqa: E501
 """,
-            at=((8, 28),),
+            at=((9, 31),),
             fixed="""\
 import torch
 import torch.nn.functional as F
 
 
-class Mlp(torch.nn.Module):
-    def forward(self, hidden, weight):
+class GatedNorm(torch.nn.Module):
+    def forward(self, hidden, gate_in):
         h = F.gelu(hidden)
-        tmp = torch.sigmoid(h) * 0.5
-        out = torch.matmul(h, weight)
-        gate = tmp  # noqa: E501
-        return out * gate
+        g = torch.sigmoid(gate_in)
+        tmp = h * g
+        normed = F.layer_norm(h, (128,))
+        return normed + tmp  # noqa: E501
 """,
+            call="GatedNorm().forward(randn(64, 128), randn(64, 128))",
         ),
-        Example(  # the later use is itself compute-bound: nothing to move, reported only
+        Example(  # `.detach().clone()`: the fix keeps `.detach()`
             bad="""\
+import torch
+
+
+def norm_gap(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    a = x * 2
+    b = y + 1
+    total = a.detach().clone().sum(-1, keepdim=True)
+    return total - a * b
+""",
+            at=((7, 13),),
+            fixed="""\
+import torch
+
+
+def norm_gap(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    a = x * 2
+    b = y + 1
+    tmp = a * b
+    total = a.detach().sum(-1, keepdim=True)
+    return total - tmp
+""",
+            call="norm_gap(randn(64, 128), randn(64, 128))",
+        ),
+        Example(  # `.contiguous()` of a fresh element-wise result is a no-op that keeps `a` alive
+            bad="""\
+import torch
+
+
+def scaled(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    a = torch.tanh(x)
+    b = y * 0.5
+    peak = a.contiguous().amax(-1, keepdim=True)
+    return a * b / peak
+""",
+            at=((7, 12),),
+            fixed="""\
+import torch
+
+
+def scaled(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    a = torch.tanh(x)
+    b = y * 0.5
+    tmp = a * b
+    peak = a.amax(-1, keepdim=True)
+    return tmp / peak
+""",
+            call="scaled(randn(64, 128), randn(64, 128))",
+        ),
+    )
+    valid = (
+        # a copy passed to a matmul: its input is written anyway, nothing to save by reordering
+        """\
 import torch
 
 
 def scores(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     h = a.clone() @ w
-    return h + a.sum()
+    return h + a * 2
 """,
-            at=((5, 9),),
-            fixed=None,
-        ),
-    )
-    valid = (
+        # `.contiguous()` of a transposed input really copies; of a value from elsewhere: unknown
+        """\
+import torch
+
+
+def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    s = x.t().contiguous().sum(-1)
+    z = y.contiguous().sum(-1)
+    return s + x.t() * 2 + z + y
+""",
+        # `.detach().clone()` protecting an in-place update, or next to `backward`
+        """\
+import torch
+
+
+def f(p: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    old = p.detach().clone().sum()
+    p.sub_(g)
+    return old + p * 2
+
+
+def g(a: torch.Tensor) -> torch.Tensor:
+    loss = a.detach().clone().sum()
+    (a * 2).sum().backward()
+    return loss + a * 2
+""",
         # the clone protects a later in-place write
         """\
 import torch
@@ -187,13 +272,13 @@ def block(x: "Tensor", y: "Tensor"):
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return _CLONE.search(block[index]) is not None
+        return _COPY.search(block[index]) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.autograd:
             return
-        for site in scope.sites.get("clone", ()):
-            cloned = _cloned_name(scope, site.node)
+        for site in (*scope.sites.get("clone", ()), *scope.sites.get("contiguous", ())):
+            cloned = _copied_name(scope, site)
             if cloned is None or cloned.value in scope.inplace:
                 continue
             if cloned.value in names_of(site.statement.node)[1]:
@@ -207,19 +292,38 @@ def block(x: "Tensor", y: "Tensor"):
             yield Violation(
                 site.node,
                 fix=_fix(scope, site, cloned.value, later),
-                message=f"`{cloned.value}` is cloned for `{consumer}` and used again later: "
-                "compute the later use first and pass it without `.clone()`",
+                message=f"`{cloned.value}` is {_copy_kind(site.node)} for `{consumer}` and used again later: "
+                "compute the later use first and pass it without the copy",
             )
 
 
-def _cloned_name(scope: Scope, call: cst.Call) -> cst.Name | None:
+def _copied_name(scope: Scope, site: Site) -> cst.Name | None:
+    """The tensor variable copied by ``x.clone()``, ``torch.clone(x)``, ``x.detach().clone()``, or
+    ``x.contiguous()`` where ``x`` is a fresh element-wise result (so already contiguous)."""
+    call = site.node
     if isinstance(call.func, cst.Attribute):
         target = call.func.value
+        if is_method_call(target, "detach"):
+            target = target.func.value  # type: ignore[union-attr]
     elif scope.torch_name(call.func) == "torch.clone" and call.args and not call.args[0].keyword:
         target = call.args[0].value
     else:
         return None
-    return target if isinstance(target, cst.Name) and target.value in scope.tensors else None
+    if not isinstance(target, cst.Name) or target.value not in scope.tensors:
+        return None
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "contiguous":
+        fresh = reaching_value(site.statement, target.value)
+        if fresh is None or isinstance(fresh, cst.Name) or not is_elementwise_expr(scope, fresh):
+            return None
+    return target
+
+
+def _copy_kind(call: cst.Call) -> str:
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "contiguous":
+        return "made `.contiguous()` (a fresh element-wise result already is)"
+    if isinstance(call.func, cst.Attribute) and is_method_call(call.func.value, "detach"):
+        return "copied with `.detach().clone()`"
+    return "cloned"
 
 
 def _compute_consumer(scope: Scope, site: Site) -> str | None:
@@ -241,7 +345,7 @@ class _ConsumerFinder(cst.CSTVisitor):
             return False
         if isinstance(node, (cst.Call, cst.BinaryOperation)):
             op = self.scope.op(node)
-            if op is not None and op[1] == COMPUTE and self._takes(node):
+            if op is not None and op[0] in FUSED_REDUCTIONS and self._takes(node):
                 self.found = op[0]
                 return False
         return True

@@ -1,371 +1,448 @@
-"""FL001: view ops inline in compute-bound expressions, or scattered between element-wise code."""
+"""FL001: a view that merges dims of a value still being computed, in the middle of a fused block.
+
+fusionrt (docs/semantics.md 3.5) absorbs simple views of a pending element-wise value (transpose,
+permute, unsqueeze, ``x[..., None]``, slices, ``.T``/``.mT``): the consumer recomputes the value
+through the view, so moving them saves nothing. A view that merges dims (``flatten``, ``ravel``,
+``view``/``reshape`` to fewer dims) or walks two dims at once (``diagonal``) has no such index
+map: the value is written (``view-break``) and read back by a second kernel. Taking the view of
+the element-wise expression's input instead keeps one kernel. Views of inputs and parameters
+are metadata either way, and an input of a matmul is written anyway: neither is flagged.
+"""
 from __future__ import annotations
 
-import functools
 import re
 from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, children, StatementRef, count_name, has_op_class, is_elementwise_expr, names_of
+from fusionlint.analysis import Scope, Site, StatementRef, ancestors, children, names_of, reaching_value
 from fusionlint.model import FixSafety
-from fusionlint.ops import COMPUTE, VIEW_ATTRIBUTES, OpTables
-from fusionlint.rule import Example, Rule, StatementEdit, Violation, assign, fresh_name, replace_nodes
+from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, VIEW, OpTables
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+
+_TRIGGER = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS)))
 
 
 class InlineViewInCompute(Rule):
     code = "FL001"
-    name = "inline-view-in-compute"
-    message = "view op inside a compute-bound expression or between element-wise statements: group views first"
+    name = "view-breaks-fused-block"
+    message = "view that merges dims of a value still being computed: it is written and read back; view the inputs"
     rationale = """
-        In a lazy fusing backend, view ops (`reshape`, `transpose`, `unsqueeze`, `.T`, ...) can
-        join a fused block only to a limited extent: a view of a tensor that is not yet written
-        either closes the open block or is read through remapped indices, which costs
-        vectorization. A compute-bound op (matmul, reduction) fuses the element-wise code
-        around it on read and on write; a view applied inline to one of its operands, or to an
-        operand of its element-wise epilogue (`t1.unsqueeze(0).matmul(t2) + t3.unsqueeze(0)`),
-        lands in the middle of that block. The same holds for a view statement placed between
-        element-wise statements. Burn's fusion guide: group view ops before the block, so they
-        run as metadata updates and the block stays whole.
+        A lazy fusing backend reads a view of a value it is still computing through an index
+        map. Simple views (`transpose`, `permute`, `unsqueeze`, `x[..., None]`, slices, `.T`,
+        `.mT`) map each dim to one dim of the value, so the consumer just recomputes the value
+        through the view, in the same kernel. A view that merges dims (`flatten`, `ravel`,
+        `view`/`reshape` to fewer dims) or walks two dims at once (`diagonal`) has no such map:
+        the value is written to global memory (`view-break`), and the rest of the block runs as
+        a second kernel that reads it back. The same view of the element-wise expression's
+        *input* is only metadata, so `F.gelu(x.flatten(0, 1)) + bias` is one kernel where
+        `F.gelu(x).flatten(0, 1) + bias` is two (fusionrt: 2 -> 1 kernels and writes).
 
-        Flagged: a view chain on a tensor variable used as a sub-expression of a statement that
-        also holds a compute-bound op; and a `y = x.<view>(...)` statement between two
-        element-wise statements when it could run before them. Not flagged: views of
-        `self.<param>` attributes and of results computed in the same expression
-        (`(q @ k).transpose(1, 2)`), views of values not known to be tensors (NumPy, pandas,
-        `memoryview`, a web framework's `.view`).
+        Flagged: a merging view of an element-wise result (inline, or of a name assigned one
+        in the same block) whose result flows into more element-wise code or a fused reduction
+        (`sum`, `mean`, `amax`, `softmax`, `layer_norm`, ...). Not flagged, because fusionrt shows
+        no saving there: simple views, views of inputs, parameters and matmul results, a view
+        feeding a matmul directly (its input is written anyway), a view that is only returned;
+        nor views of values not known to be tensors (NumPy, `memoryview`, a framework's
+        `.view`), `view(dtype)`, or `view`/`reshape` shapes that look like a split.
     """
-    use_instead = "Give each view its own statement before the fused expression or block."
-    fix_safety = FixSafety.SAFE
+    use_instead = """
+        Apply the view to the input of the element-wise expression (`F.gelu(x.flatten(0, 1))`,
+        `x.reshape(-1, d) * 0.5`), so the whole block reads the input through metadata.
+    """
+    fix_safety = FixSafety.UNSAFE
     fix_notes = """
-        The fix moves the view to its own statement right before the expression, or moves a
-        scattered view statement up before the element-wise statements it sits between. The
-        view is bound to the variable it views (`t1 = t1.unsqueeze(0)`) only when that
-        variable is not read again afterwards (including by a later loop iteration, an
-        exception handler or a closure) and the statement names it once; otherwise it gets a
-        fresh name (`key_view`), so no later code sees a different shape. The fix is offered
-        only when the view's arguments are names, constants and attribute reads, the viewed
-        tensor is never written in place in the function, and the view is evaluated
-        unconditionally (not inside `x if c else y`, `and`/`or`, a comprehension or a lambda).
-        Views have no side effects, so moving them earlier keeps the results identical; this
-        rests on the static guess that the variable holds a tensor.
+        The fix moves the view onto the only tensor operand of an inline element-wise
+        expression: `(x * 2).flatten(0, 1)` becomes `(x.flatten(0, 1) * 2)`. It is offered only
+        when that operand is a parameter, a `self.<tensor>` or a compute-bound result (moving
+        the view onto a value that is itself pending would move the write, not remove it),
+        every other operand is a constant (so broadcasting cannot change), the operand is never
+        written in place, and the view is evaluated unconditionally. `view` becomes `reshape`
+        on the input, which is a view wherever `view` would succeed and a copy where the input
+        is not viewable (a slice, an expanded tensor), so the fix never raises where the
+        original did not. Element-wise ops commute with reshapes, so the values are equal. It is
+        **unsafe**: it rests on the static guess that the names hold tensors and the calls are
+        torch's element-wise ops. A view of a named value (`g = torch.sigmoid(h)` then
+        `g.flatten(0, 1)`) is reported without a fix: view the inputs of `g` by hand.
     """
     examples = (
         Example(
             bad="""\
 import torch
+import torch.nn.functional as F
+
+
+def mlp_out(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    h = F.gelu(x).flatten(0, 1)
+    return h + bias
+""",
+            at=((6, 9),),
+            fixed="""\
+import torch
+import torch.nn.functional as F
+
+
+def mlp_out(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    h = F.gelu(x.flatten(0, 1))
+    return h + bias
+""",
+            call="mlp_out(randn(8, 16, 64), randn(64))",
+        ),
+        Example(  # `view` to fewer dims feeding a fused reduction; `view` becomes `reshape` on the input
+            bad="""\
+import torch
+
+
+class Head(torch.nn.Module):
+    def forward(self, x, temperature: float = 0.5):
+        probs = (x * 0.5).view(-1, x.size(-1)).softmax(-1)
+        return probs
+""",
+            at=((6, 17),),
+            fixed="""\
+import torch
+
+
+class Head(torch.nn.Module):
+    def forward(self, x, temperature: float = 0.5):
+        probs = (x.reshape(-1, x.size(-1)) * 0.5).softmax(-1)
+        return probs
+""",
+            call="Head().forward(randn(8, 16, 64))",
+        ),
+        Example(  # a view statement of a computed name in the middle of the block: reported only
+            bad="""\
+import torch
+
+
+def gate(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    h = x * 2
+    g = torch.sigmoid(h)
+    g2 = g.flatten(0, 1)
+    return g2 + c
+""",
+            at=((7, 10),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def gate(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    xf = x.flatten(0, 1)
+    h = xf * 2
+    g = torch.sigmoid(h)
+    return g + c
+""",
+            call="gate(randn(8, 16, 64), randn(128, 64))",
+        ),
+        Example(  # two tensor operands: broadcasting is unknown statically, so no fix
+            bad="""\
+import torch
+
+
+def mix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.flatten(x * y, 1).sum(-1)
+""",
+            at=((5, 12),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def mix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (torch.flatten(x, 1) * torch.flatten(y, 1)).sum(-1)
+""",
+            call="mix(randn(32, 16, 64), randn(32, 16, 64))",
+        ),
+    )
+    valid = (
+        # views of inputs are metadata (Burn's unsqueeze-matmul example: 2 -> 2 writes)
+        """\
+import torch
 
 
 def burn(t1: torch.Tensor, t2: torch.Tensor, t3: torch.Tensor) -> torch.Tensor:
     t4 = t1.unsqueeze(0).matmul(t2) + t3.unsqueeze(0)
-    return t4
+    return t4 + x.flatten(1) * 2 if False else t4
 """,
-            at=((5, 10), (5, 39)),
-            fixed="""\
+        # simple views of computed values are absorbed: transpose, .T/.mT, None/... indexing,
+        # permute, splitting view/reshape
+        """\
 import torch
 
 
-def burn(t1: torch.Tensor, t2: torch.Tensor, t3: torch.Tensor) -> torch.Tensor:
-    t1 = t1.unsqueeze(0)
-    t3 = t3.unsqueeze(0)
-    t4 = t1.matmul(t2) + t3
-    return t4
+def f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, q: torch.Tensor, n: int, d: int):
+    y = (x * 2).transpose(0, 1) @ w + (x * 2).T + b.mT
+    z = (x * 2)[..., None] * b[None, :] + (x - 1).unsqueeze(0)
+    heads = (q * 0.125).view(n, -1, 4, d).permute(0, 2, 1, 3) + 1
+    return y, z, heads, (q + 1).reshape(-1, 1) + 1
 """,
-        ),
-        Example(  # `key` is read again later: the view gets a fresh name
-            bad="""\
+        # a merging view feeding a matmul directly, or only returned: nothing saved
+        """\
 import torch
 
 
-class Attention(torch.nn.Module):
-    def forward(self, query, key, scale: float = 1.0):
-        scores = torch.matmul(query, key.transpose(-1, -2)) * scale  # attention logits
-        return scores.softmax(-1) + key.mean()
+def f(x: torch.Tensor, w: torch.Tensor):
+    out = (x * 2).flatten(0, 1) @ w
+    return out, torch.relu(x).reshape(-1)
 """,
-            at=((6, 38),),
-            fixed="""\
+        # a merging view of a matmul result, of a module's output, of an input
+        """\
 import torch
 
 
-class Attention(torch.nn.Module):
-    def forward(self, query, key, scale: float = 1.0):
-        key_view = key.transpose(-1, -2)
-        scores = torch.matmul(query, key_view) * scale  # attention logits
-        return scores.softmax(-1) + key.mean()
+class Block(torch.nn.Module):
+    def forward(self, x, w):
+        h = x @ w
+        a = self.act(x)
+        return h.flatten(0, 1) + 1, a.view(-1) * 2, x.flatten(1) * 2
 """,
-        ),
-        Example(  # a view statement scattered between element-wise statements
-            bad="""\
+        # view(dtype) reinterprets bytes: not a shape view
+        """\
 import torch
 
 
-def gate(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    h = x * 2
-    g = torch.sigmoid(h)
-    b = bias.unsqueeze(0)
-    y = g * b + h
-    return y
+def bits(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).view(torch.int32) & 1
 """,
-            at=((7, 9),),
-            fixed="""\
-import torch
-
-
-def gate(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    b = bias.unsqueeze(0)
-    h = x * 2
-    g = torch.sigmoid(h)
-    y = g * b + h
-    return y
-""",
-        ),
-        Example(  # evaluated only on one branch: reported without a fix
-            bad="""\
-import torch
-
-
-def maybe(x: torch.Tensor, w: torch.Tensor, flag: bool) -> torch.Tensor:
-    return x.t() @ w if flag else w
-""",
-            at=((5, 12),),
-            fixed=None,
-        ),
-    )
-    valid = (
-        # NumPy arrays in a torch file
+        # NumPy arrays, memoryview, a web framework's view, a name computed in another block
         """\
 import numpy as np
 import torch
 
 
-def f(a: np.ndarray, b):
-    return np.matmul(a.reshape(2, -1), b.T) + a.T @ b
-""",
-        # views already grouped before the compute-bound expression
-        """\
-import torch
-
-
-def f(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    kt = k.transpose(-1, -2)
-    return torch.softmax(q @ kt, dim=-1)
-""",
-        # a view of a computed result, a view of a parameter attribute
-        """\
-import torch
-
-
-class Proj(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.ones(4, 4))
-
-    def forward(self, q, k):
-        return (q @ k).transpose(1, 2) + q @ self.weight.t()
-""",
-        # non-tensor `.view`s: memoryview, a web framework's view, pandas
-        """\
-import pandas as pd
-import torch
-
-
-def handler(self, request, buf: bytes):
-    mv = memoryview(buf)
-    data = mv.cast("B").tolist()
-    response = self.view(request).render()
-    frame = pd.DataFrame(data)
-    return frame.T.dot(frame).sum() + response.view(1).sum()
-""",
-        # a view statement that depends on the element-wise statement before it
-        """\
-import torch
-
-
-def f(x: torch.Tensor) -> torch.Tensor:
-    h = x * 2
-    h2 = h.reshape(-1)
-    return h2 + 1
+def f(self, a: np.ndarray, request, buf: bytes, x: torch.Tensor, flag: bool):
+    r = (a * 2).reshape(-1) + 1
+    mv = memoryview(buf).cast("B").tolist()
+    page = self.view(request).render()
+    if flag:
+        x = x * 2
+    return r, mv, page, x.flatten(1) + 1
 """,
         # a file that never imports torch
         """\
-def burn(t1, t2, t3):
-    return t1.unsqueeze(0).matmul(t2) + t3.unsqueeze(0)
+def f(x, c):
+    return (x * 2).flatten(0, 1) + c
 """,
     )
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        view, compute, view_statement = _triggers(ops)
-        text = block[index]
-        if view.search(text) is None:
-            return False
-        if 0 < index < len(block) - 1 and view_statement.match(text):
-            if _elementwise_text(block[index - 1], ops) and _elementwise_text(block[index + 1], ops):
-                return True
-        return compute.search(text) is not None
+        return _TRIGGER.search(block[index]) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
-        statements: dict[int, StatementRef] = {}
-        for name in (*scope.ops.view, *VIEW_ATTRIBUTES):
+        for name in sorted(MERGING_VIEWS):
             for site in scope.sites.get(name, ()):
-                statements.setdefault(id(site.statement.node), site.statement)
-        for ref in statements.values():
-            if ref.simple is not None and _view_statement(scope, ref.simple) is not None:
-                violation = _scattered(scope, ref)
+                violation = _merging_view(scope, site)
                 if violation is not None:
                     yield violation
-            elif has_op_class(scope, ref.node, COMPUTE):
-                yield from _inline(scope, ref)
 
 
-@functools.lru_cache(maxsize=8)
-def _triggers(ops: OpTables) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """(a view op, a compute-bound op, a `y = x.<view>` statement) as text patterns."""
-    views = "|".join(sorted(map(re.escape, ops.view)))
-    attrs = "|".join(sorted(VIEW_ATTRIBUTES))
-    view = re.compile(rf"\.\s*(?:(?:{views})\s*\(|(?:{attrs})\b)|\b(?:{views})\s*\(")
-    compute = re.compile(r"@|\b(?:%s)\s*\(" % "|".join(sorted(map(re.escape, ops.compute))))
-    view_statement = re.compile(rf"\s*\w+\s*=\s*\w+\s*\.\s*(?:(?:{views})\s*\(|(?:{attrs})\b)")
-    return view, compute, view_statement
+def _merging_view(scope: Scope, site: Site) -> Violation | None:
+    call = site.node
+    op = scope.op(call)
+    if op is None or op[1] != VIEW or op[2] is None or not isinstance(call, cst.Call):
+        return None
+    name, receiver = op[0], op[2]
+    shape_args = call.args if isinstance(call.func, cst.Attribute) and call.func.value is receiver else call.args[1:]
+    if not _merges(name, shape_args):
+        return None
+    ref = site.statement
+    if isinstance(receiver, cst.Name):
+        value = reaching_value(ref, receiver.value)
+        if value is None or _leaves(scope, value) is None:
+            return None
+        if not _feeds_fused_work(scope, ref, call):
+            return None
+        return Violation(call, message=f"`{name}` merges dims of `{receiver.value}`, an element-wise result still "
+                         f"being computed: it is written and read back; apply the view to the inputs of `{receiver.value}`")
+    if _leaves(scope, receiver) is None or not _feeds_fused_work(scope, ref, call):
+        return None
+    fix = None if site.conditional else _fix(scope, ref, call, name, receiver, shape_args)
+    return Violation(call, fix=fix, message=f"`{name}` merges dims of an element-wise result still being computed: "
+                     "it is written and read back; apply the view to the expression's input")
 
 
-_ASSIGNMENT = re.compile(r"\s*\w+\s*=(?!=)")
-_CALLEE = re.compile(r"(\w+)\s*\(")
+# --------------------------------------------------------------------------- which views merge
 
 
-def _elementwise_text(text: str, ops: OpTables) -> bool:
-    """Can this statement be ``name = <element-wise expression>``? (every call an element-wise op)"""
-    return _ASSIGNMENT.match(text) is not None and all(name in ops.elementwise for name in _CALLEE.findall(text))
-
-
-# --------------------------------------------------------------------------- inline views
-
-
-def _inline(scope: Scope, ref: StatementRef) -> Iterator[Violation]:
-    """View chains on tensor variables inside a statement that holds a compute-bound op."""
-    taken: list[str] = []
-    for chain, root, conditional in _chains(scope, ref.node):
-        fix = None
-        if not conditional and ref.simple is not None and _movable(scope, chain, root.value, ref.node):
-            target = root.value
-            if scope.is_module or count_name(ref.node, target) != 1 or scope.read_after(ref, target):
-                target = fresh_name(scope, f"{root.value}_view", taken)
-                taken.append(target)
-            fix = (StatementEdit(ref.node, (assign(target, chain), replace_nodes(ref.node, {chain: cst.Name(target)}))),)
-        yield Violation(chain, fix=fix, message=f"view of `{root.value}` inside a compute-bound expression: "
-                        "move it to its own statement before the expression")
-
-
-def _chains(scope: Scope, statement: cst.CSTNode) -> list[tuple[cst.BaseExpression, cst.Name, bool]]:
-    """Maximal view chains on tensor names, outermost first, with "evaluated conditionally"."""
-    found = []
-
-    def walk(node: cst.CSTNode, conditional: bool) -> None:
-        if isinstance(node, cst.Lambda):
-            return
-        if isinstance(node, cst.BaseExpression):
-            chain = scope.view_chain(node)
-            if chain is not None:
-                found.append((node, chain[0], conditional))
-                return
-        if isinstance(node, (cst.IfExp, cst.BooleanOperation, cst.ListComp, cst.SetComp, cst.DictComp,
-                             cst.GeneratorExp)):
-            conditional = True
-        for child in children(node):
-            walk(child, conditional)
-
-    walk(statement, False)
-    return found
-
-
-def _movable(scope: Scope, chain: cst.BaseExpression, root: str, statement: cst.CSTNode) -> bool:
-    """Can the chain run before the rest of its statement with the same result?"""
-    if root in scope.inplace or _has_walrus(statement):
-        return False
-    node = chain
-    while not isinstance(node, cst.Name):
-        if isinstance(node, cst.Call) and not all(_simple(arg.value) for arg in node.args):
-            return False
-        node = scope.op(node)[2]
-    return True
-
-
-def _simple(expr: cst.BaseExpression) -> bool:
-    """Names, constants, attribute reads, subscripts and `.size()`: cheap, side-effect free."""
-    if isinstance(expr, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)):
+def _merges(name: str, args: Sequence[cst.Arg]) -> bool:
+    """Does this view (probably) merge dims? ``view``/``reshape`` are judged by their shape."""
+    if name in ("ravel", "diagonal"):
         return True
+    if name == "flatten":
+        dims = [_int(a.value) for a in args]
+        return not (len(dims) == 2 and dims[0] is not None and dims[0] == dims[1])
+    if any(a.keyword is not None or a.star for a in args):
+        return False
+    shape = [a.value for a in args]
+    if len(shape) == 1 and isinstance(shape[0], (cst.Tuple, cst.List)):
+        if any(isinstance(el, cst.StarredElement) for el in shape[0].elements):
+            return False
+        shape = [el.value for el in shape[0].elements]
+    if len(shape) == 1:
+        return _int(shape[0]) is not None  # `view(-1)`: one dim; `view(dtype)`, `view(shape)`: unknown
+    if any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply) for s in shape):
+        return True  # `reshape(b, t * h)`
+    return len(shape) == 2 and _int(shape[0]) == -1 and _int(shape[1]) != 1  # `view(-1, d)`, not `view(-1, 1)`
+
+
+def _int(expr: cst.BaseExpression) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.value, 0)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = _int(expr.expression)
+        return None if inner is None else -inner
+    return None
+
+
+# --------------------------------------------------------------------------- element-wise trees
+
+
+def _leaves(scope: Scope, expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    """The operands of an element-wise tensor expression (its leaves), None if ``expr`` is not one."""
+    if not scope.is_tensor(expr):
+        return None
+    operands = _operands(scope, expr)
+    if operands is None:
+        return None
+    leaves: list[cst.BaseExpression] = []
+    for operand in operands:
+        leaves += _leaves(scope, operand) or [operand]
+    return leaves
+
+
+def _operands(scope: Scope, expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    if isinstance(expr, cst.BinaryOperation):
+        return None if isinstance(expr.operator, cst.MatrixMultiply) else [expr.left, expr.right]
     if isinstance(expr, cst.UnaryOperation):
-        return _simple(expr.expression)
-    if isinstance(expr, (cst.Tuple, cst.List)):
-        return all(_simple(el.value) for el in expr.elements)
-    if isinstance(expr, cst.Attribute):
-        return _simple(expr.value)
-    if isinstance(expr, cst.Subscript):
-        return _simple(expr.value) and all(
-            isinstance(el.slice, cst.Index) and _simple(el.slice.value) for el in expr.slice
-        )
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        return expr.func.attr.value in ("size", "dim") and _simple(expr.func.value) and all(
-            _simple(arg.value) for arg in expr.args
-        )
+        return None if isinstance(expr.operator, cst.Not) else [expr.expression]
+    if isinstance(expr, cst.Call):
+        op = scope.op(expr)
+        if op is None or op[1] != ELEMENTWISE or any(a.star for a in expr.args):
+            return None
+        receiver = [expr.func.value] if isinstance(expr.func, cst.Attribute) and op[2] is expr.func.value else []
+        return receiver + [a.value for a in expr.args]
+    return None
+
+
+def _constant(scope: Scope, expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(expr, cst.Name):
+        return expr.value in ("True", "False", "None")
+    if isinstance(expr, cst.UnaryOperation):
+        return _constant(scope, expr.expression)
+    return isinstance(expr, cst.Attribute) and scope.torch_name(expr) is not None  # torch.float16, torch.pi
+
+
+# --------------------------------------------------------------------------- where the view goes
+
+
+def _feeds_fused_work(scope: Scope, ref: StatementRef, node: cst.CSTNode, follow: bool = True) -> bool:
+    """Is the value of ``node`` read by element-wise code or a fused reduction (through simple
+    views), here or, when it is assigned to a name, in the next statement that reads it?"""
+    path = ancestors(ref.node, node) or []
+    current: cst.CSTNode = node
+    i = 0
+    while i < len(path):
+        parent = path[i]
+        if isinstance(parent, (cst.Attribute, cst.Arg)) and not _is_view(scope, parent):
+            call = path[i + 1] if i + 1 < len(path) else None  # the call this method or argument belongs to
+            if not isinstance(call, cst.Call) or (isinstance(parent, cst.Attribute) and call.func is not parent):
+                return False
+            op = scope.op(call)
+            if op is None or not (op[1] in (ELEMENTWISE, VIEW) or op[0] in FUSED_REDUCTIONS):
+                return False
+            if op[1] != VIEW:
+                return True
+            if op[2] is not current:
+                return False  # the value is a view's argument (a shape), not what it views
+            parent, i = call, i + 1
+        elif isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
+            return scope.op(parent) is None  # `@` is the only operator with an op class
+        elif isinstance(parent, cst.Subscript):
+            if parent.value is not current or not all(_view_index(el.slice) for el in parent.slice):
+                return False
+        elif isinstance(parent, cst.Assign):
+            targets = parent.targets
+            if not follow or len(targets) != 1 or not isinstance(targets[0].target, cst.Name):
+                return False
+            return _read_by_fused_work(scope, ref, targets[0].target.value)
+        elif not _is_view(scope, parent):
+            return False
+        current = parent
+        i += 1
     return False
 
 
-def _has_walrus(node: cst.CSTNode) -> bool:
-    if isinstance(node, cst.NamedExpr):
+def _read_by_fused_work(scope: Scope, ref: StatementRef, name: str) -> bool:
+    for later in ref.later():
+        reads, assigned = names_of(later.node)
+        if name in reads:
+            return isinstance(later.node, cst.SimpleStatementLine) and any(
+                _feeds_fused_work(scope, later, use, follow=False) for use in _names(later.node, name)
+            )
+        if name in assigned:
+            return False
+    return False
+
+
+def _names(node: cst.CSTNode, name: str) -> Iterator[cst.Name]:
+    if isinstance(node, cst.Name) and node.value == name:
+        yield node
+    for child in children(node):
+        yield from _names(child, name)
+
+
+def _is_view(scope: Scope, node: cst.CSTNode) -> bool:
+    op = scope.op(node) if isinstance(node, (cst.Attribute, cst.Call)) else None
+    return op is not None and op[1] == VIEW
+
+
+def _view_index(index: cst.BaseSlice) -> bool:
+    """An index that makes a view: ``None``, ``...``, an integer, a slice of constants."""
+    if isinstance(index, cst.Slice):
         return True
-    return any(_has_walrus(child) for child in children(node))
-
-
-# --------------------------------------------------------------------------- scattered views
-
-
-def _view_statement(scope: Scope, statement: cst.BaseSmallStatement):
-    """(target, chain, root) of ``y = x.<view>(...)``, else None."""
-    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
-        return None
-    target = statement.targets[0].target
-    chain = scope.view_chain(statement.value)
-    if not isinstance(target, cst.Name) or chain is None:
-        return None
-    return target.value, statement.value, chain[0].value
-
-
-def _elementwise_statement(scope: Scope, statement: cst.BaseStatement) -> bool:
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return False
-    small = statement.body[0]
-    return (
-        isinstance(small, cst.Assign)
-        and len(small.targets) == 1
-        and isinstance(small.targets[0].target, cst.Name)
-        and isinstance(small.value, (cst.BinaryOperation, cst.UnaryOperation, cst.Call))
-        and scope.is_tensor(small.value)
-        and is_elementwise_expr(scope, small.value)
+    value = index.value
+    return isinstance(value, (cst.Integer, cst.Ellipsis)) or _int(value) is not None or (
+        isinstance(value, cst.Name) and value.value == "None"
     )
 
 
-def _scattered(scope: Scope, ref: StatementRef) -> Violation | None:
-    """A view statement between element-wise statements that could run before them."""
-    statements = ref.block.statements
-    index = ref.index
-    if not (0 < index < len(statements) - 1):
+# --------------------------------------------------------------------------- the fix
+
+
+def _fix(scope: Scope, ref: StatementRef, call: cst.Call, name: str, receiver: cst.BaseExpression,
+         shape_args: Sequence[cst.Arg]) -> tuple[StatementEdit, ...] | None:
+    """``(x * 2).flatten(0, 1)`` -> ``(x.flatten(0, 1) * 2)``: the view moved onto the one operand."""
+    if ref.simple is None:
         return None
-    if not (_elementwise_statement(scope, statements[index - 1]) and _elementwise_statement(scope, statements[index + 1])):
+    leaves = _leaves(scope, receiver) or []
+    tensors = [leaf for leaf in leaves if not _constant(scope, leaf)]
+    if len(tensors) != 1 or not _concrete(scope, ref, tensors[0]):
         return None
-    target, chain, root = _view_statement(scope, ref.simple)
-    if root in scope.inplace or not _movable(scope, chain, root, ref.node):
-        return None
-    needs = names_of(ref.node)[0] | {target}
-    start = index
-    while start > 0 and _elementwise_statement(scope, statements[start - 1]):
-        reads, assigned = names_of(statements[start - 1])
-        if assigned & needs or target in reads:
-            break
-        start -= 1
-    if start == index:
-        return None  # it depends on the statement right before it: nothing to group
-    first = statements[start]
-    fix = (StatementEdit(first, (ref.node.with_changes(leading_lines=()), first)), StatementEdit(ref.node, ()))
-    return Violation(chain, fix=fix, message=f"view of `{root}` between element-wise statements: "
-                     "move it before them, with the other views")
+    operand = tensors[0]
+    if isinstance(call.func, cst.Attribute) and call.func.value is receiver:
+        method = "reshape" if name == "view" else name
+        viewed: cst.BaseExpression = cst.Call(cst.Attribute(operand, cst.Name(method)), args=call.args)
+    else:
+        viewed = call.with_changes(args=[cst.Arg(operand), *shape_args], lpar=[], rpar=[])
+    moved = replace_nodes(receiver, {operand: viewed})
+    if not moved.lpar and not isinstance(moved, cst.Call):
+        moved = moved.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return (StatementEdit(ref.node, (replace_nodes(ref.node, {call: moved}),)),)
+
+
+def _concrete(scope: Scope, ref: StatementRef, operand: cst.BaseExpression) -> bool:
+    """Does the operand have storage when the block runs (so a view of it is only metadata)?"""
+    if isinstance(operand, cst.Name):
+        name = operand.value
+        if name not in scope.tensors or name in scope.inplace:
+            return False
+        computed = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == name]
+        return not any(_leaves(scope, value) is not None for value in computed)
+    if isinstance(operand, cst.Attribute):
+        return isinstance(operand.value, cst.Name) and operand.value.value == "self" and scope.is_tensor(operand)
+    op = scope.op(operand)
+    return op is not None and op[1] == COMPUTE and op[0] not in FUSED_REDUCTIONS

@@ -7,8 +7,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from fusionlint.analysis import collect_scopes, module_facts
-from fusionlint.ops import COMPUTE, ELEMENTWISE, VIEW, op_tables
+from fusionlint.analysis import ancestors, collect_scopes, module_facts, reaching_value
+from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, VIEW, op_tables
 
 
 def scopes(source: str, extra_ops=()):
@@ -123,3 +123,40 @@ def test_inplace_and_autograd_markers():
     """)["f"]
     assert scope.inplace == {"a", "b", "c", "d"} and not scope.autograd
     assert scopes("import torch\ndef f(a: torch.Tensor):\n    a.sum().backward()\n")["f"].autograd
+
+
+def test_a_detach_cloned_at_once_is_not_autograd():
+    assert not scopes("import torch\ndef f(a: torch.Tensor):\n    return a.detach().clone().sum()\n")["f"].autograd
+    assert scopes("import torch\ndef f(a: torch.Tensor):\n    b = a.detach()\n    return b.clone()\n")["f"].autograd
+    assert scopes("import torch\ndef f(a: torch.Tensor):\n    return a.detach().clone() + a.grad\n")["f"].autograd
+
+
+@pytest.mark.parametrize(
+    "body,value",
+    [
+        ("h = x * 2\ng = h + 1\ny = h.sum()", "x * 2"),  # the nearest assignment in the block
+        ("h = x * 2\nh = torch.relu(h)\ny = h.sum()", "torch.relu(h)"),
+        ("h = x * 2\nh += 1\ny = h.sum()", None),  # augmented: not a plain value
+        ("h = x * 2\nif x.any():\n    h = x\ny = h.sum()", None),  # a branch between
+        ("h, k = x, x\ny = h.sum()", None),
+        ("y = h.sum()", None),
+    ],
+)
+def test_reaching_value(body, value):
+    scope = scopes("import torch\ndef f(x: torch.Tensor, h=None):\n" + textwrap.indent(body, "    ") + "\n")["f"]
+    found = reaching_value(_ref(scope, "y = h.sum()"), "h")
+    assert (None if found is None else cst.Module([]).code_for_node(found)) == value
+
+
+def test_ancestors_nearest_first():
+    statement = cst.parse_statement("y = (x * 2).flatten(1) + c\n")
+    view = statement.body[0].value.left
+    path = ancestors(statement, view)
+    assert [type(n).__name__ for n in path] == ["BinaryOperation", "Assign", "SimpleStatementLine"]
+    assert ancestors(statement, cst.Name("x")) is None
+
+
+def test_op_tables_know_every_view_the_rules_name():
+    tables = op_tables()
+    assert MERGING_VIEWS <= tables.view and "ravel" in tables.view
+    assert all(tables.op_class(name) == COMPUTE for name in FUSED_REDUCTIONS)

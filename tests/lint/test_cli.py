@@ -297,12 +297,12 @@ def test_explain_renders_markdown_on_a_terminal(monkeypatch):
 
 def test_extra_ops_from_the_config_reach_the_rules(tmp_path, capsys):
     if "FL001" not in {rule.code for rule in all_rules()}:
-        pytest.skip("FL001 (views inside compute-bound expressions) is not registered")
+        pytest.skip("FL001 (merging views of element-wise results) is not registered")
     (tmp_path / "m.py").write_text(
-        "import torch\n\n\ndef f(t1: torch.Tensor, t2: torch.Tensor) -> torch.Tensor:\n"
-        "    return t1.unsqueeze(0).my_mm(t2) + 1\n"
+        "import torch\n\n\ndef f(t1: torch.Tensor) -> torch.Tensor:\n"
+        "    return torch.my_act(t1).flatten(0, 1) + 1\n"
     )
     assert run_main(capsys, "check", "-q")[0] == 0  # an op the tables do not know
-    (tmp_path / "pyproject.toml").write_text('[tool.fusionlint.extra-ops]\ncompute = ["my_mm"]\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.fusionlint.extra-ops]\nelementwise = ["my_act"]\n')
     status, out, _ = run_main(capsys, "check", "-q", "--output-format", "concise")
     assert status == 1 and out.startswith("m.py:5:12: FL001")
