@@ -6,8 +6,11 @@ float32 tensor (workload 12), where launching and Python work are all the time t
 - per call: N back-to-back calls then one device synchronize, divided by N; median of 7 rounds.
   `fusionrt_measure` records, looks up the plan and runs it on every call; `fusionrt_jit`
   replays the plan of its first call without recording (docs/replay.md).
-- first call: each path's first call in a fresh process with empty kernel caches (fusionrt's,
-  Triton's, Inductor's), so code generation and compilation are included.
+- first call: each path's first call with empty kernel caches (fusionrt's, Triton's,
+  Inductor's), so code generation and compilation are included: in a process that already ran
+  another function through the same path (`first_call_s`: the per-function compile latency), and
+  as the first thing a fresh process does (`first_call_cold_process_s`: imports included; the
+  meta kernels fusionrt infers shapes with import torch._dynamo on their first use).
 - recording: microseconds per recorded op inside a lazy block (cache hits), next to eager's.
 
     python bench/overhead_bench.py [--device cuda|cpu] [--executor NAME] [--out FILE]
@@ -92,18 +95,24 @@ def _timed(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - start) * 1e6
 
 
-def first_call_s(path: str, device: str, executor: str) -> float:
-    """The first call of ``path`` in a fresh process whose kernel caches are empty."""
+def first_call_s(path: str, device: str, executor: str, cold: bool) -> float:
+    """The first call of ``path`` in a new process whose kernel caches are empty."""
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, FUSIONRT_CACHE_DIR=f"{tmp}/fusionrt", TRITON_CACHE_DIR=f"{tmp}/triton",
                    TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor")
-        out = subprocess.run([sys.executable, __file__, "--first-call", path, "--device", device,
-                              "--executor", executor], env=env, capture_output=True, text=True, check=True)
+        command = [sys.executable, __file__, "--first-call", path, "--device", device, "--executor", executor]
+        out = subprocess.run(command + (["--cold"] if cold else []), env=env, capture_output=True, text=True,
+                             check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _first_call_here(path: str, device: str, executor: str) -> None:
+def _first_call_here(path: str, device: str, executor: str, cold: bool) -> None:
     x = torch.randn(1024, device=device)
+    if not cold:  # imports done, the device initialized: only this function's compile is left
+        warm = {"eager": lambda t: t - 1, "compile": torch.compile(lambda t: t - 1),
+                "fusionrt_measure": lambda t: fusionrt.measure(lambda u: u - 1, t, executor=executor)[0],
+                "fusionrt_jit": fusionrt.jit(lambda t: t - 1, executor=executor)}[path]
+        warm(x)
     fn = callables(path, executor)
     _sync(device)
     start = time.perf_counter()
@@ -120,10 +129,11 @@ def main() -> int:
     parser.add_argument("--skip", nargs="*", default=[], choices=PATHS, help="paths to leave out")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--first-call", choices=PATHS, help=argparse.SUPPRESS)
+    parser.add_argument("--cold", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     executor = args.executor or ("triton" if args.device == "cuda" else "reference")
     if args.first_call:
-        _first_call_here(args.first_call, args.device, executor)
+        _first_call_here(args.first_call, args.device, executor, args.cold)
         return 0
 
     torch.manual_seed(0)
@@ -133,7 +143,7 @@ def main() -> int:
     result: dict = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                     "torch": torch.__version__, "date": datetime.date.today().isoformat(),
                     "executor": executor, "workload": "torch.sigmoid(torch.relu(x * 2 + 1)) * x, float32 [1024]",
-                    "per_call_us": {}, "first_call_s": {}, "rel_err": {}}
+                    "per_call_us": {}, "first_call_s": {}, "first_call_cold_process_s": {}, "rel_err": {}}
     try:
         import triton
         result["triton"] = triton.__version__
@@ -142,7 +152,8 @@ def main() -> int:
     for path in PATHS:
         if path in args.skip:
             continue
-        result["first_call_s"][path] = first_call_s(path, args.device, executor)
+        result["first_call_s"][path] = first_call_s(path, args.device, executor, cold=False)
+        result["first_call_cold_process_s"][path] = first_call_s(path, args.device, executor, cold=True)
         fn = callables(path, executor)
         got = fn(x)
         result["rel_err"][path] = ((got - expected).norm() / expected.norm()).item()
@@ -151,7 +162,9 @@ def main() -> int:
             result["jit_replays"] = fn.stats.replays
             result["jit_report"] = fn.report.summary()
         print(f"{path:18s} per call {result['per_call_us'][path]:9.1f} us   "
-              f"first call {result['first_call_s'][path]:7.3f} s   rel_err {result['rel_err'][path]:.1e}",
+              f"first call {result['first_call_s'][path]:7.3f} s "
+              f"(fresh process {result['first_call_cold_process_s'][path]:7.3f} s)   "
+              f"rel_err {result['rel_err'][path]:.1e}",
               flush=True)
     eager_op, recorded_op = recording_us_per_op(args.device, executor)
     result["eager_us_per_op"], result["recording_us_per_op"] = eager_op, recorded_op
