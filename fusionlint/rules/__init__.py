@@ -5,11 +5,18 @@ from fusionlint.rule import Rule
 from fusionlint.rules.clone_before_compute import CloneBeforeCompute
 from fusionlint.rules.host_sync import HostSyncInTensorWork
 from fusionlint.rules.inline_view_in_compute import InlineViewInCompute
+from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
 from fusionlint.rules.syntax_error import SyntaxErrorRule
 
 SYNTAX_ERROR_CODE = SyntaxErrorRule.code
 
-_RULES: tuple[type[Rule], ...] = (InlineViewInCompute, CloneBeforeCompute, HostSyncInTensorWork, SyntaxErrorRule)
+_RULES: tuple[type[Rule], ...] = (
+    InlineViewInCompute,
+    CloneBeforeCompute,
+    HostSyncInTensorWork,
+    KeptAliveByContainer,
+    SyntaxErrorRule,
+)
 
 
 def all_rules() -> list[type[Rule]]:
