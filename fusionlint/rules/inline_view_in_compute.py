@@ -48,7 +48,10 @@ class InlineViewInCompute(Rule):
     """
     use_instead = """
         Apply the view to the input of the element-wise expression (`F.gelu(x.flatten(0, 1))`,
-        `x.reshape(-1, d) * 0.5`), so the whole block reads the input through metadata.
+        `x.reshape(-1, d) * 0.5`), so the whole block reads the input through metadata. Where
+        the inputs have other shapes (the value is broadcast from them), do the element-wise
+        work that follows the view before it instead (`(a * b).to(dtype).reshape(n, -1)`), so
+        the view is the block's last step.
     """
     fix_safety = FixSafety.UNSAFE
     fix_notes = """
@@ -163,7 +166,7 @@ import torch
 
 def burn(t1: torch.Tensor, t2: torch.Tensor, t3: torch.Tensor) -> torch.Tensor:
     t4 = t1.unsqueeze(0).matmul(t2) + t3.unsqueeze(0)
-    return t4 + x.flatten(1) * 2 if False else t4
+    return t4 + t1.flatten() * 2
 """,
         # simple views of computed values are absorbed: transpose, .T/.mT, None/... indexing,
         # permute, splitting view/reshape
@@ -255,7 +258,8 @@ def _merging_view(scope: Scope, site: Site) -> Violation | None:
         if not _feeds_fused_work(scope, ref, call):
             return None
         return Violation(call, message=f"`{name}` merges dims of `{receiver.value}`, an element-wise result still "
-                         f"being computed: it is written and read back; apply the view to the inputs of `{receiver.value}`")
+                         f"being computed: it is written and read back; view the inputs of `{receiver.value}`, "
+                         "or do the element-wise work that follows before the view")
     if _leaves(scope, receiver) is None or not _feeds_fused_work(scope, ref, call):
         return None
     fix = None if site.conditional else _fix(scope, ref, call, name, receiver, shape_args)
