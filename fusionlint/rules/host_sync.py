@@ -38,7 +38,6 @@ _ADVICE = {
     "starts if it decides a shape",
     "print": "print after the work",
 }
-_WHAT = {"branch": "a branch on a tensor's value"}
 _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]*['\"]cpu")
 _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
 
@@ -265,10 +264,9 @@ def report(x: torch.Tensor) -> list:
                     where = _where(scope, ref, loop_test=test and isinstance(statement, cst.While))
                     if where is None:
                         continue
-                    what = f"`.{kind}()`" if kind in _SYNC_METHODS else _WHAT.get(kind, f"`{kind}(...)`")
                     yield Violation(
                         node,
-                        message=f"{what} {where}: it flushes the lazy stream and writes every live "
+                        message=f"{_describe(kind)} {where}: it flushes the lazy stream and writes every live "
                         f"intermediate; {_ADVICE[kind]}",
                     )
 
@@ -286,9 +284,7 @@ def _syncs(scope: Scope, part: cst.CSTNode, test: bool) -> Iterator[tuple[cst.CS
     """(node, kind) of each host sync evaluated by ``part`` (not inside lambdas or definitions);
     ``test``: ``part`` is the test of an ``if``/``elif``/``while``, whose truth value Python takes."""
     if test:
-        for operand in _truth_operands(part):  # type: ignore[arg-type]
-            if _computes_tensor(scope, operand):
-                yield operand, "branch"
+        yield from _branch_syncs(scope, part)  # type: ignore[arg-type]
     yield from _syncs_in(scope, part)
 
 
@@ -307,20 +303,26 @@ def _syncs_in(scope: Scope, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, st
         if kind is not None:
             yield node, kind
     for test in tests:
-        for operand in _truth_operands(test):
-            if _computes_tensor(scope, operand):
-                yield operand, "branch"
+        yield from _branch_syncs(scope, test)
     for child in children(node):
         yield from _syncs_in(scope, child)
 
 
-def _truth_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The expressions whose truth value Python takes (``a and not b`` -> a, b)."""
+def _branch_syncs(scope: Scope, test: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, str]]:
+    """``test`` itself, when Python takes the truth value of a computed tensor there. The operands
+    of ``and``/``or``/``not`` are tested when those nodes are visited."""
     if isinstance(test, cst.BooleanOperation):
-        return []  # its operands are visited as a BooleanOperation node
+        return
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return []  # visited as a `not` node
-    return [test]
+        return
+    if _computes_tensor(scope, test):
+        yield test, "branch"
+
+
+def _describe(kind: str) -> str:
+    if kind == "branch":
+        return "a branch on a tensor's value"
+    return f"`.{kind}()`" if kind in _SYNC_METHODS else f"`{kind}(...)`"
 
 
 def _call_sync(scope: Scope, call: cst.Call) -> str | None:
@@ -382,7 +384,8 @@ def _has_table_op_call(scope: Scope, node: cst.CSTNode) -> bool:
 def _where(scope: Scope, ref: StatementRef, loop_test: bool) -> str | None:
     """Where the sync interrupts fusable work ("inside a loop ...", "between tensor work"), or None."""
     if loop_test:
-        return "in the condition of a loop that does tensor work" if _does_work(scope, ref.node.body) else None  # type: ignore[attr-defined]
+        body = ref.node.body  # type: ignore[attr-defined]
+        return "in the condition of a loop that does tensor work" if _does_work(scope, body) else None
     if _in_working_loop(scope, ref):
         return "inside a loop that does tensor work"
     after = any(_does_work(scope, block) for block in inner_blocks(ref.node)) or any(

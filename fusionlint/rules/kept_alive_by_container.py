@@ -25,18 +25,21 @@ from fusionlint.rule import Example, Rule, Violation
 _STORE_METHODS = frozenset({"append", "appendleft", "insert", "extend"})
 # Reductions fusionrt fuses with the element-wise block before them (docs/semantics.md, section 2);
 # every other compute-bound op (matmul, conv, ...) writes its operands anyway.
-_FUSING_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "softmax", "log_softmax", "layer_norm", "var", "std"})
+_FUSING_REDUCTIONS = frozenset(
+    {"sum", "mean", "amax", "amin", "prod", "softmax", "log_softmax", "layer_norm", "var", "std"}
+)
 # Tensor attributes and methods that read metadata, not data.
 _METADATA = frozenset(
     """shape dtype device ndim is_cuda requires_grad size dim numel stride is_contiguous element_size
     nelement ndimension""".split()
 )
-# Reading a container this way keeps nothing more alive than storing into it does.
-_CONTAINER_NOOPS = _STORE_METHODS | {"__len__"}
-# ``c.append(``, ``c += (``, ``c = c + (``, ``obj.attr =``, ``c[k] =``
-_STORE_TEXT = re.compile(
-    r"\.\s*(?:append|appendleft|insert|extend)\s*\(|\+=\s*[(\[]|=\s*\w+\s*\+\s*[(\[]|\w\s*\.\s*\w+\s*=[^=]|\]\s*=[^=]"
-)
+# The text of the three store forms, each capturing where the stored name is written:
+# ``c.append(h`` (``insert``, ``extend``), ``c += (h,`` / ``c = c + (h,``, ``obj.attr = h`` / ``c[k] = h``.
+_STORE_CALL = re.compile(r"\.\s*(?:append|appendleft|insert|extend)\s*\((.*)", re.S)
+_STORE_CONCAT = re.compile(r"(?:\+=|=\s*\w+\s*\+)\s*[(\[](.*)", re.S)
+_STORE_ASSIGN = re.compile(r"^\s*[\w.]*\w(?:\s*\.\s*\w+|\s*\[[^\]]*\])\s*=\s*\(*\s*([A-Za-z_]\w*)", re.M)
+_ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*=[^=]")
+_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 class KeptAliveByContainer(Rule):
@@ -56,13 +59,13 @@ class KeptAliveByContainer(Rule):
         against 1.
 
         Flagged: `c.append(t)` (`insert`, `extend`), `c += (t,)`, `c[k] = t` and `obj.attr = t`,
-        where `t` (or a view or `.detach()` of it) was just computed by element-wise ops, every
-        later read of `t` is element-wise or a fusing reduction (so nothing else would write
-        it), and the container is a side channel: an attribute, a parameter or a local that
-        the function never reads back for compute or returns. Not flagged: the outputs of
-        matmuls and convolutions (always written), containers later consumed by `torch.cat`,
-        `torch.stack` or returned (the values are needed), lists of non-tensors, NumPy arrays,
-        `self.weight = nn.Parameter(...)` in `__init__`.
+        where `t` (or a view or `.detach()` of it) was computed by element-wise ops earlier in
+        the same block, every later read of `t` is element-wise or a fusing reduction (so
+        nothing else would write it), and the container is a side channel: `self`, or a
+        parameter or local that the function never reads back for compute or returns. Not
+        flagged: the outputs of matmuls and convolutions (always written), containers later
+        consumed by `torch.cat`, `torch.stack` or returned (the values are needed), lists of
+        non-tensors, NumPy arrays, `self.weight = nn.Parameter(...)` in `__init__`.
     """
     use_instead = """
         Keep only what the computation needs: store the final value after the work, store it
@@ -241,7 +244,19 @@ def f(x: torch.Tensor, arr: np.ndarray, log: dict) -> torch.Tensor:
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return _STORE_TEXT.search(block[index]) is not None
+        """A store whose text names a variable that another statement of the block assigns
+        (``check`` looks for the producer in the store's own block only)."""
+        text = block[index]
+        words = {w for m in _STORE_CALL.finditer(text) for w in _WORD.findall(m.group(1))}
+        words |= {w for m in _STORE_CONCAT.finditer(text) for w in _WORD.findall(m.group(1))}
+        words |= {m.group(1) for m in _STORE_ASSIGN.finditer(text)}
+        if not words:
+            return False
+        for j, other in enumerate(block):
+            assigned = _ASSIGNED.match(other) if j != index else None
+            if assigned is not None and assigned.group(1) in words:
+                return True
+        return False
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.dynamic:
@@ -268,19 +283,22 @@ def f(x: torch.Tensor, arr: np.ndarray, log: dict) -> torch.Tensor:
 
 # --------------------------------------------------------------------------- stores
 
+_Store = tuple[cst.CSTNode, cst.BaseExpression, cst.BaseExpression]
 
-def _stores(scope: Scope, small: cst.BaseSmallStatement) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression, cst.BaseExpression]]:
+
+def _stores(scope: Scope, small: cst.BaseSmallStatement) -> Iterator[_Store]:
     """(node to report, container, stored value) for each store into a container in ``small``."""
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
         call = small.value
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in _STORE_METHODS and not scope.is_tensor(func.value):
             args = [a.value for a in call.args if a.keyword is None and not a.star]
-            if func.attr.value == "insert":
-                args = args[1:]
-            elif func.attr.value == "extend":
-                args = _literal_elements(args[0]) if args else []
-            for value in args[:1] if func.attr.value != "extend" else args:
+            method = func.attr.value
+            if method == "extend":
+                values = _literal_elements(args[0]) if args else []
+            else:
+                values = args[1:2] if method == "insert" else args[:1]
+            for value in values:
                 yield call, func.value, value
     elif isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
         if not scope.is_tensor(small.target):
@@ -345,9 +363,12 @@ def _describe(container: cst.BaseExpression) -> str:
 
 
 def _fresh_elementwise(scope: Scope, ref: StatementRef, name: str) -> bool:
-    """Is ``name``, at ``ref``, the result of element-wise ops computed in this scope (the kind of
-    value a fusing backend never writes unless something keeps it)?"""
+    """Is ``name``, at ``ref``, the result of element-wise ops computed earlier in the same block
+    (in a loop body: or later, by the previous iteration)? That is the kind of value a fusing
+    backend never writes unless something keeps it."""
     for earlier in statements_before(ref):
+        if earlier.block is not ref.block:
+            return False
         node = earlier.node
         if not isinstance(node, cst.SimpleStatementLine):
             if count_name(node, name):
@@ -368,10 +389,8 @@ def _fresh_elementwise(scope: Scope, ref: StatementRef, name: str) -> bool:
 
 
 def _side_channel(scope: Scope, ref: StatementRef, container: cst.BaseExpression) -> bool:
-    """Does the container only carry values out of the computation: an attribute or subscript of
-    something, a parameter, or a local that the rest of the function never reads back?"""
-    if isinstance(container, cst.Attribute):
-        return True  # stored on an object: it outlives the computation
+    """Does the container only carry values out of the computation: ``self``, or a parameter or
+    local (``c``, ``c.attr``, ``c[key]``) that the rest of the function never reads back?"""
     root = root_name(container)
     if root is None or root == "self":
         return True
@@ -386,7 +405,7 @@ def _only_stored_into(node: cst.CSTNode, name: str) -> bool:
         return node.value != name
     if isinstance(node, cst.Call):
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _CONTAINER_NOOPS and _is(func.value, name):
+        if isinstance(func, cst.Attribute) and func.attr.value in _STORE_METHODS and _is(func.value, name):
             return all(_only_stored_into(a.value, name) for a in node.args)
         if isinstance(func, cst.Name) and func.value == "len" and node.args and _is(node.args[0].value, name):
             return True
@@ -395,8 +414,8 @@ def _only_stored_into(node: cst.CSTNode, name: str) -> bool:
         value = node.value
         if isinstance(value, cst.BinaryOperation) and _is(value.left, name) and any(_is(t, name) for t in targets):
             value = value.right  # name = name + (x,)
-        stores = [t.value if isinstance(t, cst.Subscript) and _is(t.value, name) else t for t in targets]
-        return all(_is(t, name) or _only_stored_into(t, name) for t in stores) and _only_stored_into(value, name)
+        into = [t.value if isinstance(t, (cst.Subscript, cst.Attribute)) and _is(t.value, name) else t for t in targets]
+        return all(_is(t, name) or _only_stored_into(t, name) for t in into) and _only_stored_into(value, name)
     return all(_only_stored_into(child, name) for child in children(node))
 
 

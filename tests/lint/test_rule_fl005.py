@@ -106,6 +106,16 @@ def f(x: torch.Tensor, trace: list):
     g = lambda: h
     return h * 2, g
 """,
+    "an object that is returned carries its values to the caller": """\
+import torch
+
+def f(x: torch.Tensor, make_output):
+    out = make_output()
+    h = torch.relu(x)
+    out.hidden = h
+    out.result = h * 2
+    return out
+""",
     "writing into a tensor is in-place, not a container": """\
 import torch
 
