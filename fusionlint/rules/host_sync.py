@@ -300,8 +300,9 @@ def _syncs_in(scope: Scope, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, st
         tests += [node.left, node.right]
     elif isinstance(node, cst.Call):
         kind = _call_sync(scope, node)
-        if kind is not None:
-            yield node, kind
+        receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
+        if kind is not None and not (isinstance(receiver, cst.Call) and _call_sync(scope, receiver)):
+            yield node, kind  # in `x.cpu().numpy()` only the first sync is reported
     for test in tests:
         yield from _branch_syncs(scope, test)
     for child in children(node):

@@ -42,6 +42,14 @@ for step in range(3):
     h = torch.tanh(h * 2)
     print(f"step {step}: {h.abs().mean()}")
 """,
+    "a chain of syncs is one finding": """\
+import torch
+
+def f(x: torch.Tensor):
+    h = torch.relu(x)
+    arr = (h * 2).cpu().numpy()
+    return h + 1, arr
+""",
     "for over .tolist() between work": """\
 import torch
 
@@ -57,6 +65,7 @@ EXPECTED = {
     "guard nested in a branch, and-ed with a flag": [(6, 29)],
     "f-string print in a loop at module level (a notebook cell)": [(6, 5)],
     "for over .tolist() between work": [(5, 14)],
+    "a chain of syncs is one finding": [(5, 11)],
 }
 
 
