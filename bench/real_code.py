@@ -4,9 +4,10 @@ Five pinned packages are installed without their dependencies into a corpus fold
 read), linted with the installed ``fusionlint`` command (JSON output), and every finding is
 written with its source line to a JSON file for triage by hand (docs/triage.md). Then a copy of
 the trees is fixed with ``--fix --unsafe-fixes``: every file must still parse, a second ``--fix``
-must change nothing, and each fixed function that has a CPU harness below is run from the
-original tree and from the fixed tree, in two processes on the same fresh random inputs, and the
-outputs compared with ``torch.testing.assert_close``.
+must change nothing, and each fixed function that can be called with random tensors alone (its
+parameters without defaults annotated ``Tensor``) is run from the original tree and from the
+fixed tree, in two processes on the same fresh random inputs, and the outputs compared with
+``torch.testing.assert_close``; the others are listed with the reason they were not run.
 
     .venv/bin/python bench/real_code.py --corpus /tmp/real --triage docs/triage.json
 
@@ -31,7 +32,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 # distribution -> (version, the import folders it installs, the name findings are counted under)
@@ -42,7 +42,7 @@ PACKAGES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "open_clip_torch": ("3.3.0", ("open_clip", "open_clip_train"), "open_clip"),
     "torchmetrics": ("1.9.0", ("torchmetrics",), "torchmetrics"),
 }
-# Light runtime dependencies the harnesses import, pinned; installed --no-deps so no torch is pulled.
+# Light runtime dependencies the packages import, pinned; installed --no-deps so no torch is pulled.
 RUNTIME_DEPS = (
     "einops==0.8.2",
     "einx==0.4.3",
@@ -259,58 +259,84 @@ def check_fixes(corpus: Path, scratch: Path, deps: Path | None, seed: int) -> di
 
 # ---------------------------------------------------------------- run-time comparison
 
-# ``module:function`` -> a harness that imports the function from whichever tree is on sys.path,
-# builds random inputs from the seed, and returns the outputs to compare. Only fixed functions
-# get one; a fixed function without a harness is reported as not run, with the reason.
-HARNESSES: dict[str, Callable[[], object]] = {}
-NOT_RUNNABLE: dict[str, str] = {}
-
-
-def harness(name: str) -> Callable[[Callable[[], object]], Callable[[], object]]:
-    def register(function: Callable[[], object]) -> Callable[[], object]:
-        HARNESSES[name] = function
-        return function
-
-    return register
+# Shapes tried in turn for every Tensor parameter until the original function runs.
+SHAPES = ((2, 3, 16, 16), (4, 16), (8,), (2, 8, 3))
 
 
 def compare_runs(corpus: Path, fixed_root: Path, deps: Path | None, name: str, seed: int) -> dict:
-    if name not in HARNESSES:
-        return {"function": name, "ran": False, "why": NOT_RUNNABLE.get(name, "no CPU harness written for it")}
-    outputs = []
-    for tree in (corpus, fixed_root):
-        out = Path(tempfile.mkdtemp()) / "out.pt"
-        path = os.pathsep.join(str(p) for p in (tree, deps) if p is not None)
-        done = subprocess.run(
-            [sys.executable, __file__, "--run-harness", name, "--seed", str(seed), "--out", str(out)],
-            env={**os.environ, "PYTHONPATH": path},
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            return {"function": name, "ran": False, "why": done.stderr.strip().splitlines()[-1]}
-        outputs.append(out)
+    """Call ``module:function`` from the original and from the fixed tree, each in its own process
+    (both import the package by the same name), on the same random inputs; compare the outputs."""
+    why = "not tried"
+    for shape_index in range(len(SHAPES)):
+        outputs, why = [], ""
+        for tree in (corpus, fixed_root):
+            out = Path(tempfile.mkdtemp()) / "out.pt"
+            done = subprocess.run(
+                [sys.executable, __file__, "--run-function", name, "--seed", str(seed), "--shape-index",
+                 str(shape_index), "--out", str(out)],
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (tree, deps) if p is not None)},
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                break
+            outputs.append(out)
+        if "NotRunnable:" in why:
+            return {"function": name, "ran": False, "why": why.split("NotRunnable:", 1)[1].strip()}
+        if len(outputs) == 2:
+            break
+    else:
+        return {"function": name, "ran": False, "why": f"the original raises on random inputs: {why}"}
     import torch
 
+    original, fixed = torch.load(outputs[0]), torch.load(outputs[1])
     try:
-        torch.testing.assert_close(torch.load(outputs[1]), torch.load(outputs[0]), rtol=0, atol=0)
-        equal = "bitwise equal"
+        torch.testing.assert_close(fixed, original, rtol=0, atol=0, equal_nan=True)
+        result = "bitwise equal"
     except AssertionError:
         try:
-            torch.testing.assert_close(torch.load(outputs[1]), torch.load(outputs[0]))
-            equal = "equal within default tolerance"
+            torch.testing.assert_close(fixed, original, equal_nan=True)
+            result = "equal within assert_close's default tolerance"
         except AssertionError as error:
-            equal = f"DIFFERENT: {str(error).splitlines()[0]}"
-    return {"function": name, "ran": True, "seed": seed, "result": equal}
+            result = f"DIFFERENT: {str(error).splitlines()[0]}"
+    return {"function": name, "ran": True, "seed": seed, "shape": SHAPES[shape_index], "result": result}
 
 
-def run_harness(name: str, seed: int, out: Path) -> None:
+class NotRunnable(Exception):
+    """The function cannot be called with random tensors alone."""
+
+
+def run_function(name: str, seed: int, shape_index: int, out: Path) -> None:
+    """Import ``module:function`` (a module-level function or a static/class method) and call it with
+    a random tensor for every parameter without a default (each must be annotated ``Tensor``) and
+    the defaults for the rest."""
+    import importlib
+    import inspect
+
     import torch
 
+    module_name, qualname = name.split(":")
+    target: object = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        if not hasattr(target, part):
+            raise NotRunnable(f"{qualname} is not reachable from its module (nested or local)")
+        target = getattr(target, part)
+    if "." in qualname and inspect.isfunction(target) and "self" in inspect.signature(target).parameters:
+        raise NotRunnable(f"{qualname} is a method: it needs an instance built with arguments")
     torch.manual_seed(seed)
     random.seed(seed)
+    args = []
+    for parameter in inspect.signature(target).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if parameter.default is not parameter.empty:
+            break
+        if "Tensor" not in str(parameter.annotation):
+            raise NotRunnable(f"parameter {parameter.name!r} ({parameter.annotation}) is not a tensor and has no default")
+        args.append(torch.randn(SHAPES[shape_index]))
     with torch.no_grad():
-        torch.save(HARNESSES[name](), out)
+        torch.save(target(*args), out)
 
 
 # ---------------------------------------------------------------- main
@@ -324,12 +350,13 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=None, help="working folder for the fixed copy and runtime deps")
     parser.add_argument("--no-fix-check", action="store_true", help="only lint")
     parser.add_argument("--fix-report", type=Path, default=None, help="write the fix-safety results here (JSON)")
-    parser.add_argument("--run-harness", help=argparse.SUPPRESS)
-    parser.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: a fresh one)")
+    parser.add_argument("--run-function", help=argparse.SUPPRESS)
+    parser.add_argument("--shape-index", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.run_harness:
-        run_harness(args.run_harness, args.seed, args.out)
+    if args.run_function:
+        run_function(args.run_function, args.seed, args.shape_index, args.out)
         return
     corpus = args.corpus.resolve()
     corpus.mkdir(parents=True, exist_ok=True)
