@@ -1,13 +1,14 @@
-"""A transformer encoder layer as transformers writes it: BART's, copied by 11 model files.
+"""A transformer encoder layer as transformers writes it: BART's.
 
 `BartEncoderLayer.forward` and `eager_attention_forward` below are transformers 5.23's code
 (`models/bart/modeling_bart.py`), trimmed to inference (no dropout, no cache, no kwargs). The
-layer ends with the fp16 overflow guard that BART, mBART, Marian, PLBart, Whisper and others
-carry: `if hidden_states.dtype == torch.float16 and not torch.isfinite(hidden_states).all():`
-clamps only when something overflowed. Reading `.all()` on the host is a sync (FL004): the lazy
-stream is flushed, the final layer norm's output is written, and the clamp runs as a kernel of
-its own. `rewritten_example()` clamps unconditionally, as FL004 advises (the clamp leaves finite
-values alone), so the clamp fuses into the layer norm's kernel.
+layer ends with an fp16 overflow guard that 9 model files of transformers' `models/[a-d]*` carry:
+`if hidden_states.dtype == torch.float16 and not torch.isfinite(hidden_states).all():` clamps
+only when something overflowed. Reading `.all()` on the host is a sync (FL004): the lazy stream
+is flushed, the final layer norm's output is written, and the clamp runs as a kernel of its own.
+`fusionlint check` flags the line here and in transformers' own `modeling_bart.py:304`.
+`rewritten_example()` clamps unconditionally, as FL004 advises (the clamp leaves finite values
+alone), so the clamp fuses into the layer norm's kernel.
 
     python examples/transformer_block.py
 """
