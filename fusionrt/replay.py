@@ -12,16 +12,16 @@ docs/replay.md states what the guards cover and what they do not.
 from __future__ import annotations
 
 import functools
-import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
 import torch
 
-from .graph import Leaf, Node
-from .plan_cache import CachedPlan
+from .executors import Executor, get_executor
+from .graph import Leaf, Node, Use, View, numel
+from .plan import KernelInput, Plan
 from .report import Report
-from .session import FlushTrace, Session, current, shared_runner
+from .session import FlushTrace, Session, current
 
 MAX_PROGRAMS = 64  # argument signatures remembered per function
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]  # shape, stride, storage offset
@@ -131,18 +131,28 @@ def _guard_key(args: tuple, kwargs: dict, tensors: list[torch.Tensor]) -> Option
 
 # -- the replayable program --------------------------------------------------------------------
 
-@dataclass(eq=False)
 class _Program:
-    """One recorded call, ready to run on new arguments with the same guards."""
+    """One recorded call, ready to run on new arguments with the same guards.
 
-    cached: CachedPlan
-    sources: tuple[str, ...]  # each plan node's line in this function (a shared plan may carry others)
-    leaf_args: list[tuple[Leaf, int, Optional[Layout]]]  # leaf <- argument (viewed when a layout)
-    fresh: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype, torch.device]]  # new storages
-    homes: list[tuple[Node, bool, int]]  # node written home <- (fresh?, storage or argument index)
-    output: Any  # template of the result (see _template)
-    report: Report
-    runner: Any = field(repr=False)
+    It runs the recorded plan the way the runtime does, minus what is the same on every call:
+    no report records (the plan decides them, so every replay shares the recorded report
+    object), input views computed once, and a result computed into fresh memory laid out like
+    its home becomes that home instead of being copied there.
+    """
+
+    def __init__(self, plan: Plan, leaf_args: list[tuple[Leaf, int, Optional[Layout]]],
+                 fresh: list[tuple], homes: dict[Node, tuple[bool, int]], output: Any, report: Report,
+                 executor: str) -> None:
+        self.plan = plan
+        self.leaf_args = leaf_args  # each leaf the plan reads <- argument index (a view: its layout)
+        self.fresh = fresh  # storages the call creates: (shape, stride, dtype, device) of each
+        self.homes = homes  # node written home -> (in a fresh storage?, storage or argument index)
+        self.output = output  # the result as a recipe (see _template)
+        self.report = report
+        self.executor = executor
+        self._executors: dict[torch.device, Executor] = {}
+        self._views: dict[tuple, Optional[tuple]] = {}  # (input, layout read) -> strides, offset
+        self._externs = {n: _extern_call(n) for k in plan.kernels if (n := k.extern) is not None}
 
     @staticmethod
     def build(session: Session, tensors: list[torch.Tensor], result: Any) -> _Program:
@@ -168,47 +178,130 @@ class _Program:
             same = t is tensors[i]
             leaf_args.append((leaf, i, None if same else (leaf.shape, leaf.stride, leaf.offset)))
 
-        out_tensors = [t for t in _tree_tensors(result)]
-        out_ptrs = {t.untyped_storage().data_ptr() for t in out_tensors}
+        out_ptrs = {t.untyped_storage().data_ptr() for t in _tree_tensors(result)}
         for ptr in trace.flags.alive.values():
             if ptr not in args_of and ptr not in out_ptrs:
                 raise NotReplayable("keeps a tensor alive that it does not return")
 
         fresh: list = []
         fresh_of: dict[int, int] = {}  # storage data_ptr -> index in fresh
-        homes = []
+        homes: dict[Node, tuple[bool, int]] = {}
         for w in cached.plan.writes:
             if not w.home:
                 continue
             storage = w.node.holder()
             ptr = storage.data_ptr()
             if ptr in args_of:
-                homes.append((w.node, False, args_of[ptr]))
+                homes[w.node] = (False, args_of[ptr])
                 continue
             if ptr not in fresh_of:
                 fresh_of[ptr] = len(fresh)
                 fresh.append(_allocation(cached.nodes, storage))
-            homes.append((w.node, True, fresh_of[ptr]))
+            homes[w.node] = (True, fresh_of[ptr])
         bases_of = {ptr: fresh[g] for ptr, g in fresh_of.items()}
         output = _template(result, tensors, args_of, fresh_of, bases_of)
-        return _Program(cached, tuple(n.source for n in cached.nodes), leaf_args, fresh, homes, output,
-                        report, shared_runner(session.executor))
+        return _Program(cached.plan, leaf_args, fresh, homes, output, report, session.executor)
 
     def run(self, tensors: list[torch.Tensor]) -> tuple[Any, Report]:
-        bases = [torch.empty_strided(shape, stride, dtype=dtype, device=device)
-                 for shape, stride, dtype, device in self.fresh]
-        for node, source in zip(self.cached.nodes, self.sources):
-            node.source = source
-        for node, is_fresh, i in self.homes:
-            node.holder = weakref.ref((bases[i] if is_fresh else tensors[i]).untyped_storage())
+        bases: list[Optional[torch.Tensor]] = [None] * len(self.fresh)
         leaves = {leaf: tensors[i] if layout is None else tensors[i].as_strided(*layout)
                   for leaf, i, layout in self.leaf_args}
-        with torch.no_grad(), torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
-            records, writes = self.runner.execute(self.cached.plan, leaves, 0, 0)
-        recorded = self.report
-        report = Report(recorded.policy, recorded.executor, records, writes, [], list(recorded.flushes),
-                        recorded.eager_kernels, recorded.eager_writes, recorded.eager_bytes_written)
-        return _rebuild(self.output, tensors, bases), report
+        buffers: dict[Node, torch.Tensor] = {}
+        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+            for planned in self.plan.kernels:
+                if planned.kernel is not None:
+                    kernel = planned.kernel
+                    inputs = [self._input(inp, kernel.input_shape(i), leaves, buffers)
+                              for i, inp in enumerate(planned.inputs)]
+                    device = inputs[0].device if inputs else _CPU
+                    outs = self._executor(device).run(kernel, inputs)
+                    for node, value in zip(planned.outputs, outs):
+                        if value.numel() != numel(node.shape):  # a full-size value computed at reduced level
+                            value = value.expand(kernel.shape)
+                        self._store(node, value.reshape(node.shape), buffers, bases, tensors)
+                elif planned.extern is not None:
+                    node = planned.extern
+                    func, kwargs = self._externs[node]
+                    out = func(*_extern_args(node.args, leaves, buffers), **kwargs)
+                    self._store(node, out, buffers, bases, tensors)
+                else:  # a scratch result copied home once nothing reads the old data
+                    (node,) = planned.outputs
+                    self._home(node, bases, tensors).copy_(buffers[node])
+        return _rebuild(self.output, tensors, bases), self.report
+
+    def _executor(self, device: torch.device) -> Executor:
+        found = self._executors.get(device)
+        if found is None:
+            found = self._executors[device] = get_executor(self.executor, device)
+        return found
+
+    def _input(self, inp: KernelInput, shape: tuple[int, ...], leaves: dict[Leaf, torch.Tensor],
+               buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
+        t = _data(inp.view or inp.src, leaves, buffers)
+        key = (inp, t.stride(), t.storage_offset())
+        if key not in self._views:
+            strides, offset = inp.map.strides(t.stride(), t.storage_offset())
+            same = tuple(t.shape) == shape and t.stride() == strides and t.storage_offset() == offset
+            self._views[key] = None if same else (strides, offset)
+        layout = self._views[key]
+        return t if layout is None else t.as_strided(shape, *layout)
+
+    def _store(self, node: Node, value: torch.Tensor, buffers: dict[Node, torch.Tensor],
+               bases: list[Optional[torch.Tensor]], tensors: list[torch.Tensor]) -> None:
+        home = self.homes.get(node)
+        if home is None:  # scratch, laid out like the node: views of it are read by its strides
+            if value.stride() != node.stride and node.stride:
+                value = torch.empty_strided(node.shape, node.stride, dtype=node.dtype,
+                                            device=value.device).copy_(value)
+            buffers[node] = value
+            return
+        is_fresh, i = home
+        if (is_fresh and bases[i] is None and value.stride() == node.stride and node.offset == 0
+                and value.storage_offset() == 0 and self.fresh[i][:3] == (node.shape, node.stride, node.dtype)):
+            bases[i] = buffers[node] = value  # computed in place of the storage it would be copied to
+            return
+        target = self._home(node, bases, tensors)
+        target.copy_(value)
+        buffers[node] = target
+
+    def _home(self, node: Node, bases: list[Optional[torch.Tensor]], tensors: list[torch.Tensor]) -> torch.Tensor:
+        is_fresh, i = self.homes[node]
+        if is_fresh:
+            base = bases[i]
+            if base is None:
+                shape, stride, dtype, device = self.fresh[i]
+                base = bases[i] = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        else:
+            base = tensors[i]
+        if (tuple(base.shape), base.stride(), base.storage_offset()) == (node.shape, node.stride, node.offset):
+            return base
+        return base.as_strided(node.shape, node.stride, node.offset)
+
+
+_CPU = torch.device("cpu")
+
+
+def _data(src: Any, leaves: dict[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
+    """The tensor behind a leaf, a computed node, or a view of a computed node."""
+    if isinstance(src, Leaf):
+        return leaves[src]
+    if isinstance(src, View):
+        root = buffers[src.root]
+        return root.as_strided(src.shape, src.stride, root.storage_offset() + src.offset - src.root.offset)
+    return buffers[src]
+
+
+def _extern_call(node: Node) -> tuple[Any, dict[str, Any]]:
+    kwargs = dict(node.attrs)
+    return kwargs.pop("func"), kwargs
+
+
+def _extern_args(args: Any, leaves: dict[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> Any:
+    if isinstance(args, Use):
+        return _data(args.src, leaves, buffers)
+    if isinstance(args, (list, tuple)):
+        return type(args)(_extern_args(a, leaves, buffers) for a in args)
+    return args
 
 
 def _allocation(nodes: tuple[Node, ...], storage: Any) -> tuple:
