@@ -6,8 +6,9 @@ torch's own kernels whatever the executor.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+import functools
+from collections.abc import Callable, Sequence
+from typing import Optional, Protocol
 
 import torch
 
@@ -19,8 +20,18 @@ EXECUTORS = ("auto", "reference", "interpret", "triton")
 class Executor(Protocol):
     name: str
 
-    def run(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Return one contiguous tensor per kernel output, in ``kernel.output_shape(i)``."""
+    def run(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
+            outputs: Optional[Sequence[Optional[torch.Tensor]]] = None) -> list[torch.Tensor]:
+        """Compute one tensor per kernel output, in ``kernel.output_shape(i)``, and return them.
+        ``outputs`` gives where to write them (any non-overlapping strides: the runtime passes
+        home tensors and scratch laid out like them); a None entry, or no list, means a new
+        contiguous tensor."""
+        ...
+
+    def bind(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
+             outputs: Optional[Sequence[Optional[torch.Tensor]]] = None) -> Callable[[], list[torch.Tensor]]:
+        """``run`` prepared once for these tensors: each call computes the kernel again and
+        returns its output tensors."""
         ...
 
 
@@ -29,8 +40,16 @@ class ReferenceExecutor:
 
     name = "reference"
 
-    def run(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return evaluate(kernel, inputs)
+    def run(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
+            outputs: Optional[Sequence[Optional[torch.Tensor]]] = None) -> list[torch.Tensor]:
+        results = evaluate(kernel, inputs)
+        if outputs is None:
+            return results
+        return [value if out is None else out.copy_(value) for out, value in zip(outputs, results)]
+
+    def bind(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
+             outputs: Optional[Sequence[Optional[torch.Tensor]]] = None) -> Callable[[], list[torch.Tensor]]:
+        return functools.partial(self.run, kernel, inputs, outputs)
 
 
 def resolve(name: str, device: torch.device) -> str:

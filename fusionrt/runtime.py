@@ -1,19 +1,36 @@
 """Runs a plan: views inputs into each kernel's space, calls the executor or torch, fills storage.
 
 The plan has already decided every write; this module only carries them out and turns them into
-report records, so the counts are the same whatever executor computes the values.
+report records, so the counts are the same whatever executor computes the values. A plan is
+first bound to its tensors (inputs viewed, destinations allocated, each launch prepared) and
+then run; every kernel writes its results straight into their home tensors or scratch, so a
+materialized write is one pass over memory.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
 
 import torch
 
 from .executors import Executor, get_executor
 from .graph import Leaf, Node, Use, View, numel
-from .plan import KernelInput, Plan, PlannedKernel
+from .plan import KernelInput, Plan, PlannedKernel, PlannedWrite
 from .report import KernelRecord, Write
+
+
+class BoundPlan:
+    """A plan bound to concrete tensors: every launch's arguments resolved and every
+    destination allocated, so calling it only launches kernels (again, if called again)."""
+
+    def __init__(self, steps: list[Callable[[], Any]], read: list[int]) -> None:
+        self.steps = steps
+        self.read = read  # bytes each kernel reads
+
+    def __call__(self) -> None:
+        for step in self.steps:
+            step()
 
 
 class Runner:
@@ -30,23 +47,13 @@ class Runner:
 
     def execute(self, plan: Plan, leaves: Mapping[Leaf, torch.Tensor], first_kernel: int,
                 flush: int) -> tuple[list[KernelRecord], list[Write]]:
-        buffers: dict[Node, torch.Tensor] = {}
-        writes_of: dict[int, list] = {}
-        for w in plan.writes:
-            writes_of.setdefault(w.kernel, []).append(w)
+        bound = self.bind(plan, leaves)
+        bound()
+        writes_of = _writes_of(plan)
         records: list[KernelRecord] = []
         writes: list[Write] = []
         for k, planned in enumerate(plan.kernels):
             kernel_writes = writes_of.get(k, [])
-            home = {w.node for w in kernel_writes if w.home}
-            if planned.kernel is not None:
-                read = self._fused(planned, leaves, buffers, home)
-            elif planned.extern is not None:
-                read = self._extern(planned, leaves, buffers, home)
-            else:  # a result computed into scratch, copied home once nothing reads the old data
-                (node,) = planned.outputs
-                home_tensor(node).copy_(buffers[node])
-                read = node.nbytes
             index = first_kernel + k
             for w in kernel_writes:
                 writes.append(Write(tuple(w.node.shape), dtype_name(w.node.dtype), w.node.nbytes,
@@ -55,24 +62,69 @@ class Runner:
                 index, planned.kind, planned.name,
                 tuple(n.record or n.op for n in planned.nodes),
                 tuple(dict.fromkeys(n.source for n in planned.nodes)),
-                read, sum(w.node.nbytes for w in kernel_writes), flush,
+                bound.read[k], sum(w.node.nbytes for w in kernel_writes), flush,
             ))
         return records, writes
 
+    def bind(self, plan: Plan, leaves: Mapping[Leaf, torch.Tensor]) -> BoundPlan:
+        """Resolve every kernel's inputs and destinations (home tensors, or scratch laid out
+        like them); nothing runs until the result is called."""
+        buffers: dict[Node, torch.Tensor] = {}
+        writes_of = _writes_of(plan)
+        steps: list[Callable[[], Any]] = []
+        read: list[int] = []
+        for k, planned in enumerate(plan.kernels):
+            home = {w.node for w in writes_of.get(k, []) if w.home}
+            if planned.kernel is not None:
+                step, n = self._fused(planned, leaves, buffers, home)
+            elif planned.extern is not None:
+                step, n = self._extern(planned, leaves, buffers, home)
+            else:  # a result computed into scratch, copied home once nothing reads the old data
+                (node,) = planned.outputs
+                step, n = functools.partial(home_tensor(node).copy_, buffers[node]), node.nbytes
+            steps.append(step)
+            read.append(n)
+        return BoundPlan(steps, read)
+
     def _fused(self, planned: PlannedKernel, leaves: Mapping[Leaf, torch.Tensor],
-               buffers: dict[Node, torch.Tensor], home: set[Node]) -> int:
+               buffers: dict[Node, torch.Tensor], home: set[Node]) -> tuple[Callable[[], Any], int]:
+        """The kernel writes each result straight into its destination; only a result it cannot
+        write in place (see ``_clobbers``, or a full-size value computed at reduced level) is
+        computed aside and copied."""
         kernel = planned.kernel
         inputs = [_load(inp, kernel.input_shape(i), leaves, buffers) for i, inp in enumerate(planned.inputs)]
-        device = inputs[0].device if inputs else torch.device("cpu")
-        results = self._executor(device).run(kernel, inputs)
-        for node, value in zip(planned.outputs, results):
-            if value.numel() != numel(node.shape):  # a full-size value computed at reduced level
-                value = value.expand(kernel.shape)
-            _store(node, value.reshape(node.shape), buffers, node in home)
-        return sum(_distinct_bytes(t) for t in inputs)
+        device = inputs[0].device if inputs else _device(planned.outputs)
+        outputs: list[Optional[torch.Tensor]] = []
+        targets: list[torch.Tensor] = []
+        copies: list[tuple[int, torch.Tensor]] = []
+        for j, node in enumerate(planned.outputs):
+            target = _destination(node, node in home, device)
+            buffers[node] = target
+            shape = kernel.output_shape(j)
+            if numel(shape) == numel(node.shape) and not copies and not _clobbers(target, inputs + targets):
+                outputs.append(_viewed_as(target, shape))
+            else:  # computed aside, copied in output order after the kernel
+                outputs.append(None)
+                copies.append((j, target))
+            targets.append(target)
+        compute = self._executor(device).bind(kernel, inputs, outputs)
+        read = sum(_distinct_bytes(t) for t in inputs)
+        if not copies:
+            return compute, read
+
+        def compute_and_copy() -> None:
+            results = compute()
+            for j, target in copies:
+                value = results[j]
+                if value.numel() != target.numel():
+                    value = value.expand(kernel.shape)
+                target.copy_(_viewed_as(value, tuple(target.shape)))
+
+        return compute_and_copy, read
 
     def _extern(self, planned: PlannedKernel, leaves: Mapping[Leaf, torch.Tensor],
-                buffers: dict[Node, torch.Tensor], home: set[Node]) -> int:
+                buffers: dict[Node, torch.Tensor], home: set[Node]) -> tuple[Callable[[], Any], int]:
+        """torch's kernel, through its ``out=`` variant straight into the destination."""
         node = planned.extern
         read: list[torch.Tensor] = []
 
@@ -87,9 +139,31 @@ class Runner:
 
         attrs = dict(node.attrs)
         func = attrs.pop("func")
-        out = func(*arg(node.args), **attrs)
-        _store(node, out, buffers, node in home)
-        return sum(_distinct_bytes(t) for t in read)
+        args = arg(node.args)
+        target = _destination(node, node in home, read[0].device if read else _device((node,)))
+        buffers[node] = target
+        out_variant = getattr(func.overloadpacket, "out", None)
+        if out_variant is not None and not _clobbers(target, read):
+            step = functools.partial(out_variant, *args, **attrs, out=target)
+        else:
+            def step() -> None:
+                target.copy_(func(*args, **attrs))
+        return step, sum(_distinct_bytes(t) for t in read)
+
+
+def _writes_of(plan: Plan) -> dict[int, list[PlannedWrite]]:
+    writes_of: dict[int, list[PlannedWrite]] = {}
+    for w in plan.writes:
+        writes_of.setdefault(w.kernel, []).append(w)
+    return writes_of
+
+
+def _destination(node: Node, home: bool, device: torch.device) -> torch.Tensor:
+    """Where a result is written: its home tensor, or scratch in its layout (views of it are
+    read by their strides relative to that layout)."""
+    if home:
+        return home_tensor(node)
+    return torch.empty_strided(node.shape, node.stride, dtype=node.dtype, device=device)
 
 
 def _data(src: Any, leaves: Mapping[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
@@ -110,18 +184,37 @@ def _load(inp: KernelInput, shape: tuple[int, ...], leaves: Mapping[Leaf, torch.
     return t.as_strided(shape, strides, offset)
 
 
-def _store(node: Node, value: torch.Tensor, buffers: dict[Node, torch.Tensor], home: bool) -> None:
-    """Keep a result in ``node``'s layout: in its home tensor, or in scratch laid out alike
-    (views of it are read by their strides relative to that layout)."""
-    if home:
-        target = home_tensor(node)
-        target.copy_(value)
-        buffers[node] = target
-    elif value.stride() == node.stride or not node.stride:
-        buffers[node] = value
-    else:
-        buffers[node] = torch.empty_strided(node.shape, node.stride, dtype=node.dtype,
-                                            device=value.device).copy_(value)
+def _viewed_as(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """``t`` viewed in ``shape``, which has ``t``'s sizes once size-1 dims are dropped."""
+    if tuple(t.shape) == shape:
+        return t
+    strides = iter([s for n, s in zip(t.shape, t.stride()) if n != 1])
+    return t.as_strided(shape, [next(strides) if n != 1 else 0 for n in shape], t.storage_offset())
+
+
+def _clobbers(target: torch.Tensor, others: list[torch.Tensor]) -> bool:
+    """Writing ``target`` while the kernel runs could change what it reads, or race with
+    another of its writes: it shares storage with one of ``others`` (inputs, earlier outputs)
+    at anything but exactly its own elements (an in-place element-wise op reads and writes the
+    same element in the same program, which is safe)."""
+    if not target.numel():
+        return False
+    ptr = target.untyped_storage().data_ptr()
+    layout = _elements(target)
+    return any(t.numel() and t.untyped_storage().data_ptr() == ptr and _elements(t) != layout for t in others)
+
+
+def _elements(t: torch.Tensor) -> tuple:
+    sizes = tuple(n for n in t.shape if n != 1)
+    return sizes, tuple(s for n, s in zip(t.shape, t.stride()) if n != 1), t.storage_offset()
+
+
+def _device(nodes: tuple[Node, ...]) -> torch.device:
+    for node in nodes:
+        storage = node.holder() if node.holder is not None else None
+        if storage is not None:
+            return storage.device
+    return torch.device("cpu")
 
 
 def home_tensor(node: Node) -> torch.Tensor:

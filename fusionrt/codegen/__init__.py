@@ -1,44 +1,31 @@
 """Triton code generation for fused kernels, and the ``triton`` / ``interpret`` executors.
 
 A ``FusedKernel`` becomes Triton source specialized on its structure, on the pattern of its
-tensors' layouts (which are contiguous, which broadcast, 32- or 64-bit indexing) and, for
-reductions, on single-pass vs looped; sizes and strides are runtime arguments. Per kernel and
-input strides the executor keeps a ready launch plan, so a repeated call only allocates outputs
-and launches.
+tensors' layouts (which are contiguous, which broadcast, 32- or 64-bit indexing), on whether its
+blocks divide the sizes (masks or none) and, for reductions, on single-pass vs looped; sizes and
+strides are runtime arguments. Results are written straight into the tensors the caller gives,
+whatever their strides. Per kernel and tensor strides the executor keeps a launch ``Spec``, so a
+repeated call only binds tensors and launches.
 """
 from __future__ import annotations
 
 import math
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from ..kernel_ir import FusedKernel, evaluate
 from . import pointwise, reduction
 from .cache import KernelCache
-from .layout import analyze, contiguous_strides, tensor_strides
+from .config import BlockConfig, Choice, pointwise_choice, reduction_choice
+from .emit import Indexing
+from .launch import Launch, Spec
+from .layout import Layout, analyze, tensor_strides
 from .lowering import UnsupportedKernel, lowered_ops
 
-__all__ = ["BlockConfig", "KernelCache", "TritonExecutor", "UnsupportedKernel", "lowered_ops",
-           "shared_cache"]
-
-
-@dataclass(frozen=True)
-class BlockConfig:
-    """Block-size policy. The interpreter pays per program, so it wants few, large blocks."""
-
-    max_xblock: int = 1024          # element-wise block
-    max_single_pass: int = 4096     # longest row kept whole in registers
-    tile: int = 4096                # elements per [XBLOCK, RBLOCK] reduction tile
-    loop_rblock: int = 2048         # RBLOCK of looped reductions
-
-    @staticmethod
-    def for_interpreter() -> BlockConfig:
-        return BlockConfig(max_xblock=16384, max_single_pass=16384, tile=16384, loop_rblock=4096)
-
+__all__ = ["BlockConfig", "BoundKernel", "KernelCache", "Launch", "TritonExecutor", "UnsupportedKernel", "launch_arguments",
+           "lowered_ops", "shared_cache"]
 
 _shared: dict[str, KernelCache] = {}
 
@@ -54,36 +41,38 @@ def shared_cache() -> KernelCache:
     return cache
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
-def _num_warps(elements: int) -> int:
-    return max(1, min(8, elements // 256))
-
-
-class _Plan:
-    """Everything about one launch that does not depend on the input data."""
-
-    def __init__(self, fn: Any, kernel: FusedKernel, scalars: list[int], grid: tuple[int],
-                 constants: dict[str, int]) -> None:
-        self.fn, self.scalars, self.grid, self.constants = fn, scalars, grid, constants
-        self.outputs = [(kernel.output_shape(j), kernel.instrs[o.index].dtype)
-                        for j, o in enumerate(kernel.outputs)]
-
-    def __call__(self, inputs: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.outputs]
-        self.fn[self.grid](*inputs, *outs, *self.scalars, **self.constants)
-        return outs
-
-
 class _KernelEntry:
-    """Per kernel: the inputs it expects and its launch plans, one per input strides."""
+    """Per kernel: the inputs it expects, its outputs' dtypes and shapes, and its launch specs,
+    one per layout of its tensors."""
 
     def __init__(self, kernel: FusedKernel) -> None:
         self.expected = [(torch.Size(kernel.input_shape(i)), d) for i, d in enumerate(kernel.input_dtypes)]
+        self.outputs = [(kernel.output_shape(j), kernel.instrs[o.index].dtype)
+                        for j, o in enumerate(kernel.outputs)]
         self.empty = math.prod(kernel.shape) == 0
-        self.plans: dict[tuple, _Plan] = {}
+        self.specs: dict[tuple, Spec] = {}
+
+
+class BoundKernel:
+    """A kernel bound to its tensors: calling it launches and returns the output tensors."""
+
+    __slots__ = ("launch", "outputs", "kernel", "inputs")
+
+    def __init__(self, launch: Launch | None, outputs: list[torch.Tensor], kernel: FusedKernel,
+                 inputs: list[torch.Tensor]) -> None:
+        self.launch, self.outputs, self.kernel, self.inputs = launch, outputs, kernel, inputs
+
+    def __call__(self) -> list[torch.Tensor]:
+        launch = self.launch
+        if launch is None:
+            for out, value in zip(self.outputs, evaluate(self.kernel, self.inputs)):
+                out.copy_(value)
+        elif launch.device.type == "cuda" and launch.device.index != torch.cuda.current_device():
+            with torch.cuda.device(launch.device):
+                launch()
+        else:
+            launch()
+        return self.outputs
 
 
 class TritonExecutor:
@@ -99,25 +88,38 @@ class TritonExecutor:
         self._entries: dict[FusedKernel, _KernelEntry] = {}
         self._by_id: dict[int, tuple[weakref.ref, _KernelEntry]] = {}
 
-    def run(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Return one contiguous tensor per kernel output, in ``kernel.output_shape(i)``."""
+    def run(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
+            outputs: Sequence[torch.Tensor | None] | None = None) -> list[torch.Tensor]:
+        """Compute the kernel's outputs into ``outputs`` (tensors in ``kernel.output_shape(i)``,
+        any non-overlapping strides; None entries, or no list, are allocated contiguous) and
+        return them."""
+        return self.bind(kernel, inputs, outputs)()
+
+    def bind(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
+             outputs: Sequence[torch.Tensor | None] | None = None) -> BoundKernel:
+        """``run`` prepared for these tensors: outputs allocated, the launch's arguments built
+        and its variant chosen once; each call launches again."""
         entry = self._entry(kernel)
         if [(t.shape, t.dtype) for t in inputs] != entry.expected:
             kernel.check_inputs(inputs)
         if not self.interpret and any(not t.is_cuda for t in inputs):
             raise ValueError("the triton executor runs on CUDA tensors; use 'interpret' or "
                              "'reference' for CPU tensors")
+        outs = list(outputs) if outputs is not None else [None] * len(entry.outputs)
+        given = [t for t in (*inputs, *outs) if t is not None]
+        device = given[0].device if given else torch.device("cpu" if self.interpret else "cuda")
+        for j, (shape, dtype) in enumerate(entry.outputs):
+            if outs[j] is None:
+                outs[j] = torch.empty(shape, dtype=dtype, device=device)
+            elif tuple(outs[j].shape) != shape or outs[j].dtype != dtype:
+                raise ValueError(f"output {j}: expected {shape} {dtype}, got {tuple(outs[j].shape)} {outs[j].dtype}")
         if entry.empty:  # nothing to launch; empty reductions follow aten
-            return evaluate(kernel, inputs)
-        device = inputs[0].device if inputs else torch.device("cpu" if self.interpret else "cuda")
-        strides = tuple(t.stride() for t in inputs)
-        plan = entry.plans.get(strides)
-        if plan is None:
-            plan = entry.plans[strides] = self._plan(kernel, inputs)
-        if device.type == "cuda" and device.index != torch.cuda.current_device():
-            with torch.cuda.device(device):
-                return plan(inputs, device)
-        return plan(inputs, device)
+            return BoundKernel(None, outs, kernel, list(inputs))
+        key = (tuple(t.stride() for t in inputs), tuple(t.stride() for t in outs))
+        spec = entry.specs.get(key)
+        if spec is None:
+            spec = entry.specs[key] = self._spec(kernel, inputs, outs)
+        return BoundKernel(spec.bind((*inputs, *outs)), outs, kernel, list(inputs))
 
     def _entry(self, kernel: FusedKernel) -> _KernelEntry:
         """Found by identity first: hashing a kernel's instructions costs more than the rest of
@@ -133,30 +135,34 @@ class TritonExecutor:
         by_id[id(kernel)] = (ref, entry)
         return entry
 
-    def _plan(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> _Plan:
-        strides = [tensor_strides(t.shape, t.stride()) for t in inputs]
-        for j in range(len(kernel.outputs)):
-            shape = kernel.output_shape(j)
-            strides.append(tensor_strides(shape, contiguous_strides(shape)))
+    def _spec(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
+              outputs: Sequence[torch.Tensor]) -> Spec:
+        strides = [tensor_strides(t.shape, t.stride()) for t in (*inputs, *outputs)]
         layout = analyze(kernel.shape, kernel.reduce_dims, strides)
         pattern = layout.pattern
-        scalars = [layout.xnumel, *layout.xsizes]
-        b = self.blocks
         if not kernel.reduce_dims:
-            xblock = min(b.max_xblock, _pow2(layout.xnumel))
-            key = ("pointwise", kernel.structure_key(), pattern)
-            fn = self.cache.kernel(key, lambda: pointwise.generate(kernel, pattern),
+            choice = pointwise_choice(layout, self.blocks)
+            key = ("pointwise", kernel.structure_key(), pattern, choice.variant)
+            fn = self.cache.kernel(key, lambda: pointwise.generate(kernel, pattern, choice.xmask),
                                    pointwise.KERNEL_NAME, self.interpret)
-            constants = {"XBLOCK": xblock, "num_warps": _num_warps(xblock)}
         else:
-            scalars += [layout.rnumel, *layout.rsizes]
-            looped = layout.rnumel > b.max_single_pass
-            rblock = b.loop_rblock if looped else _pow2(layout.rnumel)
-            xblock = min(_pow2(layout.xnumel), max(1, b.tile // rblock))
-            key = ("reduction", kernel.structure_key(), pattern, looped)
-            fn = self.cache.kernel(key, lambda: reduction.generate(kernel, pattern, looped),
-                                   reduction.KERNEL_NAME, self.interpret)
-            constants = {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": _num_warps(xblock * rblock)}
-        scalars += layout.stride_args()
-        grid = (math.ceil(layout.xnumel / xblock),)
-        return _Plan(fn, kernel, scalars, grid, constants)
+            choice = reduction_choice(layout, self.blocks)
+            key = ("reduction", kernel.structure_key(), pattern, choice.variant)
+            fn = self.cache.kernel(
+                key, lambda: reduction.generate(kernel, pattern, choice.looped, choice.xmask, choice.rmask),
+                reduction.KERNEL_NAME, self.interpret)
+        scalars, constants = launch_arguments(layout, len(kernel.input_dtypes), choice)
+        grid = (math.ceil(layout.xnumel / choice.xblock),)
+        return Spec(fn, grid, scalars, constants, self.interpret)
+
+
+def launch_arguments(layout: Layout, n_inputs: int, choice: Choice) -> tuple[list[int], dict[str, int]]:
+    """The arguments after the tensors: runtime sizes and strides, and the constexprs (block
+    sizes, sizes the index math divides by) with the launch options, in parameter order."""
+    ix = Indexing(layout.pattern, n_inputs, reduction=bool(choice.rblock))
+    sizes = dict(zip(ix.sizes(), [layout.xnumel, *layout.xsizes, layout.rnumel, *layout.rsizes]))
+    static = ix.static_sizes()
+    scalars = [n for name, n in sizes.items() if name not in static] + layout.stride_args()
+    blocks = {k: v for k, v in choice.constants.items() if k.endswith("BLOCK")}
+    options = {k: v for k, v in choice.constants.items() if not k.endswith("BLOCK")}
+    return scalars, {**blocks, **{name: sizes[name] for name in static}, **options}

@@ -20,12 +20,26 @@ _NINF = tl.constexpr(float("-inf"))
 
 
 class Indexing:
-    """Index and offset expressions for one layout pattern (see ``layout.Layout.pattern``)."""
+    """Index and offset expressions for one layout pattern (see ``layout.Layout.pattern``).
 
-    def __init__(self, pattern: tuple, n_inputs: int, reduction: bool) -> None:
+    ``xmask``/``rmask`` say whether blocks can run past ``xnumel``/``rnumel``: a launch whose
+    blocks divide the sizes evenly gets a kernel without those masks (no predicated accesses,
+    no identity fill before a reduction)."""
+
+    def __init__(self, pattern: tuple, n_inputs: int, reduction: bool, xmask: bool = True,
+                 rmask: bool = True) -> None:
         self.nx, self.nr, self.bits, self.access = pattern
         self.n_inputs = n_inputs
         self.reduction = reduction
+        self.xmask = xmask
+        self.rmask = rmask and reduction
+
+    def tile_mask(self, has_x: bool = True, has_r: bool = True) -> str | None:
+        """Name of the mask for values spanning the given block dims (None: nothing to mask)."""
+        x, r = has_x and self.xmask, has_r and self.rmask
+        if x and r:
+            return "mask"
+        return "xmask" if x else "rmask" if r else None
 
     def pointer(self, t: int) -> str:
         return f"in{t}" if t < self.n_inputs else f"out{t - self.n_inputs}"
@@ -41,15 +55,38 @@ class Indexing:
                 terms.append((idx, f"st{t}_{d}"))
         return terms
 
-    def args(self) -> list[str]:
-        names = [self.pointer(t) for t in range(len(self.access))] + ["xnumel"]
-        names += [f"xs{d}" for d in range(self.nx)]
+    def sizes(self) -> list[str]:
+        """Size arguments in order: ``xnumel``, the X sizes, then ``rnumel`` and the R sizes."""
+        names = ["xnumel"] + [f"xs{d}" for d in range(self.nx)]
         if self.reduction:
             names += ["rnumel"] + [f"rs{d}" for d in range(self.nr)]
+        return names
+
+    def static_sizes(self) -> list[str]:
+        """Sizes the index math divides by: compile-time constants, so a division becomes a
+        multiply and shift, and Triton sees how long a broadcast operand stays constant (one
+        load where it would issue one per element)."""
+        names = []
+        for group, count in (("x", self.nx), ("r", self.nr)):
+            dims: set[int] = set()
+            for d in self._used(group):
+                dims.update(range(d + 1, count))
+                if d > 0:
+                    dims.add(d)
+            names += [f"{group}s{d}" for d in sorted(dims)]
+        return names
+
+    def args(self) -> list[str]:
+        """The kernel's parameters: pointers, runtime sizes and strides, then the constexprs
+        (block sizes, static sizes) in the order ``launch.Spec`` passes them."""
+        static = self.static_sizes()
+        names = [self.pointer(t) for t in range(len(self.access))]
+        names += [n for n in self.sizes() if n not in static]
         for t, acc in enumerate(self.access):
             if isinstance(acc, tuple):
                 names += [stride for _, stride in self._strided(t)]
-        return names
+        blocks = ["XBLOCK", "RBLOCK"] if self.reduction else ["XBLOCK"]
+        return names + [f"{n}: tl.constexpr" for n in blocks + static]
 
     def offset(self, t: int) -> str:
         acc = self.access[t]
@@ -61,16 +98,12 @@ class Indexing:
         return " + ".join(terms) if terms else "0"
 
     def mask(self, t: int) -> str | None:
-        """The mask matching the block shape a tensor's pointers have (None: one scalar)."""
+        """The mask matching the block shape a tensor's pointers have (None: one scalar, or
+        blocks that never run past the sizes)."""
         acc = self.access[t]
         if acc in (FLAT, XFLAT):
-            has_x, has_r = True, acc == FLAT and self.reduction
-        else:
-            has_x = any(acc[:self.nx])
-            has_r = any(acc[self.nx:])
-        if has_x and has_r:
-            return "mask"
-        return "xmask" if has_x else "rmask" if has_r else None
+            return self.tile_mask(True, acc == FLAT and self.reduction)
+        return self.tile_mask(any(acc[:self.nx]), any(acc[self.nx:]))
 
     def _decompose(self, flat: str, prefix: str, sizes: str, count: int, used: set[int]) -> list[str]:
         lines = []
@@ -99,6 +132,14 @@ class Indexing:
         mask = self.mask(k)
         ptr = f"in{k} + {self.offset(k)}"
         return f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
+
+    def x_header(self, arange: str) -> list[str]:
+        """The program's outer indices (``arange``: its ``tl.arange`` expression) and mask."""
+        pid = "tl.program_id(0)" + (".to(tl.int64)" if self.bits == 64 else "")
+        lines = [f"xindex = {pid} * XBLOCK + {arange}"]
+        if self.xmask:
+            lines.append("xmask = xindex < xnumel")
+        return lines + self.x_lines()
 
     def store(self, j: int, value: str) -> str:
         t = self.n_inputs + j

@@ -42,6 +42,18 @@ class Layout:
             sum((n - 1) * s for n, s in zip(sizes, st)) for st in self.strides])
         return 32 if reach < 2**31 else 64
 
+    @property
+    def kept_dims_contiguous(self) -> bool:
+        """Most tensors read along the reduced dims walk memory fastest along a kept dim (a
+        reduction over the outer dims, ``sum(0)`` of a row-major matrix)."""
+        nx = len(self.xsizes)
+        votes = 0
+        for st in self.strides:
+            if any(st[nx:]):
+                fastest = min((s, d) for d, s in enumerate(st) if s)[1]
+                votes += 1 if fastest < nx else -1
+        return votes > 0
+
     def access(self, tensor: int) -> Access:
         st = self.strides[tensor]
         nx = len(self.xsizes)

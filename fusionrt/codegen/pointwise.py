@@ -11,15 +11,14 @@ from .emit import Indexing, element_line, indent, inputs_read, live_instrs, modu
 KERNEL_NAME = "pointwise_kernel"
 
 
-def generate(kernel: FusedKernel, pattern: tuple) -> str:
-    ix = Indexing(pattern, len(kernel.input_dtypes), reduction=False)
-    pid = "tl.program_id(0)" + (".to(tl.int64)" if ix.bits == 64 else "")
-    body = [f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)", "xmask = xindex < xnumel"]
-    body += ix.x_lines()
+def generate(kernel: FusedKernel, pattern: tuple, xmask: bool = True) -> str:
+    """``xmask``: False when every block is full (XBLOCK divides the element count)."""
+    ix = Indexing(pattern, len(kernel.input_dtypes), reduction=False, xmask=xmask)
+    body = ix.x_header("tl.arange(0, XBLOCK)")
     needed = live_instrs(kernel, [o.index for o in kernel.outputs])
     body += [f"a{k} = {ix.load(k)}" for k in inputs_read(kernel, needed)]
     body += [element_line(kernel, i) for i in needed]
     for j, out in enumerate(kernel.outputs):
         body.append(ix.store(j, f"v{out.index}"))
-    args = ", ".join(ix.args() + ["XBLOCK: tl.constexpr"])
+    args = ", ".join(ix.args())
     return module_source("\n".join([f"def {KERNEL_NAME}({args}):"] + indent(body, 1)) + "\n")

@@ -48,13 +48,18 @@ def _identity(op: str, acc: torch.dtype) -> str:
 class _Reduction:
     """Text for one reduction instruction: its masked input, its update, its final value."""
 
-    def __init__(self, kernel: FusedKernel, index: int) -> None:
+    def __init__(self, kernel: FusedKernel, index: int, ix: Indexing) -> None:
         ins = kernel.instrs[index]
         self.index, self.op, self.dtype = index, ins.op, ins.dtype
         self.acc = _accumulator_dtype(ins.op, ins.dtype)
         arg = operands(kernel, index)[0]
-        self.masked = (f"tl.where(mask, {cast(arg.expr, arg.dtype, self.acc)}, "
-                       f"{_identity(self.op, self.acc)})")
+        value = cast(arg.expr, arg.dtype, self.acc)
+        mask = ix.tile_mask()
+        # The value must span the whole tile (one loaded through a stride-0 dim has extent 1
+        # there, yet counts once per lane), and lanes past the sizes take the identity.
+        if mask != "mask":
+            value = f"tl.broadcast_to({value}, [XBLOCK, RBLOCK])"
+        self.masked = f"tl.where({mask}, {value}, {_identity(self.op, self.acc)})" if mask else value
 
     def finish(self, tile: str) -> str:
         value = _COMBINE[self.op].format(x=tile) + "[:, None]"
@@ -71,20 +76,24 @@ class _Reduction:
         return f"acc{self.index} = ({new}).to({tl_type(self.acc)})"
 
 
-def generate(kernel: FusedKernel, pattern: tuple, looped: bool) -> str:
-    ix = Indexing(pattern, len(kernel.input_dtypes), reduction=True)
-    wide = ix.bits == 64
-    pid = "tl.program_id(0)" + (".to(tl.int64)" if wide else "")
-    body = [f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]", "xmask = xindex < xnumel"]
-    body += ix.x_lines()
-    body.append("rbase = tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if wide else ""))
+def generate(kernel: FusedKernel, pattern: tuple, looped: bool, xmask: bool = True,
+             rmask: bool = True) -> str:
+    """``xmask``/``rmask``: False when XBLOCK/RBLOCK divide the row count/length exactly."""
+    ix = Indexing(pattern, len(kernel.input_dtypes), reduction=True, xmask=xmask, rmask=rmask)
+    body = ix.x_header("tl.arange(0, XBLOCK)[:, None]")
+    body.append("rbase = tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if ix.bits == 64 else ""))
     body += (_looped if looped else _single_pass)(kernel, ix)
-    args = ", ".join(ix.args() + ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
+    args = ", ".join(ix.args())
     return module_source("\n".join([f"def {KERNEL_NAME}({args}):"] + indent(body, 1)) + "\n")
 
 
 def _tile_lines(ix: Indexing, rindex: str) -> list[str]:
-    return [f"rindex = {rindex}", "rmask = rindex < rnumel", "mask = xmask & rmask"] + ix.r_lines()
+    lines = [f"rindex = {rindex}"]
+    if ix.rmask:
+        lines.append("rmask = rindex < rnumel")
+    if ix.tile_mask() == "mask":
+        lines.append("mask = xmask & rmask")
+    return lines + ix.r_lines()
 
 
 def _stores(kernel: FusedKernel, ix: Indexing, full: bool) -> list[str]:
@@ -98,7 +107,7 @@ def _single_pass(kernel: FusedKernel, ix: Indexing) -> list[str]:
     lines += [f"a{k} = {ix.load(k)}" for k in inputs_read(kernel, live)]
     for i in live:
         if kernel.instrs[i].is_reduction:
-            reduction = _Reduction(kernel, i)
+            reduction = _Reduction(kernel, i, ix)
             lines.append(reduction.finish(reduction.masked))
         else:
             lines.append(element_line(kernel, i))
@@ -146,7 +155,7 @@ def _looped(kernel: FusedKernel, ix: Indexing) -> list[str]:
         return ["for roffset in range(0, rnumel, RBLOCK):"] + indent(body + tail, 1)
 
     for p in range(1, max((passes[i] for i in reduced_live), default=0) + 1):
-        reductions = [_Reduction(kernel, i) for i in reduced_live
+        reductions = [_Reduction(kernel, i, ix) for i in reduced_live
                       if passes[i] == p and kernel.instrs[i].is_reduction]
         args = [a.index for r in reductions for a in kernel.instrs[r.index].args if isinstance(a, Value)]
         lines += [r.init() for r in reductions]

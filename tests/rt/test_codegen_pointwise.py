@@ -7,7 +7,8 @@ import warnings
 import pytest
 import torch
 
-from fusionrt.codegen import KernelCache, TritonExecutor, UnsupportedKernel, pointwise
+from fusionrt.codegen import BlockConfig, KernelCache, TritonExecutor, UnsupportedKernel, launch_arguments, pointwise
+from fusionrt.codegen.config import pointwise_choice
 from fusionrt.codegen.layout import analyze, contiguous_strides
 from fusionrt.executors import get_executor
 from fusionrt.kernel_ir import POINTWISE_OPS, Input, Instr, Value, evaluate
@@ -154,7 +155,8 @@ def test_index_width_is_64_bit_only_when_offsets_need_it(executor):
     outs = [torch.empty(4, 8, dtype=kernel.instrs[o.index].dtype) for o in kernel.outputs]
     layout = analyze((4, 8), (), [(1, 4)] + [(8, 1)] * 6)
     assert layout.pattern[:2] == big_stride.pattern[:2] and layout.pattern[3] == big_stride.pattern[3]
-    fn[(1,)](*inputs, *outs, layout.xnumel, *layout.xsizes, *layout.stride_args(), XBLOCK=32)
+    scalars, constants = launch_arguments(layout, 2, pointwise_choice(layout, BlockConfig.for_interpreter()))
+    fn[(1,)](*inputs, *outs, *scalars, **constants)
     assert_matches(kernel, outs, inputs)
 
 
