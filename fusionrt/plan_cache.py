@@ -119,12 +119,17 @@ def stream_key(policy: str, nodes: Sequence[Node], leaves: Sequence[tuple[Leaf, 
         return (type(a), a)
 
     for n in nodes:
-        storage = alive.get(n)  # only written storages matter to the planner
+        # Which nodes (and leaves) write one storage. A live storage is known by its address; a
+        # dead one by its weak reference, one per storage object, since the allocator may have
+        # given a freed temporary's address to a later, unrelated result.
+        storage = None
+        if n.storage:
+            live = n.holder is not None and n.holder() is not None
+            storage = storages.setdefault(n.storage if live else ("dead", id(n.holder)), len(storages))
         parts.append((
             n.kind, n.op, n.record, n.kernel_kind, n.shape, n.stride, n.offset, n.dtype, n.dims,
             tuple((k, arg(v)) for k, v in n.attrs) if n.attrs else (),
             tuple(arg(a) for a in n.args),
-            None if storage is None else storages.setdefault(storage, len(storages)),
-            n in sync, n in outputs, n in fallback_inputs,
+            storage, n in alive, n in sync, n in outputs, n in fallback_inputs,
         ))
     return tuple(parts)
