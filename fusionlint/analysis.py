@@ -365,6 +365,8 @@ class Scope:
             parent = ref.block.parent
             if parent is None:
                 return self.is_module  # module globals may be read by anything later
+            if parent.node is self.node:
+                return False  # the end of the function: its locals die (closures are `escaped`)
             owner = parent.node
             if isinstance(owner, (cst.For, cst.While)) and ref.block.node is owner.body:
                 if not _defined_before_read(ref, name):

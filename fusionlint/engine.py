@@ -235,13 +235,22 @@ def _render(module, locate: Callable, lines: list[str], edit: StatementEdit) -> 
     newline = newline.group() if newline else module.default_newline
     last_ending = _NEWLINE_AT_END.search(lines[end - 1])
     rendered = [
-        indent + _NEWLINE_AT_END.sub("", module.code_for_node(s.with_changes(leading_lines=())))
-        for s in edit.replacement
+        _NEWLINE_AT_END.sub("", _code_at(module, s.with_changes(leading_lines=()), indent)) for s in edit.replacement
     ]
     text = newline.join(rendered)
     if rendered:
         text += last_ending.group() if last_ending else ""
     return _LineEdit(start, end, text)
+
+
+def _code_at(module, statement, indent: str) -> str:
+    """The statement's code at ``indent``. ``Module.code_for_node`` renders it at column 0, which
+    shifts continuation lines inside brackets left of the statement they belong to."""
+    from libcst._nodes.internal import CodegenState
+
+    state = CodegenState(module.default_indent, module.default_newline, indent_tokens=[indent])
+    statement._codegen(state)
+    return "".join(state.tokens)
 
 
 def _syntax_report(exc: BaseException) -> _Report:

@@ -60,7 +60,9 @@ MERGING_VIEWS = frozenset({"view", "reshape", "flatten", "ravel", "diagonal"})
 
 # The reductions fusionrt fuses with the element-wise block before them (on read): an input of
 # any other compute-bound op is written anyway, so what happens to it before does not matter.
-FUSED_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "softmax", "log_softmax", "layer_norm", "var", "std"})
+FUSED_REDUCTIONS = frozenset(
+    {"sum", "mean", "amax", "amin", "prod", "softmax", "log_softmax", "layer_norm", "var", "std"}
+)
 
 # The compute-bound ops fusionrt runs on torch's matmul and convolution kernels, without a
 # flush (docs/semantics.md 3.6): each is a kernel of its own; its tensor inputs and its output

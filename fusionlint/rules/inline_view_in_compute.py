@@ -20,6 +20,8 @@ from fusionlint.model import FixSafety
 from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
+_PERMUTING_VIEWS = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
+                              "moveaxis", "adjoint"})
 _TRIGGER = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS)))
 
 
@@ -200,6 +202,54 @@ class Block(torch.nn.Module):
         a = self.act(x)
         return h.flatten(0, 1) + 1, a.view(-1) * 2, x.flatten(1) * 2
 """,
+        # a permuted operand: the merging view copies, and so would the same view of the operand
+        """\
+import torch
+
+
+def f(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    kt = k.transpose(1, 2)
+    scores = (kt * 0.125).flatten(2) + 1
+    return (x.t() * 2).reshape(-1) + 1, scores
+""",
+        # a 4-d view keeping a merged batch dim splits (wav2vec2's codevectors); `.to(device)` is
+        # no work, as producer or consumer (moshi's labels)
+        """\
+import torch
+
+
+def f(probs: torch.Tensor, codebook: torch.Tensor, labels: torch.Tensor, logits: torch.Tensor, b: int, s: int):
+    per_group = probs.unsqueeze(-1) * codebook
+    codevectors = per_group.view(b * s, 2, 320, -1).sum(-2)
+    labels = labels.masked_fill(labels == 7, -100).reshape(-1)
+    labels = labels.to(logits.device)
+    feats = logits.to(labels.device).flatten(1) + 1
+    return codevectors, labels, feats
+""",
+        # the viewed value is read by two reductions: it is written anyway (a dice loss, 2 -> 3 writes
+        # if the view moved onto `inputs`)
+        """\
+import torch
+
+
+def dice(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    probs = inputs.sigmoid().flatten(1)
+    numerator = 2 * (probs * labels).sum(-1)
+    denominator = probs.sum(-1) + labels.sum(-1)
+    h = inputs * 2
+    g = h.flatten(1) + 1
+    return 1 - (numerator + 1) / (denominator + 1) + g.sum() + h.sum()
+""",
+        # a view ending in a size-1 dim, made to broadcast against a larger tensor (wavlm's gate):
+        # the larger consumer cannot join the value's block either way
+        """\
+import torch
+
+
+def gate(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, n: int) -> torch.Tensor:
+    g = a * (b * 2.0 - 1.0) + 2.0
+    return g.view(n * 4, -1, 1) * bias
+""",
         # view(dtype) reinterprets bytes: not a shape view
         """\
 import torch
@@ -253,14 +303,18 @@ def _merging_view(scope: Scope, site: Site) -> Violation | None:
     ref = site.statement
     if isinstance(receiver, cst.Name):
         value = reaching_value(ref, receiver.value)
-        if value is None or _leaves(scope, value) is None:
+        leaves = None if value is None else _leaves(scope, value)
+        if leaves is None or any(_permuted(scope, ref, leaf) for leaf in leaves):
             return None
-        if not _feeds_fused_work(scope, ref, call):
+        if not _only_reader(scope, ref, receiver.value) or not _feeds_fused_work(scope, ref, call):
             return None
         return Violation(call, message=f"`{name}` merges dims of `{receiver.value}`, an element-wise result still "
                          f"being computed: it is written and read back; view the inputs of `{receiver.value}`, "
                          "or do the element-wise work that follows before the view")
-    if _leaves(scope, receiver) is None or not _feeds_fused_work(scope, ref, call):
+    leaves = _leaves(scope, receiver)
+    if leaves is None or any(_permuted(scope, ref, leaf) for leaf in leaves):
+        return None
+    if not _feeds_fused_work(scope, ref, call):
         return None
     fix = None if site.conditional else _fix(scope, ref, call, name, receiver, shape_args)
     return Violation(call, fix=fix, message=f"`{name}` merges dims of an element-wise result still being computed: "
@@ -286,8 +340,11 @@ def _merges(name: str, args: Sequence[cst.Arg]) -> bool:
         shape = [el.value for el in shape[0].elements]
     if len(shape) == 1:
         return _int(shape[0]) is not None  # `view(-1)`: one dim; `view(dtype)`, `view(shape)`: unknown
-    if any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply) for s in shape):
-        return True  # `reshape(b, t * h)`
+    if _int(shape[-1]) == 1:
+        return False  # `view(b * h, -1, 1)` is made to broadcast against a larger tensor: its block closes anyway
+    product = any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply) for s in shape)
+    if product and len(shape) <= 3:
+        return True  # `reshape(b, t * h)`; `view(b * t, g, v, -1)` more likely keeps a merged dim and splits
     return len(shape) == 2 and _int(shape[0]) == -1 and _int(shape[1]) != 1  # `view(-1, d)`, not `view(-1, 1)`
 
 
@@ -323,11 +380,45 @@ def _operands(scope: Scope, expr: cst.BaseExpression) -> list[cst.BaseExpression
         return None if isinstance(expr.operator, cst.Not) else [expr.expression]
     if isinstance(expr, cst.Call):
         op = scope.op(expr)
-        if op is None or op[1] != ELEMENTWISE or any(a.star for a in expr.args):
+        if op is None or not _elementwise_work(scope, expr, op[0]) or any(a.star for a in expr.args):
             return None
         receiver = [expr.func.value] if isinstance(expr.func, cst.Attribute) and op[2] is expr.func.value else []
         return receiver + [a.value for a in expr.args]
     return None
+
+
+def _permuted(scope: Scope, ref: StatementRef, leaf: cst.BaseExpression) -> bool:
+    """Is the operand a permuted view (``x.t()``, ``k.transpose(1, 2)`` here or where the name was
+    assigned)? Then the element-wise result has its layout, the merging view copies, and the
+    same view of the operand copies too: nothing to save."""
+    if isinstance(leaf, cst.Name):
+        value = reaching_value(ref, leaf.value)
+        if value is None:
+            return False
+        leaf = value
+    while (op := scope.op(leaf)) is not None and op[1] == VIEW and op[2] is not None:
+        if op[0] in _PERMUTING_VIEWS:
+            return True
+        leaf = op[2]
+    return False
+
+
+def _elementwise_work(scope: Scope, call: cst.Call, name: str) -> bool:
+    """An element-wise op that computes something. ``.to(device)``, ``.to(x.device, x.dtype)``
+    are often no-ops, so ``to`` counts only as a cast: ``to(torch.float16)``, ``to(dtype=...)``,
+    ``to(dtype)``."""
+    if scope.ops.op_class(name) != ELEMENTWISE:
+        return False
+    if name != "to":
+        return True
+    if any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args):
+        return True
+    if len(call.args) != 1:
+        return False
+    value = call.args[0].value
+    if isinstance(value, cst.Name):
+        return value.value.endswith("dtype")
+    return isinstance(value, cst.Attribute) and scope.torch_name(value) is not None
 
 
 def _constant(scope: Scope, expr: cst.BaseExpression) -> bool:
@@ -356,7 +447,7 @@ def _feeds_fused_work(scope: Scope, ref: StatementRef, node: cst.CSTNode, follow
             if not isinstance(call, cst.Call) or (isinstance(parent, cst.Attribute) and call.func is not parent):
                 return False
             op = scope.op(call)
-            if op is None or not (op[1] in (ELEMENTWISE, VIEW) or op[0] in FUSED_REDUCTIONS):
+            if op is None or not (_elementwise_work(scope, call, op[0]) or op[1] == VIEW or op[0] in FUSED_REDUCTIONS):
                 return False
             if op[1] != VIEW:
                 return True
@@ -381,13 +472,31 @@ def _feeds_fused_work(scope: Scope, ref: StatementRef, node: cst.CSTNode, follow
 
 
 def _read_by_fused_work(scope: Scope, ref: StatementRef, name: str) -> bool:
+    """Is the view, assigned to ``name``, read once, by fused work? A value read by several
+    kernels is written anyway, with or without the view."""
     for later in ref.later():
-        reads, assigned = names_of(later.node)
-        if name in reads:
-            return isinstance(later.node, cst.SimpleStatementLine) and any(
-                _feeds_fused_work(scope, later, use, follow=False) for use in _names(later.node, name)
-            )
+        if name not in names_of(later.node)[0]:
+            continue
+        uses = list(_names(later.node, name))
+        return (
+            isinstance(later.node, cst.SimpleStatementLine)
+            and len(uses) == 1
+            and not scope.read_after(later, name)
+            and _feeds_fused_work(scope, later, uses[0], follow=False)
+        )
+    return False
+
+
+def _only_reader(scope: Scope, ref: StatementRef, name: str) -> bool:
+    """Is the view in ``ref`` the only read of the value ``name`` holds there (so that value
+    is not written for another reader anyway)?"""
+    if len(list(_names(ref.node, name))) != 1 or scope.read_after(ref, name):
+        return False
+    for earlier in ref.earlier():
+        reads, assigned = names_of(earlier.node)
         if name in assigned:
+            return True
+        if name in reads:
             return False
     return False
 
@@ -444,8 +553,8 @@ def _concrete(scope: Scope, ref: StatementRef, operand: cst.BaseExpression) -> b
         name = operand.value
         if name not in scope.tensors or name in scope.inplace:
             return False
-        computed = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == name]
-        return not any(_leaves(scope, value) is not None for value in computed)
+        values = (value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == name)
+        return all(_leaves(scope, value) is None for value in values)
     if isinstance(operand, cst.Attribute):
         return isinstance(operand.value, cst.Name) and operand.value.value == "self" and scope.is_tensor(operand)
     op = scope.op(operand)

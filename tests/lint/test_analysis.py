@@ -160,3 +160,10 @@ def test_op_tables_know_every_view_the_rules_name():
     tables = op_tables()
     assert MERGING_VIEWS <= tables.view and "ravel" in tables.view
     assert all(tables.op_class(name) == COMPUTE for name in FUSED_REDUCTIONS)
+
+
+def test_liveness_stops_at_the_end_of_the_function():
+    source = "import torch\ndef f(x: torch.Tensor):\n    a = x * 2\n    h = a.sum()\n    return h\n"
+    source += "\n\ndef g(a):\n    return a\n"  # another function reading its own `a`
+    scope = scopes(source)["f"]
+    assert scope.read_after(_ref(scope, "h = a.sum()"), "a") is False

@@ -159,3 +159,12 @@ def test_extra_ops_extend_the_tables():
 def test_unknown_op_class_in_extra_ops_is_reported_not_raised():
     result = lint_source("import torch\n", "m.py", LintOptions(codes=ALL, extra_ops=(("vew", ("x",)),)))
     assert result.findings == () and "vew" in result.errors[0]
+
+
+def test_fixed_statement_keeps_its_continuation_lines_in_place():
+    source = (
+        "import torch\n\n\nclass Head(torch.nn.Module):\n    def forward(self, x, c):\n        if c is not None:\n"
+        "            y = (x * 2).flatten(0, 1) + (\n                c.sum()\n            )\n            return y\n"
+    )
+    result = lint_source(source, "m.py", FIX)
+    assert result.source == source.replace("(x * 2).flatten(0, 1)", "(x.flatten(0, 1) * 2)")
