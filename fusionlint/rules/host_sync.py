@@ -155,6 +155,19 @@ def peaks(x: torch.Tensor, y: torch.Tensor) -> list:
     return [p.tolist() for p in found]
 """,
         ),
+        Example(  # a chain of syncs with a cast between them is one sync, reported at the first
+            bad="""\
+import torch
+
+
+def to_host(x: torch.Tensor, y: torch.Tensor):
+    h = torch.tanh(x * 2)
+    arr = h.detach().cpu().to(torch.double).numpy()
+    return y * 3, arr
+""",
+            at=((6, 11),),
+            fixed=None,
+        ),
         Example(  # debugging output in a loop: reported, not runnable as a contract pair (it prints)
             bad="""\
 import torch
@@ -234,6 +247,18 @@ def train(x: torch.Tensor, steps: int) -> torch.Tensor:
     print("final", h.mean().item())
     return h
 """,
+        # an exception's message is built on the way out: no tensor work follows
+        """\
+import torch
+
+
+def check(x: torch.Tensor, limit: float) -> torch.Tensor:
+    h = torch.tanh(x * 2)
+    if h.shape[0] > 8:
+        raise ValueError(f"too many rows: {h.amax(-1).tolist()} above {limit}")
+    assert h.dim() == 2, f"expected a matrix, got one summing to {h.sum().item()}"
+    return h + 1
+""",
         # a loop that does no tensor work (it only reads results)
         """\
 import torch
@@ -289,7 +314,9 @@ def _syncs(scope: Scope, part: cst.CSTNode, test: bool) -> Iterator[tuple[cst.CS
 
 
 def _syncs_in(scope: Scope, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, str]]:
-    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+    # An exception's message (`raise E(f"{t.tolist()}")`, `assert c, t.item()`) is built only on the
+    # way out: no tensor work follows it.
+    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise)):
         return
     tests: list[cst.BaseExpression] = []
     if isinstance(node, (cst.IfExp, cst.Assert)):
@@ -300,13 +327,26 @@ def _syncs_in(scope: Scope, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, st
         tests += [node.left, node.right]
     elif isinstance(node, cst.Call):
         kind = _call_sync(scope, node)
-        receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
-        if kind is not None and not (isinstance(receiver, cst.Call) and _call_sync(scope, receiver)):
-            yield node, kind  # in `x.cpu().numpy()` only the first sync is reported
+        if kind is not None and not _after_sync(scope, node):
+            yield node, kind  # in `x.cpu().to(torch.double).numpy()` only the first sync is reported
     for test in tests:
         yield from _branch_syncs(scope, test)
     for child in children(node):
-        yield from _syncs_in(scope, child)
+        if not (isinstance(node, cst.Assert) and child is node.msg):
+            yield from _syncs_in(scope, child)
+
+
+def _after_sync(scope: Scope, call: cst.Call) -> bool:
+    """Has the receiver chain of ``call`` synced already (``x.cpu()`` in ``x.cpu().to(d).numpy()``)?"""
+    receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+    while isinstance(receiver, (cst.Call, cst.Attribute, cst.Subscript)):
+        if isinstance(receiver, cst.Call):
+            if _call_sync(scope, receiver):
+                return True
+            receiver = receiver.func
+        else:
+            receiver = receiver.value
+    return False
 
 
 def _branch_syncs(scope: Scope, test: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, str]]:
