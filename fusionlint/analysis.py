@@ -952,3 +952,38 @@ def statements_before(ref: StatementRef) -> Iterator[StatementRef]:
         if ref.block.parent is None:
             return
         ref = ref.block.parent
+
+
+# --------------------------------------------------------------------------- compute statements and moves
+
+
+@dataclass(frozen=True, eq=False)
+class ComputeSite:
+    """A statement holding a compute-bound op, and that op's name (``@`` for the operator)."""
+
+    ref: StatementRef  # the innermost statement holding the op
+    op: str
+
+
+def compute_statements(scope: Scope, names: frozenset[str]) -> dict[int, ComputeSite]:
+    """The statements (by node id) holding a torch compute-bound op named in ``names`` (``"@"``
+    for the operator), each with the first such op found."""
+    found: dict[int, ComputeSite] = {}
+    for name in sorted(names):
+        for site in scope.sites.get(name, ()):
+            op = scope.op(site.node)
+            if op is not None and op[1] == COMPUTE and id(site.statement.node) not in found:
+                found[id(site.statement.node)] = ComputeSite(site.statement, op[0])
+    return found
+
+
+def elementwise_assignment(scope: Scope, ref: StatementRef) -> str | None:
+    """The target of ``name = <element-wise tensor expression>`` (not a bare alias): a statement
+    that may move past others, because it only computes. None for anything else."""
+    small = ref.simple
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+        return None
+    value = small.value
+    if isinstance(value, cst.Name) or not scope.is_tensor(value) or not is_elementwise_expr(scope, value):
+        return None
+    return small.targets[0].target.value
