@@ -64,9 +64,10 @@ FUSED_REDUCTIONS = frozenset(
     {"sum", "mean", "amax", "amin", "prod", "softmax", "log_softmax", "layer_norm", "var", "std"}
 )
 
-# The compute-bound ops fusionrt runs on torch's matmul and convolution kernels, without a
-# flush (docs/semantics.md 3.6): each is a kernel of its own; its tensor inputs and its output
-# are written. The other compute-bound ops outside FUSED_REDUCTIONS run eagerly (fallbacks).
+# The compute-bound ops fusionrt plans as matmul or convolution kernels, without a flush
+# (docs/semantics.md 3.7-3.8); the other compute-bound ops outside FUSED_REDUCTIONS run eagerly
+# (fallbacks, which flush). Rules count their inputs as written (a matmul may fuse an operand's
+# producer on read; assuming the write errs towards not reporting).
 MATMULS = frozenset(
     """matmul mm bmm addmm baddbmm einsum tensordot inner linear conv1d conv2d conv3d conv_transpose1d
     conv_transpose2d conv_transpose3d""".split()
