@@ -169,3 +169,26 @@ def kernel_of(shape: Sequence[int], input_dtypes: Sequence[torch.dtype], instrs:
     return FusedKernel(shape=tuple(shape), input_dtypes=tuple(input_dtypes), instrs=tuple(instrs),
                        outputs=tuple(Value(i) for i in outputs), reduce_dims=tuple(reduce_dims),
                        reduced_inputs=frozenset(reduced_inputs))
+
+
+def check_direct_writes(device: str, executor: str) -> None:
+    """Kernels write home results straight into place: in place on an input, through a
+    transposed view of it, into a strided slice (``out=``), and a result a later kernel reads.
+    The tensors afterwards equal eager's."""
+    import fusionrt
+
+    def program(x: torch.Tensor, y: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+        x.mul_(2).add_(y)                  # reads and writes x element for element
+        x.t().add_(1)                      # a transposed view of the same storage
+        torch.add(x, y, out=buf[:, 1:5])   # a strided slice of another tensor
+        z = (x * y).sum(-1, keepdim=True)
+        return z + x
+
+    gen = torch.Generator().manual_seed(23)
+    x, y, buf = torch.randn(4, 4, generator=gen), torch.randn(4, 4, generator=gen), torch.zeros(4, 6)
+    xe, be = x.clone(), buf.clone()
+    want = program(xe, y, be)
+    xd, yd, bd = x.to(device), y.to(device), buf.to(device)
+    out, _ = fusionrt.measure(program, xd, yd, bd, executor=executor)
+    for got, expected in ((out, want), (xd, xe), (bd, be)):
+        torch.testing.assert_close(got.cpu(), expected, rtol=1e-5, atol=1e-5)

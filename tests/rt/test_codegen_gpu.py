@@ -6,10 +6,11 @@ import pytest
 import torch
 
 from fusionrt.codegen import BlockConfig, KernelCache, TritonExecutor
-from fusionrt.kernel_ir import Input, Instr
+from fusionrt.kernel_ir import Input, Instr, Value, evaluate
 
-from .codegen_cases import CASES, assert_matches, kernel_of, named_inputs, op_kernel
-from .reduction_cases import F32, layer_norm, nan_case, softmax, standard_cases
+from .codegen_cases import (CASES, assert_matches, check_direct_writes, kernel_of, named_inputs, op_kernel,
+                            tolerance)
+from .reduction_cases import F32, clone_pattern, layer_norm, nan_case, one_reduction, softmax, standard_cases
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -124,3 +125,68 @@ def test_interpreter_and_gpu_in_one_process(gpu, cache):
     again = gpu.run(kernel, inputs)
     torch.testing.assert_close(on_gpu[0].cpu(), on_cpu[0], rtol=1e-4, atol=1e-6)
     assert torch.equal(on_gpu[0], again[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_single_pass_and_looped_around_the_threshold(gpu, dtype):
+    """Row lengths on both sides of every choice (one row per program from 256, single pass up
+    to 4096, 2048-wide loops past it), row counts that are no multiple of a block, and sums over
+    the outer dim (64 contiguous columns per program)."""
+    cases = []
+    for n in (255, 256, 1024, 4095, 4096, 4097, 8193):
+        cases += [softmax((37, n), 1, dtype), layer_norm((37, n), (1,), dtype), one_reduction("sum", (37, n), (1,), dtype)]
+    cases += [one_reduction("sum", (4097, 515), (0,), dtype), one_reduction("amax", (16, 512), (0,), dtype),
+              one_reduction("mean", (3, 2048, 64), (0, 2), dtype)]
+    failures = []
+    for i, (name, kernel, make_inputs) in enumerate(cases):
+        inputs = make_inputs(torch.Generator().manual_seed(i), "cuda")
+        try:
+            assert_matches(kernel, gpu.run(kernel, inputs), inputs, gpu=True)
+        except Exception as err:
+            failures.append(f"{name}: {err}")
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_issue_4_kernels_at_their_shapes(gpu, dtype):
+    """layer_norm(x + residual) [8192, 4096], softmax(s * 0.125 + mask) [8, 16, 1024, 1024],
+    the clone-reduction pattern: the kernels the benchmark times, mask-free."""
+    for i, (name, kernel, make_inputs) in enumerate([
+            layer_norm((8192, 4096), (1,), dtype), softmax((8, 16, 1024, 1024), 3, dtype),
+            clone_pattern((8192, 4096))]):
+        inputs = make_inputs(torch.Generator().manual_seed(i), "cuda")
+        assert_matches(kernel, gpu.run(kernel, inputs), inputs, [name] * 3, gpu=True)
+
+
+def test_results_land_in_strided_destinations(gpu):
+    gen = torch.Generator().manual_seed(21)
+    name, kernel, make_inputs = layer_norm((300, 515), (1,), torch.bfloat16)
+    inputs = make_inputs(gen, "cuda")
+    expected = [e.cuda() for e in evaluate(kernel, inputs)]
+    wide = torch.zeros(300, 1030, dtype=torch.bfloat16, device="cuda")
+    given = [wide[:, ::2], torch.empty(1, 300, device="cuda").t(), None]
+    out = gpu.run(kernel, inputs, given)
+    assert out[0] is given[0] and out[1] is given[1]
+    for o, e in zip(out, expected):
+        torch.testing.assert_close(o, e, **tolerance(e.dtype, gpu=True))
+    assert not wide[:, 1::2].any()
+
+
+def test_bound_launches_repeat_and_follow_pointer_alignment(gpu):
+    """The second call of a launch goes straight to the compiled binary; a tensor that is not
+    16-byte aligned needs Triton's other specialization and gets it."""
+    kernel = kernel_of((4099,), (F32, F32), [Instr("mul", (Input(0), Input(1)), F32),
+                                             Instr("add", (Value(0), 1), F32)], outputs=[1])
+    gen = torch.Generator().manual_seed(22)
+    base = torch.randn(4100, generator=gen).cuda()
+    y = torch.randn(4099, generator=gen).cuda()
+    for x in (base[:4099], base[1:]):  # aligned, then offset by one element
+        bound = gpu.bind(kernel, [x, y])
+        for step in range(3):
+            x.mul_(1.5)
+            (out,) = bound()
+            torch.testing.assert_close(out, x * y + 1, rtol=1e-6, atol=1e-6)
+
+
+def test_runtime_writes_in_place_and_through_views_on_gpu():
+    check_direct_writes("cuda", "triton")

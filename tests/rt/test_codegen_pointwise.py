@@ -13,7 +13,7 @@ from fusionrt.codegen.layout import analyze, contiguous_strides
 from fusionrt.executors import get_executor
 from fusionrt.kernel_ir import POINTWISE_OPS, Input, Instr, Value, evaluate
 
-from .codegen_cases import assert_matches, kernel_of, named_inputs, op_kernel
+from .codegen_cases import assert_matches, check_direct_writes, kernel_of, named_inputs, op_kernel, tolerance
 
 F32, F16, BF16, I32, I64, BOOL = (torch.float32, torch.float16, torch.bfloat16, torch.int32,
                                   torch.int64, torch.bool)
@@ -204,3 +204,45 @@ def test_trunc_division_rounds_the_quotient_like_aten(executor, dtype):
     out = executor.run(kernel, [a, b])
     assert torch.equal(out[0], torch.div(a, b, rounding_mode="trunc"))
     assert torch.equal(out[1], torch.div(a, 0.3, rounding_mode="trunc"))
+
+
+def test_outputs_are_written_into_the_given_tensors_whatever_their_strides(executor):
+    gen = torch.Generator().manual_seed(12)
+    inputs = [torch.randn(6, 10, generator=gen), torch.randn(10, 6, generator=gen).t()]
+    kernel = _chain((6, 10))
+    expected = evaluate(kernel, inputs)
+    big = torch.zeros(12, 10, dtype=expected[1].dtype)
+    given = [torch.empty(10, 6, dtype=expected[0].dtype).t(), big[::2], None,
+             torch.empty(6, 20, dtype=expected[3].dtype)[:, ::2], None]
+    out = executor.run(kernel, inputs, given)
+    for j, (o, e) in enumerate(zip(out, expected)):
+        if given[j] is not None:
+            assert o is given[j]
+        torch.testing.assert_close(o, e, **tolerance(e.dtype))
+    assert torch.equal(big[1::2], torch.zeros(6, 10))  # the rows between were left alone
+
+
+def test_a_bound_kernel_launches_again_on_its_tensors(executor):
+    x = torch.randn(300)
+    kernel = kernel_of((300,), (F32,), [Instr("mul", (Input(0), 3), F32)], outputs=[0])
+    bound = executor.bind(kernel, [x])
+    (out,) = bound()
+    assert torch.equal(out, x * 3)
+    x.copy_(torch.arange(300.0))
+    assert bound()[0] is out and torch.equal(out, torch.arange(300.0) * 3)
+
+
+@pytest.mark.parametrize("n", [4096, 4093], ids=["blocks-divide", "masked"])
+def test_mask_free_and_masked_variants(tmp_path, n):
+    ex = TritonExecutor(interpret=True, cache=KernelCache(tmp_path),
+                        blocks=BlockConfig(max_xblock=1024))
+    gen = torch.Generator().manual_seed(n)
+    inputs = [torch.randn(n, generator=gen), torch.randn(n, generator=gen)]
+    kernel = _chain((n,))
+    assert_matches(kernel, ex.run(kernel, inputs), inputs)
+    (source,) = [p.read_text() for p in tmp_path.glob("k*.py")]
+    assert ("xmask" in source) == (n % 1024 != 0)
+
+
+def test_runtime_writes_in_place_and_through_views():
+    check_direct_writes("cpu", "interpret")

@@ -13,7 +13,7 @@ from fusionrt.codegen.layout import analyze
 from fusionrt.kernel_ir import Input, Instr
 
 from .codegen_cases import assert_matches, kernel_of
-from .reduction_cases import F32, clone_pattern, nan_case, softmax, standard_cases
+from .reduction_cases import BF16, F16, F32, clone_pattern, layer_norm, nan_case, one_reduction, softmax, standard_cases
 
 # Rows longer than 8 elements loop over 8-wide tiles: the looped kernels on small tensors.
 LOOPED = BlockConfig(max_xblock=64, max_single_pass=8, tile=32, loop_rblock=8)
@@ -87,3 +87,56 @@ def test_same_kernel_new_strides_gets_a_new_plan_and_right_answer(cache):
     x, y = make_inputs(gen, "cpu")
     for inputs in ([x, y], [x.t().contiguous().t(), y], [x, y[:1].expand(6, 20)]):
         assert_matches(kernel, executor.run(kernel, inputs), inputs)
+
+
+def _choice(shape, dims, strides):
+    from fusionrt.codegen.config import reduction_choice
+
+    return reduction_choice(analyze(shape, dims, strides), BlockConfig())
+
+
+def test_gpu_choices_follow_row_length_and_layout():
+    # layer_norm / RMSNorm rows of 4096 and softmax rows of 1024: one row per program, whole row
+    # in registers, no masks; 8 warps.
+    ln = _choice((8192, 4096), (1,), [(4096, 1), (0, 1), (1, 0)])
+    assert (ln.looped, ln.xblock, ln.rblock, ln.num_warps, ln.xmask, ln.rmask) == (False, 1, 4096, 8, False, False)
+    sm = _choice((131072, 1024), (1,), [(1024, 1), (1, 0)])
+    assert (sm.looped, sm.xblock, sm.rblock, sm.num_warps) == (False, 1, 1024, 8)
+    # short rows share a program; odd lengths keep their masks
+    short = _choice((1000, 37), (1,), [(37, 1), (1, 0)])
+    assert (short.looped, short.xblock, short.rblock, short.xmask, short.rmask) == (False, 64, 64, True, True)
+    # past the single-pass limit: 2048-wide tiles in a loop
+    long = _choice((64, 4097), (1,), [(4097, 1), (1, 0)])
+    assert (long.looped, long.xblock, long.rblock, long.rmask) == (True, 1, 2048, True)
+    # sum(0) of a row-major matrix: 64 contiguous columns per program, looped over the rows
+    outer = _choice((4096, 512), (0,), [(512, 1), (0, 1)])
+    assert (outer.looped, outer.xblock, outer.rblock) == (True, 64, 32)
+    assert _choice((16, 512), (0,), [(512, 1), (0, 1)]).looped is False
+
+
+# Small blocks that take every path the GPU choices take: outer tiles, loops, no masks.
+GPU_LIKE = BlockConfig(max_xblock=64, max_single_pass=16, tile=64, one_row_from=16, loop_rblock=8, loop_tile=16,
+                       outer_xblock=4)
+
+
+@pytest.mark.parametrize("blocks", [GPU_LIKE, BlockConfig.for_interpreter()], ids=["gpu-like", "interpreter"])
+def test_mask_free_outer_and_broadcast_reductions(cache, blocks):
+    if OLD_INTERPRETER_LOOPS:
+        pytest.skip("triton < 3.7 interpreter cannot loop to a runtime bound with numpy 2")
+    executor = TritonExecutor(interpret=True, cache=cache, blocks=blocks)
+    cases = [
+        one_reduction("sum", (8, 64), (1,), F32),                         # blocks divide: no masks
+        one_reduction("sum", (64, 8), (0,), F32),                         # outer, no masks
+        one_reduction("amax", (37, 12), (0,), F32),                       # outer, masked
+        one_reduction("sum", (8, 16), (1,), F32, make_input=lambda x: x.expand(8, 16), storage_shape=(8, 1)),
+        one_reduction("sum", (16, 8), (0,), F32, make_input=lambda x: x.expand(16, 8), storage_shape=(16, 1)),
+        softmax((16, 32), 1, BF16), layer_norm((4, 64), (1,), F16), clone_pattern((4, 16)),
+    ]
+    failures = []
+    for i, (name, kernel, make_inputs) in enumerate(cases):
+        inputs = make_inputs(torch.Generator().manual_seed(i), "cpu")
+        try:
+            assert_matches(kernel, executor.run(kernel, inputs), inputs)
+        except Exception as err:
+            failures.append(f"{name}: {err}")
+    assert not failures, "\n\n".join(failures)
