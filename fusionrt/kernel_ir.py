@@ -151,11 +151,13 @@ def _reduce(ins: Instr, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     return getattr(torch.ops.aten, ins.op)(x, list(dims), True, **kwargs)
 
 
-def evaluate(kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def evaluate(kernel: Union[FusedKernel, MatmulKernel], inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Run a kernel with eager aten ops: the ``reference`` executor, and the IR's definition.
 
     Returns one contiguous tensor per output, in ``output_shape``.
     """
+    if isinstance(kernel, MatmulKernel):
+        return evaluate_matmul(kernel, inputs)
     kernel.check_inputs(inputs)
     values: list[Any] = []
 
@@ -181,3 +183,115 @@ def evaluate(kernel: FusedKernel, inputs: Sequence[torch.Tensor]) -> list[torch.
         out = torch.empty(kernel.output_shape(i), dtype=v.dtype, device=device)
         results.append(out.copy_(v))
     return results
+
+
+@dataclass(frozen=True)
+class MatmulKernel:
+    """``epilogue(a(...) @ b(...), ...)``: a matmul template with element-wise ops fused on read
+    (each operand is the one output of its prologue kernel, computed while it is loaded) and on
+    write (the epilogue kernel, whose input 0 is the product).
+
+    Operands are ``[M, K]`` and ``[K, N]`` or batched ``[B, M, K]`` and ``[B, K, N]``; the
+    product has the epilogue's shape. ``product_dtype`` is the operands' dtype for ``mm``/``bmm``
+    (eager rounds the product before any later op) or float32 for a low-precision ``addmm``,
+    whose bias is added before the one rounding, as cuBLAS does. The kernel's inputs are the
+    prologues' inputs, then the epilogue's inputs after the product, flattened in that order.
+    """
+
+    a: FusedKernel
+    b: FusedKernel
+    epilogue: FusedKernel
+    product_dtype: torch.dtype
+
+    def __post_init__(self) -> None:
+        a, b, e = self.a, self.b, self.epilogue
+        if len(a.outputs) != 1 or len(b.outputs) != 1 or a.reduce_dims or b.reduce_dims or e.reduce_dims:
+            raise ValueError("prologues compute one element-wise operand each; the epilogue is element-wise")
+        if self.operand_dtype != b.instrs[b.outputs[0].index].dtype:
+            raise ValueError("matmul operands of different dtypes")
+        batch, k = a.shape[:-2], a.shape[-1]
+        if len(a.shape) not in (2, 3) or b.shape != (*batch, k, b.shape[-1]):
+            raise ValueError(f"operands {a.shape} and {b.shape} do not multiply")
+        if e.shape != (*batch, a.shape[-2], b.shape[-1]) or e.input_dtypes[:1] != (self.product_dtype,):
+            raise ValueError(f"epilogue over {e.shape} does not take the {self.product_dtype} product")
+
+    @property
+    def operand_dtype(self) -> torch.dtype:
+        return self.a.instrs[self.a.outputs[0].index].dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.epilogue.shape
+
+    @property
+    def outputs(self) -> tuple[Value, ...]:
+        return self.epilogue.outputs
+
+    @property
+    def instrs(self) -> tuple[Instr, ...]:
+        """The epilogue's, which ``outputs`` index (as a ``FusedKernel``'s do)."""
+        return self.epilogue.instrs
+
+    @property
+    def parts(self) -> tuple[tuple[FusedKernel, int], ...]:
+        """(kernel, index of its first own input) for the two prologues and the epilogue."""
+        na, nb = len(self.a.input_dtypes), len(self.b.input_dtypes)
+        return ((self.a, 0), (self.b, na), (self.epilogue, na + nb - 1))
+
+    @property
+    def input_dtypes(self) -> tuple[torch.dtype, ...]:
+        return self.a.input_dtypes + self.b.input_dtypes + self.epilogue.input_dtypes[1:]
+
+    def input_shape(self, index: int) -> tuple[int, ...]:
+        na, nb = len(self.a.input_dtypes), len(self.b.input_dtypes)
+        if index < na:
+            return self.a.input_shape(index)
+        if index < na + nb:
+            return self.b.input_shape(index - na)
+        return self.epilogue.input_shape(index - na - nb + 1)
+
+    def output_shape(self, output: int) -> tuple[int, ...]:
+        return self.epilogue.output_shape(output)
+
+    def split_inputs(self, inputs: Sequence[Any]) -> tuple[list, list, list]:
+        """The flat inputs as (a's, b's, the epilogue's after the product)."""
+        na, nb = len(self.a.input_dtypes), len(self.b.input_dtypes)
+        return list(inputs[:na]), list(inputs[na:na + nb]), list(inputs[na + nb:])
+
+    def check_inputs(self, inputs: Sequence[torch.Tensor]) -> None:
+        if len(inputs) != len(self.input_dtypes):
+            raise ValueError(f"kernel takes {len(self.input_dtypes)} inputs, got {len(inputs)}")
+        for i, t in enumerate(inputs):
+            if tuple(t.shape) != self.input_shape(i) or t.dtype != self.input_dtypes[i]:
+                raise ValueError(f"input {i}: expected {self.input_shape(i)} {self.input_dtypes[i]},"
+                                 f" got {tuple(t.shape)} {t.dtype}")
+
+    def structure_key(self) -> tuple:
+        return ("matmul", self.a.structure_key(), self.b.structure_key(), self.epilogue.structure_key(),
+                self.product_dtype)
+
+
+def plain_operand(kernel: FusedKernel) -> bool:
+    """A prologue that only loads its operand (the common case: nothing fused on read)."""
+    (ins,) = kernel.instrs if len(kernel.instrs) == 1 else (None,)
+    return (ins is not None and ins.op == "clone" and ins.args == (Input(0),)
+            and len(kernel.input_dtypes) == 1 and not kernel.reduced_inputs)
+
+
+def identity_kernel(shape: tuple[int, ...], dtype: torch.dtype) -> FusedKernel:
+    """A kernel that outputs its one input: a plain operand, or an epilogue that only stores."""
+    return FusedKernel(shape, (dtype,), (Instr("clone", (Input(0),), dtype),), (Value(0),))
+
+
+def evaluate_matmul(kernel: MatmulKernel, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The template's definition with eager ops: what the ``reference`` executor runs."""
+    kernel.check_inputs(inputs)
+    ins_a, ins_b, ins_e = kernel.split_inputs(inputs)
+    a = ins_a[0] if plain_operand(kernel.a) else evaluate(kernel.a, ins_a)[0]
+    b = ins_b[0] if plain_operand(kernel.b) else evaluate(kernel.b, ins_b)[0]
+    if kernel.product_dtype != a.dtype:
+        a, b = a.to(kernel.product_dtype), b.to(kernel.product_dtype)
+    product = torch.matmul(a, b)
+    if plain_operand(kernel.epilogue):
+        return [product.contiguous()]
+    return evaluate(kernel.epilogue, [product, *ins_e])

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from .graph import IndexMap, Leaf, Node, View
-from .kernel_ir import FusedKernel
+from .kernel_ir import FusedKernel, MatmulKernel
 
 
 @dataclass(frozen=True, eq=False)
@@ -21,16 +21,21 @@ class KernelInput:
 
 @dataclass(eq=False)
 class PlannedKernel:
-    """One launch. ``kernel`` is set for fused and reduction kernels; ``extern`` for an op run on
-    torch's own kernel; a ``copy`` kernel copies ``outputs[0]`` from scratch into its home."""
+    """One launch. ``kernel`` is set for fused and reduction kernels and for the matmul template;
+    ``extern`` for an op run on torch's own kernel; a ``copy`` kernel copies ``outputs[0]`` from
+    scratch into its home. ``backend`` says what runs it (``generated``: a generated element-wise
+    or reduction kernel; ``template``: the Triton matmul template; ``torch``: torch's kernel,
+    i.e. cuBLAS or cuDNN on a GPU) and ``decision`` why, for compute-bound ops."""
 
     kind: str
     name: str
     nodes: tuple[Node, ...]  # the recorded ops it covers, in program order
     outputs: tuple[Node, ...]
-    kernel: Optional[FusedKernel] = None
+    kernel: Optional[Union[FusedKernel, MatmulKernel]] = None
     inputs: tuple[KernelInput, ...] = ()
     extern: Optional[Node] = None
+    backend: str = "generated"
+    decision: str = ""
 
 
 @dataclass(frozen=True, eq=False)

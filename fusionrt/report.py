@@ -54,7 +54,12 @@ class Write:
 
 @dataclass(frozen=True)
 class KernelRecord:
-    """One launched kernel (or eager fallback op) and the global memory it touched."""
+    """One launched kernel (or eager fallback op) and the global memory it touched.
+
+    ``backend``: what the plan runs it on (``generated``: a generated element-wise or reduction
+    kernel; ``template``: the Triton matmul template with its fused prologue and epilogue;
+    ``torch``: torch's own kernel, i.e. cuBLAS or cuDNN on a GPU; empty for a fallback op).
+    ``decision``: for compute-bound ops, why the cost model chose that backend."""
 
     index: int
     kind: str
@@ -64,6 +69,8 @@ class KernelRecord:
     bytes_read: int
     bytes_written: int
     flush: int
+    backend: str = ""
+    decision: str = ""
 
     def __post_init__(self) -> None:
         _check_choice("kernel kind", self.kind, KERNEL_KINDS)
@@ -219,12 +226,13 @@ class Report:
         if self.kernel_records:
             yield NewLine()
             table = Table(title=f"Kernels ({self.kernels})", title_justify="left")
-            for name in ("#", "kind", "name", "ops", "read", "written", "flush"):
+            for name in ("#", "kind", "name", "ops", "read", "written", "flush", "backend"):
                 table.add_column(name, justify="right" if name in ("#", "read", "written", "flush") else "left")
             for k in self.kernel_records:
+                backend = f"{k.backend}: {k.decision}" if k.decision else k.backend
                 table.add_row(
                     str(k.index), k.kind, Text(k.name), Text(" ".join(_short_op(op) for op in k.ops)),
-                    human_bytes(k.bytes_read), human_bytes(k.bytes_written), str(k.flush),
+                    human_bytes(k.bytes_read), human_bytes(k.bytes_written), str(k.flush), Text(backend),
                 )
             yield table
         if self.fallbacks:

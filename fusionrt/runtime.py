@@ -63,6 +63,7 @@ class Runner:
                 tuple(n.record or n.op for n in planned.nodes),
                 tuple(dict.fromkeys(n.source for n in planned.nodes)),
                 bound.read[k], sum(w.node.nbytes for w in kernel_writes), flush,
+                planned.backend, planned.decision,
             ))
         return records, writes
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..kernel_ir import FusedKernel, evaluate
+from ..kernel_ir import FusedKernel, MatmulKernel, evaluate
 from . import pointwise, reduction
 from .cache import KernelCache
 from .config import BlockConfig, Choice, pointwise_choice, reduction_choice
@@ -23,6 +23,7 @@ from .emit import Indexing
 from .launch import Launch, Spec
 from .layout import Layout, analyze, tensor_strides
 from .lowering import UnsupportedKernel, lowered_ops
+from .matmul import MatmulRunner
 
 __all__ = ["BlockConfig", "BoundKernel", "KernelCache", "Launch", "TritonExecutor", "UnsupportedKernel", "launch_arguments",
            "lowered_ops", "shared_cache"]
@@ -87,6 +88,7 @@ class TritonExecutor:
         self.blocks = blocks or (BlockConfig.for_interpreter() if interpret else BlockConfig())
         self._entries: dict[FusedKernel, _KernelEntry] = {}
         self._by_id: dict[int, tuple[weakref.ref, _KernelEntry]] = {}
+        self.matmul = MatmulRunner(interpret, self.cache)
 
     def run(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
             outputs: Sequence[torch.Tensor | None] | None = None) -> list[torch.Tensor]:
@@ -99,6 +101,8 @@ class TritonExecutor:
              outputs: Sequence[torch.Tensor | None] | None = None) -> BoundKernel:
         """``run`` prepared for these tensors: outputs allocated, the launch's arguments built
         and its variant chosen once; each call launches again."""
+        if isinstance(kernel, MatmulKernel):
+            return self.matmul.bind(kernel, inputs, outputs)
         entry = self._entry(kernel)
         if [(t.shape, t.dtype) for t in inputs] != entry.expected:
             kernel.check_inputs(inputs)

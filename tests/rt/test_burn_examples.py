@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import fusionrt
 
@@ -68,13 +69,35 @@ def test_clone_pattern_inside_a_block_reports_the_locals_as_alive():
         "alive", "consumed-later", "consumed-later", "consumed-later"]
 
 
-def test_matmul_bias_and_its_rewrite():
+@pytest.mark.parametrize("executor", ["reference", "interpret"])
+def test_matmul_bias_and_its_rewrite_fuse_the_add_on_write(executor):
     t1, t2, t3 = torch.randn(32, 64), torch.randn(4, 64, 48), torch.randn(32, 48)
     results = []
     for fn in (matmul_bias, matmul_bias_views_first):
-        out, report = fusionrt.measure(fn, t1, t2, t3, executor="reference")
-        torch.testing.assert_close(out, fn(t1, t2, t3))
+        out, report = fusionrt.measure(fn, t1, t2, t3, executor=executor)
+        torch.testing.assert_close(out, fn(t1, t2, t3), atol=1e-4, rtol=1e-4)
         results.append(report)
-        assert [k.kind for k in report.kernel_records] == ["matmul", "fused"]
-        assert [w.reason for w in report.materialized] == ["consumed-later", "output"]
+        assert [(k.kind, k.backend) for k in report.kernel_records] == [("matmul", "template")]
+        assert [(w.reason, w.bytes) for w in report.materialized] == [("output", 4 * 32 * 48 * 4)]
+        assert (report.eager_kernels, report.eager_writes) == (2, 2)
     assert results[0].to_dict()["totals"] == results[1].to_dict()["totals"]
+
+
+def test_fused_matmul_operand_is_read_not_written():
+    """An element-wise producer of a matmul operand is computed while the operand is loaded."""
+    x, w = torch.randn(32, 64), torch.randn(64, 48)
+    out, report = fusionrt.measure(lambda x, w: F.gelu(x * 2) @ w, x, w, executor="reference")
+    torch.testing.assert_close(out, F.gelu(x * 2) @ w)
+    assert (report.kernels, report.writes, report.eager_writes) == (1, 1, 3)
+
+
+def test_rms_norm_in_fp32_math_is_one_kernel():
+    x, w = torch.randn(64, 128, dtype=torch.bfloat16), torch.randn(128, dtype=torch.bfloat16)
+
+    def rms_norm(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()).to(x.dtype)
+
+    out, report = fusionrt.measure(rms_norm, x, w, executor="interpret")
+    torch.testing.assert_close(out, rms_norm(x, w))
+    assert (report.kernels, report.writes, report.eager_writes) == (1, 1, 9)

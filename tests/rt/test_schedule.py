@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import torch
 
+from fusionrt import cost
 from fusionrt.graph import IndexMap, Leaf, Node, Use, View, view_map
+from fusionrt.kernel_ir import MatmulKernel, plain_operand
 from fusionrt.plan import Flags
 from fusionrt.schedule import plan
 
 F32 = torch.float32
+BF16 = torch.bfloat16
 
 
-def leaf(*shape: int) -> Leaf:
+def leaf(*shape: int, dtype: torch.dtype = F32) -> Leaf:
     stride = tuple(torch.empty(shape).stride())
-    return Leaf(shape, stride, 0, F32, id(shape))
+    return Leaf(shape, stride, 0, dtype, id(shape))
 
 
 def use(src, shape) -> Use:
@@ -25,13 +28,28 @@ class G:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
 
-    def pw(self, op, *args, shape=None) -> Node:
+    def pw(self, op, *args, shape=None, dtype=None, attrs=()) -> Node:
         shape = shape or next(a.shape for a in args if not isinstance(a, (int, float)))
+        dtype = dtype or next((a.root if isinstance(a, View) else a).dtype
+                              for a in args if not isinstance(a, (int, float)))
         node = Node(len(self.nodes), "pointwise", op,
                     tuple(a if isinstance(a, (int, float)) else use(a, shape) for a in args),
-                    shape, F32, f"prog.py:{len(self.nodes) + 1}",
+                    shape, dtype, f"prog.py:{len(self.nodes) + 1}", attrs=attrs,
                     stride=tuple(torch.empty(shape).stride()))
         self.nodes.append(node)
+        return node
+
+    def mm(self, a, b) -> Node:
+        shape = (a.shape[0], b.shape[1])
+        node = Node(len(self.nodes), "extern", "mm", (use(a, a.shape), use(b, b.shape)), shape, a.dtype,
+                    f"prog.py:{len(self.nodes) + 1}", attrs=(("func", torch.ops.aten.mm.default),),
+                    stride=(shape[1], 1), kernel_kind="matmul")
+        self.nodes.append(node)
+        return node
+
+    def mean(self, x, dim: int) -> Node:
+        node = self.sum(x, dim)
+        node.op = "mean"
         return node
 
     def sum(self, x, dim: int) -> Node:
@@ -158,3 +176,106 @@ def test_index_map_compose_matches_torch_views():
     composed = t.compose(tr).compose(bc)
     strides, off = composed.strides(x.stride(), 0)
     assert torch.equal(x.as_strided((3, 6, 4), strides, off), x.t().expand(3, 6, 4))
+
+
+def test_matmul_epilogue_fuses_on_write():
+    g = G()
+    x, w, b = leaf(64, 32, dtype=BF16), leaf(32, 48, dtype=BF16), leaf(48, dtype=BF16)
+    h = g.mm(x, w)
+    out = g.pw("relu", g.pw("add", h, b))
+    p = plan(g.nodes, Flags(outputs=frozenset({out})))
+    (k,) = p.kernels
+    assert (k.kind, k.backend) == ("matmul", "template") and "us" in k.decision
+    assert isinstance(k.kernel, MatmulKernel) and plain_operand(k.kernel.a) and plain_operand(k.kernel.b)
+    assert [i.op for i in k.kernel.epilogue.instrs] == ["add", "relu"]
+    assert reasons(p) == [(out.id, "output")]
+
+
+def test_element_wise_block_before_a_matmul_fuses_on_read():
+    g = G()
+    x, w = leaf(64, 32, dtype=BF16), leaf(32, 48, dtype=BF16)
+    a = g.pw("mul", x, 2)
+    a2 = g.pw("add", a, 1)
+    out = g.mm(a2, w)
+    p = plan(g.nodes, Flags(outputs=frozenset({out})))
+    (k,) = p.kernels
+    assert [i.op for i in k.kernel.a.instrs] == ["mul", "add"] and plain_operand(k.kernel.b)
+    assert reasons(p) == [(out.id, "output")]  # neither a nor a2 is written
+
+
+def test_an_operand_python_still_holds_is_written_by_its_block_and_recomputed_on_read():
+    g = G()
+    x, w = leaf(64, 32, dtype=BF16), leaf(32, 48, dtype=BF16)
+    a = g.pw("gelu", x)
+    out = g.mm(a, w)
+    p = plan(g.nodes, Flags(alive={a: 1}, outputs=frozenset({out})))
+    assert [k.kind for k in p.kernels] == ["fused", "matmul"]
+    assert reasons(p) == [(a.id, "alive"), (out.id, "output")]
+
+
+def test_a_large_plain_matmul_runs_on_cublas():
+    g = G()
+    x, w = leaf(4096, 4096, dtype=BF16), leaf(4096, 4096, dtype=BF16)
+    out = g.mm(x, w)
+    (k,) = plan(g.nodes, Flags(outputs=frozenset({out}))).kernels
+    assert (k.kind, k.backend, k.decision, k.kernel) == ("matmul", "torch", "nothing fuses", None)
+
+
+def test_when_the_template_loses_the_epilogue_is_a_kernel_of_its_own():
+    g = G()  # float32 operands: the template's FMA loop is estimated well below cuBLAS
+    x, w, b = leaf(2048, 2048), leaf(2048, 2048), leaf(2048)
+    h = g.mm(x, w)
+    out = g.pw("relu", g.pw("add", h, b))
+    p = plan(g.nodes, Flags(outputs=frozenset({out})))
+    assert [(k.kind, k.backend) for k in p.kernels] == [("matmul", "torch"), ("fused", "generated")]
+    assert "cuBLAS + epilogue" in p.kernels[0].decision
+    assert reasons(p) == [(h.id, "consumed-later"), (out.id, "output")]
+
+
+def test_a_reduction_after_a_matmul_opens_its_own_block():
+    g = G()
+    x, w = leaf(16, 8), leaf(8, 12)
+    h = g.mm(x, w)
+    e = g.pw("exp", h)
+    out = g.sum(e, 1)
+    p = plan(g.nodes, Flags(outputs=frozenset({out})))
+    assert [k.kind for k in p.kernels] == ["matmul", "reduction"]
+    assert reasons(p) == [(e.id, "consumed-later"), (out.id, "output")]
+
+
+def test_rms_norm_in_fp32_math_is_one_kernel():
+    """x.float() is re-read after the reduction instead of written; w.float(), of another shape,
+    does not close the block: each consumer recomputes it."""
+    g = G()
+    x, w = leaf(64, 128, dtype=BF16), leaf(128, dtype=BF16)
+    to_f32 = (("dtype", F32),)
+    xf = g.pw("_to_copy", x, dtype=F32, attrs=to_f32)
+    ms = g.mean(g.pw("pow", xf, 2), 1)
+    rstd = g.pw("rsqrt", g.pw("add", ms, 1e-6))
+    normed = g.pw("mul", xf, rstd, shape=(64, 128))
+    wf = g.pw("_to_copy", w, dtype=F32, attrs=to_f32)
+    out = g.pw("_to_copy", g.pw("mul", normed, wf), dtype=BF16, attrs=(("dtype", BF16),))
+    p = plan(g.nodes, Flags(outputs=frozenset({out})))
+    assert [k.kind for k in p.kernels] == ["reduction"]
+    assert reasons(p) == [(out.id, "output")]
+
+
+def test_a_floating_producer_that_must_be_written_gets_a_kernel_first():
+    g = G()
+    x, w = leaf(4, 8), leaf(8)
+    a = g.pw("exp", x)
+    wf = g.pw("neg", w)  # does not fit a's block: floats
+    out = g.pw("add", a, wf)
+    p = plan(g.nodes, Flags(alive={wf: 1}, outputs=frozenset({out})))
+    assert [k.name for k in p.kernels] == ["neg", "exp_add"]
+    assert reasons(p) == [(wf.id, "alive"), (out.id, "output")]
+
+
+def test_cost_model_prefers_the_template_only_when_something_fuses():
+    work = dict(batch=16, m=1024, n=1024, k=1024, dtype=BF16, operand_bytes=34 << 20,
+                template_read_bytes=36 << 20, extra_read_bytes=2 << 20, product_bytes=32 << 20,
+                output_bytes=32 << 20, fused_operand_bytes=0)
+    assert cost.choose_matmul(cost.MatmulWork(**work, epilogue=True)).backend == "template"
+    assert cost.choose_matmul(cost.MatmulWork(**work, epilogue=False)) == cost.Choice("torch", "nothing fuses")
+    f64 = cost.choose_matmul(cost.MatmulWork(**{**work, "dtype": torch.float64}, epilogue=True))
+    assert f64 == cost.Choice("torch", "no template for float64")

@@ -1,0 +1,341 @@
+"""The Triton matmul template: ``epilogue(prologue_a(...) @ prologue_b(...))`` in one kernel.
+
+Each program computes one ``[BLOCK_M, BLOCK_N]`` tile of one batch entry. In its K loop it loads
+the inputs of each operand's prologue as tiles through their strides (transposed, broadcast and
+sliced operands alike), computes the prologue's element-wise instructions in registers ("fuse on
+read") and accumulates ``tl.dot`` in float32. The epilogue rounds the product to its dtype as
+eager does, loads its other inputs at the output tile, runs its instructions ("fuse on write")
+and stores each output. Rows and columns past M and N are clamped on load and masked on store;
+a K tail is masked and, after a prologue, zeroed (a prologue of 0 need not be 0).
+
+Block sizes come from a few configs, timed per shape class on the GPU the first time one is
+seen and remembered in ``matmul-tuning.json`` beside the kernel cache; the interpreter uses one
+small config. The lowering of each instruction is the element-wise generator's (``lowering.py``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..kernel_ir import FusedKernel, Input, MatmulKernel, Value, evaluate_matmul
+from .emit import indent, module_source
+from .lowering import Operand, cast, lower, tl_type
+
+KERNEL_NAME = "matmul_kernel"
+_SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class MatmulConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def constants(self) -> dict[str, int]:
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_K": self.block_k,
+                "GROUP_M": self.group_m, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+
+# Candidates for 2-byte operands on Hopper (wgmma wants 4 or 8 warps and K blocks of 64), then
+# smaller tiles for small or skinny products; fp32 operands take half the K block (shared memory).
+GPU_CONFIGS = (
+    MatmulConfig(128, 256, 64, 8, 8, 3),
+    MatmulConfig(256, 128, 64, 8, 8, 3),
+    MatmulConfig(128, 128, 64, 8, 4, 4),
+    MatmulConfig(128, 128, 64, 8, 8, 3),
+    MatmulConfig(64, 128, 64, 8, 4, 4),
+    MatmulConfig(128, 64, 64, 8, 4, 4),
+    MatmulConfig(64, 64, 64, 8, 4, 4),
+    MatmulConfig(32, 64, 64, 8, 4, 3),
+)
+INTERPRETER_CONFIG = MatmulConfig(32, 32, 32, 4, 4, 1)
+
+
+def configs_for(dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
+    if dtype.itemsize <= 2:
+        return GPU_CONFIGS
+    return tuple(dict.fromkeys(MatmulConfig(c.block_m, c.block_n, c.block_k // 2, c.group_m, c.num_warps,
+                                            min(c.num_stages, 3)) for c in GPU_CONFIGS))
+
+
+def _matmul_precision(dtype: torch.dtype) -> str:
+    """Eager's fp32 matmul is full precision unless torch allows TF32."""
+    if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
+        return "ieee"
+    return "tf32"
+
+
+class _Names:
+    """Register names of one part (``a``, ``b`` or ``e``): inputs ``{p}in{k}``, values ``{p}v{i}``."""
+
+    def __init__(self, part: str, kernel: FusedKernel, first_pointer: int) -> None:
+        self.part, self.kernel, self.first = part, kernel, first_pointer
+
+    def pointer(self, k: int) -> str:
+        return f"in{self.first + k}"
+
+    def loaded(self, k: int) -> str:
+        return f"{self.part}in{k}"
+
+    def value(self, i: int) -> str:
+        return f"{self.part}v{i}"
+
+    def lines(self) -> list[str]:
+        """The instructions, each lowered to one assignment."""
+        out = []
+        for i, ins in enumerate(self.kernel.instrs):
+            ops = []
+            for a in ins.args:
+                if isinstance(a, Input):
+                    ops.append(Operand(self.loaded(a.index), self.kernel.input_dtypes[a.index]))
+                elif isinstance(a, Value):
+                    ops.append(Operand(self.value(a.index), self.kernel.instrs[a.index].dtype))
+                else:
+                    ops.append(Operand(None, None, a))
+            out.append(f"{self.value(i)} = {lower(ins, ops)}")
+        return out
+
+
+def _strides(part: _Names, k: int) -> tuple[str, str, str]:
+    t = part.first + k
+    return f"st{t}_0", f"st{t}_1", f"st{t}_2"
+
+
+def generate(kernel: MatmulKernel, wide: bool, interpret: bool, even_k: bool = False) -> str:
+    """Source of the template for ``kernel``. ``wide``: 64-bit offsets; ``even_k``: the block
+    divides K, so the K loop needs no mask."""
+    a_part = _Names("a", kernel.a, 0)
+    b_part = _Names("b", kernel.b, len(kernel.a.input_dtypes))
+    e_part = _Names("e", kernel.epilogue, len(kernel.a.input_dtypes) + len(kernel.b.input_dtypes) - 1)
+    n_in = len(kernel.input_dtypes)
+    n_out = len(kernel.outputs)
+    operand = kernel.operand_dtype
+    precision = _matmul_precision(operand)
+    body = [
+        "pid = tl.program_id(0)",
+        "bid = tl.program_id(1)" + (".to(tl.int64)" if wide else ""),
+        "grid_m = (M + BLOCK_M - 1) // BLOCK_M",
+        "grid_n = (N + BLOCK_N - 1) // BLOCK_N",
+        "width = GROUP_M * grid_n",
+        "first_m = (pid // width) * GROUP_M",
+        "group_size = tl.minimum(grid_m - first_m, GROUP_M)",
+        "pid_m = first_m + (pid % width) % group_size",
+        "pid_n = (pid % width) // group_size",
+        "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+    ]
+    if wide:
+        body += ["rm = rm.to(tl.int64)", "rn = rn.to(tl.int64)"]
+    body += [
+        "mmask = rm < M",
+        "nmask = rn < N",
+        "ram = tl.where(mmask, rm, 0)",  # clamped rows/cols: loads stay in bounds without masks
+        "rbn = tl.where(nmask, rn, 0)",
+        "rk = tl.arange(0, BLOCK_K)",
+        "acc = tl.full((BLOCK_M, BLOCK_N), 0, tl.float32)",
+        "for kb in range(0, (K + BLOCK_K - 1) // BLOCK_K):",
+    ]
+    loop = ["kk = kb * BLOCK_K + rk"] + ([] if even_k else ["kmask = kk < K"])
+    for part, rows, cols, row_mask in ((a_part, "ram[:, None]", "kk[None, :]", "kmask[None, :]"),
+                                       (b_part, "kk[:, None]", "rbn[None, :]", "kmask[:, None]")):
+        for k in range(len(part.kernel.input_dtypes)):
+            sb, sr, sc = _strides(part, k)
+            ptr = f"{part.pointer(k)} + bid * {sb} + {rows} * {sr} + {cols} * {sc}"
+            mask = "" if even_k else f", mask={row_mask}, other=0"
+            loop.append(f"{part.loaded(k)} = tl.load({ptr}{mask})")
+        loop += part.lines()
+        out = part.value(part.kernel.outputs[0].index)
+        plain = len(part.kernel.instrs) == 1 and part.kernel.instrs[0].op == "clone"
+        if not plain and not even_k:  # the prologue of a zero-padded element need not be zero
+            loop.append(f"{out} = tl.where({row_mask}, {out}, 0).to({tl_type(operand)})")
+        loop.append(f"{part.part}op = {out}")
+    a_op, b_op = "aop", "bop"
+    if interpret and operand == torch.bfloat16:  # the interpreter's bf16 dot is wrong; fp32 is exact
+        a_op, b_op = "aop.to(tl.float32)", "bop.to(tl.float32)"
+    loop.append(f"acc = tl.dot({a_op}, {b_op}, acc, input_precision=\"{precision}\")")
+    body += indent(loop, 1)
+    body += [
+        f"ein0 = {cast('acc', torch.float32, kernel.product_dtype)}",
+        "omask = mmask[:, None] & nmask[None, :]",
+    ]
+    for k in range(1, len(kernel.epilogue.input_dtypes)):
+        sb, sr, sc = _strides(e_part, k)
+        ptr = f"{e_part.pointer(k)} + bid * {sb} + rm[:, None] * {sr} + rn[None, :] * {sc}"
+        body.append(f"{e_part.loaded(k)} = tl.load({ptr}, mask=omask, other=0)")
+    body += e_part.lines()
+    for j, out in enumerate(kernel.outputs):
+        body.append(f"tl.store(out{j} + bid * so{j}_0 + rm[:, None] * so{j}_1 + rn[None, :] * so{j}_2, "
+                    f"{e_part.value(out.index)}, mask=omask)")
+    strides = [s for t in range(n_in) for s in (f"st{t}_0", f"st{t}_1", f"st{t}_2")]
+    strides += [s for j in range(n_out) for s in (f"so{j}_0", f"so{j}_1", f"so{j}_2")]
+    args = ([f"in{t}" for t in range(n_in)] + [f"out{j}" for j in range(n_out)] + ["M", "N", "K"] + strides
+            + ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr", "GROUP_M: tl.constexpr"])
+    return module_source("\n".join([f"def {KERNEL_NAME}({', '.join(args)}):"] + indent(body, 1)) + "\n")
+
+
+def _strides3(t: torch.Tensor) -> tuple[int, int, int]:
+    """Strides over (batch, rows, cols), 0 where a dim is broadcast or absent."""
+    st = [0 if n == 1 else s for n, s in zip(t.shape, t.stride())]
+    return (0, *st) if t.dim() == 2 else tuple(st)  # type: ignore[return-value]
+
+
+def _reach(t: torch.Tensor) -> int:
+    return sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) + t.storage_offset()
+
+
+def _shape_class(m: int, n: int, k: int, batch: int) -> tuple[int, ...]:
+    """Products whose sizes round to the same powers of two share a tuned config."""
+    return tuple(1 << max(0, x - 1).bit_length() for x in (m, n, k, batch))
+
+
+class _Tuning:
+    """Tuned configs per (kernel structure, shape class), remembered on disk as JSON."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "matmul-tuning.json"
+        self._lock = threading.Lock()
+        try:
+            self.table: dict[str, list[int]] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.table = {}
+
+    def get(self, key: str) -> MatmulConfig | None:
+        found = self.table.get(key)
+        return MatmulConfig(*found) if found else None
+
+    def put(self, key: str, config: MatmulConfig) -> None:
+        with self._lock:
+            self.table[key] = [config.block_m, config.block_n, config.block_k, config.group_m,
+                               config.num_warps, config.num_stages]
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(self.table, f)
+            os.replace(tmp, self.path)
+
+
+class MatmulRunner:
+    """Runs ``MatmulKernel``s as the generated template, compiled or interpreted."""
+
+    def __init__(self, interpret: bool, cache: Any, configs: Sequence[MatmulConfig] | None = None) -> None:
+        self.interpret = interpret
+        self.cache = cache
+        self.configs = configs
+        self.tuning = _Tuning(cache.directory)
+        self._plans: dict[tuple, tuple[Any, MatmulConfig]] = {}
+
+    def run(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
+            outputs: Sequence[torch.Tensor | None] | None = None) -> list[torch.Tensor]:
+        """Compute the outputs into ``outputs`` (any strides; None: new contiguous tensors)."""
+        return self.bind(kernel, inputs, outputs)()
+
+    def bind(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
+             outputs: Sequence[torch.Tensor | None] | None = None) -> Callable[[], list[torch.Tensor]]:
+        """``run`` prepared for these tensors (source loaded, config chosen): each call launches."""
+        kernel.check_inputs(inputs)
+        if not self.interpret and any(not t.is_cuda for t in inputs):
+            raise ValueError("the triton executor runs on CUDA tensors; use 'interpret' or "
+                             "'reference' for CPU tensors")
+        shape = kernel.shape
+        m, n, k = shape[-2], shape[-1], kernel.a.shape[-1]
+        batch = math.prod(shape[:-2])
+        device = inputs[0].device
+        given = list(outputs) if outputs is not None else [None] * len(kernel.outputs)
+        # Other programs still read the inputs while one stores its tile: an output sharing
+        # storage with an input is computed aside and copied.
+        read = {t.untyped_storage().data_ptr() for t in inputs if t.numel()}
+        outs = [torch.empty(kernel.output_shape(j), dtype=kernel.epilogue.instrs[o.index].dtype, device=device)
+                if g is None or (g.numel() and g.untyped_storage().data_ptr() in read) else g
+                for j, (o, g) in enumerate(zip(kernel.outputs, given))]
+        results = [out if g is None else g for g, out in zip(given, outs)]
+        aside = [(g, out) for g, out in zip(given, outs) if g is not None and g is not out]
+        if 0 in (m, n, k, batch):  # nothing to launch: aten's answer (zeros when K is 0)
+            def compute() -> None:
+                for out, value in zip(outs, evaluate_matmul(kernel, inputs)):
+                    out.copy_(value)
+        else:
+            compute = self._prepare(kernel, inputs, outs, m, n, k, batch)
+
+        def call() -> list[torch.Tensor]:
+            compute()
+            for g, out in aside:
+                g.copy_(out)
+            return results
+
+        return call
+
+    def _prepare(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor], outs: list[torch.Tensor],
+                 m: int, n: int, k: int, batch: int) -> Callable[[], None]:
+        wide = max([_reach(t) for t in (*inputs, *outs)]) >= 2**31
+        key = (kernel, wide, tuple(t.stride() for t in inputs), tuple(t.stride() for t in outs), m, n, k, batch)
+        found = self._plans.get(key)
+        if found is None:
+            source = ("matmul", _SOURCE_HASH, kernel.structure_key(), wide, self.interpret,
+                      _matmul_precision(kernel.operand_dtype))
+
+            def variant(config: MatmulConfig) -> Any:
+                even_k = k % config.block_k == 0
+                return self.cache.kernel((*source, even_k), lambda: generate(kernel, wide, self.interpret, even_k),
+                                         KERNEL_NAME, self.interpret)
+
+            config = self._config(variant, kernel, inputs, outs, (m, n, k, batch), source)
+            found = self._plans[key] = (variant(config), config)
+        fn, config = found
+        grid = (math.ceil(m / config.block_m) * math.ceil(n / config.block_n), batch)
+        args = (*inputs, *outs, m, n, k, *[s for t in (*inputs, *outs) for s in _strides3(t)])
+        constants = config.constants()
+        device = inputs[0].device
+
+        def launch() -> None:
+            if device.type == "cuda" and device.index != torch.cuda.current_device():
+                with torch.cuda.device(device):
+                    fn[grid](*args, **constants)
+            else:
+                fn[grid](*args, **constants)
+
+        return launch
+
+    def _launch(self, fn: Any, config: MatmulConfig, inputs: Sequence[torch.Tensor],
+                outs: list[torch.Tensor], m: int, n: int, k: int, batch: int) -> None:
+        grid = (math.ceil(m / config.block_m) * math.ceil(n / config.block_n), batch)
+        strides = [s for t in (*inputs, *outs) for s in _strides3(t)]
+        fn[grid](*inputs, *outs, m, n, k, *strides, **config.constants())
+
+    def _config(self, variant: Callable[[MatmulConfig], Any], kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
+                outs: list[torch.Tensor], sizes: tuple[int, int, int, int], source_key: tuple) -> MatmulConfig:
+        """The interpreter's one config, or the fastest candidate for this shape class."""
+        if self.interpret:
+            return self.configs[0] if self.configs else INTERPRETER_CONFIG
+        candidates = tuple(self.configs or configs_for(kernel.operand_dtype))
+        if len(candidates) == 1:
+            return candidates[0]
+        tuning_key = repr((hashlib.sha256(repr(source_key).encode()).hexdigest()[:16], _shape_class(*sizes),
+                           torch.cuda.get_device_name(inputs[0].device)))
+        config = self.tuning.get(tuning_key)
+        if config is None:
+            from triton.runtime.errors import OutOfResources
+            from triton.testing import do_bench
+
+            timings = {}
+            for c in candidates:
+                try:
+                    fn = variant(c)
+                    timings[c] = do_bench(lambda: self._launch(fn, c, inputs, outs, *sizes), warmup=5, rep=20)
+                except OutOfResources:  # a config the chip cannot hold (shared memory, registers)
+                    continue
+            config = min(timings, key=timings.get)
+            self.tuning.put(tuning_key, config)
+        return config
