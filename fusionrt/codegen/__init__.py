@@ -25,8 +25,8 @@ from .layout import Layout, analyze, tensor_strides
 from .lowering import UnsupportedKernel, lowered_ops
 from .matmul import MatmulRunner
 
-__all__ = ["BlockConfig", "BoundKernel", "KernelCache", "Launch", "TritonExecutor", "UnsupportedKernel", "launch_arguments",
-           "lowered_ops", "shared_cache"]
+__all__ = ["BlockConfig", "BoundKernel", "KernelCache", "Launch", "TritonExecutor", "UnsupportedKernel",
+           "launch_arguments", "lowered_ops", "shared_cache"]
 
 _shared: dict[str, KernelCache] = {}
 

@@ -20,7 +20,8 @@ KERNEL_NAME = "reduction_kernel"
 
 # Only builtins and our own helpers: ``tl.sum``/``tl.max`` are @jit functions whose interpreted-or-
 # compiled nature was fixed when triton was imported, so they cannot serve both executors.
-_COMBINE = {"sum": "tl.reduce({x}, 1, _add_combine)", "mean": "tl.reduce({x}, 1, _add_combine)", "prod": "tl.reduce({x}, 1, _mul_combine)",
+_COMBINE = {"sum": "tl.reduce({x}, 1, _add_combine)", "mean": "tl.reduce({x}, 1, _add_combine)",
+            "prod": "tl.reduce({x}, 1, _mul_combine)",
             "amax": "tl.reduce({x}, 1, _max_nan)", "amin": "tl.reduce({x}, 1, _min_nan)"}
 _UPDATE = {"sum": "{acc} + {x}", "mean": "{acc} + {x}", "prod": "{acc} * {x}",
            "amax": "_max_nan({acc}, {x})", "amin": "_min_nan({acc}, {x})"}

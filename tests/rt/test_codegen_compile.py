@@ -107,12 +107,10 @@ def test_every_reduction_pattern_compiles_for_sm90(tmp_path, looped):
     cache = KernelCache(tmp_path)
     for name, kernel, make_inputs in standard_cases() + [nan_case()]:
         inputs = make_inputs(torch.Generator(), "cpu")
-        layout = _layout(kernel, inputs)
         # Both mask variants: the cases' odd sizes need masks; pretend the blocks divide them.
         for masks in ((True, True), (False, False)):
             choice = Choice(looped, 1 if looped else 2, 128 if looped else 64, 4, 1, *masks)
             assert "cubin" in _compile(cache, kernel, inputs, choice), (name, masks)
-        assert layout.rnumel > 0
 
 
 def _meta(shape, dtype=F32):

@@ -134,7 +134,8 @@ def test_single_pass_and_looped_around_the_threshold(gpu, dtype):
     the outer dim (64 contiguous columns per program)."""
     cases = []
     for n in (255, 256, 1024, 4095, 4096, 4097, 8193):
-        cases += [softmax((37, n), 1, dtype), layer_norm((37, n), (1,), dtype), one_reduction("sum", (37, n), (1,), dtype)]
+        cases += [softmax((37, n), 1, dtype), layer_norm((37, n), (1,), dtype),
+                  one_reduction("sum", (37, n), (1,), dtype)]
     cases += [one_reduction("sum", (4097, 515), (0,), dtype), one_reduction("amax", (16, 512), (0,), dtype),
               one_reduction("mean", (3, 2048, 64), (0, 2), dtype)]
     failures = []
@@ -151,9 +152,10 @@ def test_single_pass_and_looped_around_the_threshold(gpu, dtype):
 def test_issue_4_kernels_at_their_shapes(gpu, dtype):
     """layer_norm(x + residual) [8192, 4096], softmax(s * 0.125 + mask) [8, 16, 1024, 1024],
     the clone-reduction pattern: the kernels the benchmark times, mask-free."""
-    for i, (name, kernel, make_inputs) in enumerate([
-            layer_norm((8192, 4096), (1,), dtype), softmax((8, 16, 1024, 1024), 3, dtype),
-            clone_pattern((8192, 4096))]):
+    cases = [layer_norm((8192, 4096), (1,), dtype), softmax((8, 16, 1024, 1024), 3, dtype)]
+    if dtype == torch.float32:
+        cases.append(clone_pattern((8192, 4096)))
+    for i, (name, kernel, make_inputs) in enumerate(cases):
         inputs = make_inputs(torch.Generator().manual_seed(i), "cuda")
         assert_matches(kernel, gpu.run(kernel, inputs), inputs, [name] * 3, gpu=True)
 
