@@ -229,6 +229,9 @@ def check_fixes(corpus: Path, scratch: Path, deps: Path | None, seed: int) -> di
     folders = [folder for _, folders, _ in PACKAGES.values() for folder in folders]
     for folder in folders:
         shutil.copytree(corpus / folder, fixed_root / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for dist, (version, _, _) in PACKAGES.items():  # packages that read their own metadata at import
+        info = f"{dist}-{version}.dist-info"
+        shutil.copytree(corpus / info, fixed_root / info)
     original = digest_tree(fixed_root)
     start = time.perf_counter()
     run_fix(fixed_root, folders)

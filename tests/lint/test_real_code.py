@@ -37,7 +37,10 @@ def corpus(tmp_path_factory):
             capture_output=True,
             timeout=INSTALL_SECONDS,
         )
-    except (subprocess.SubprocessError, OSError) as error:
+    except subprocess.CalledProcessError as error:
+        why = (error.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"pip cannot install {' '.join(requirements)} --no-deps: {why}")
+    except (subprocess.TimeoutExpired, OSError) as error:
         pytest.skip(f"cannot install {' '.join(requirements)} --no-deps within {INSTALL_SECONDS} s: {error}")
     return bench, target
 
