@@ -128,9 +128,13 @@ def op_kernel(dtype: torch.dtype, inputs: Sequence[torch.Tensor],
     return kernel, labels
 
 
-def tolerance(dtype: torch.dtype, gpu: bool = False) -> dict[str, Any]:
+def tolerance(dtype: torch.dtype, gpu: bool = False, reduced: int = 1) -> dict[str, Any]:
     """What fusion legitimately changes: a few ulps of the compute dtype (GPU math functions are
-    approximate to a few float32 ulps)."""
+    approximate to a few float32 ulps), and for a float32 sum of ``reduced`` terms in another
+    order, an absolute error growing like sqrt(reduced) (measured on the H100: 3.4e-5 on a
+    4,097-term column sum, 6.5e-5 on 4,096-term row sums of magnitude ~100)."""
+    if dtype == torch.float32 and gpu and reduced > 1:
+        return dict(rtol=1e-4, atol=1e-5 * max(1.0, reduced ** 0.5 / 4))
     if dtype == torch.float16:
         return dict(rtol=2e-3, atol=1e-4)
     if dtype == torch.bfloat16:
@@ -147,6 +151,7 @@ def assert_matches(kernel: FusedKernel, got: Sequence[torch.Tensor], inputs: Seq
     ``reference_device`` names another (same shape, dtype, contiguity), listing all failures. The
     device matters: CUDA eager supports ops (``abs`` on bool) that the CPU kernels lack."""
     ref_inputs = [t.to(reference_device) for t in inputs] if reference_device else inputs
+    reduced = math.prod(kernel.shape[d] for d in getattr(kernel, "reduce_dims", ()))
     expected = [e.cpu() for e in evaluate(kernel, ref_inputs)]
     assert len(got) == len(expected)
     failures = []
@@ -157,7 +162,7 @@ def assert_matches(kernel: FusedKernel, got: Sequence[torch.Tensor], inputs: Seq
             failures.append(f"{label}: got {tuple(g.shape)} {g.dtype}, want {tuple(e.shape)} {e.dtype}")
             continue
         try:
-            torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e.dtype, gpu))
+            torch.testing.assert_close(g, e, equal_nan=True, **tolerance(e.dtype, gpu, reduced))
         except AssertionError as err:
             failures.append(f"{label}: {str(err).splitlines()[0]} {str(err).splitlines()[-3:]}")
     assert not failures, "\n".join(failures)
