@@ -18,9 +18,10 @@ from typing import Any, Callable, Optional, Union
 import torch
 
 from .executors import Executor, get_executor
-from .graph import Leaf, Node, Use, View, numel
+from .graph import Leaf, Node, Use, numel
 from .plan import KernelInput, Plan
 from .report import Report
+from .runtime import tensor_of
 from .session import FlushTrace, Session, current
 
 MAX_PROGRAMS = 64  # argument signatures remembered per function
@@ -237,7 +238,7 @@ class _Program:
 
     def _input(self, inp: KernelInput, shape: tuple[int, ...], leaves: dict[Leaf, torch.Tensor],
                buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
-        t = _data(inp.view or inp.src, leaves, buffers)
+        t = tensor_of(inp.view or inp.src, leaves, buffers)
         key = (inp, t.stride(), t.storage_offset())
         if key not in self._views:
             strides, offset = inp.map.strides(t.stride(), t.storage_offset())
@@ -281,16 +282,6 @@ class _Program:
 _CPU = torch.device("cpu")
 
 
-def _data(src: Any, leaves: dict[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
-    """The tensor behind a leaf, a computed node, or a view of a computed node."""
-    if isinstance(src, Leaf):
-        return leaves[src]
-    if isinstance(src, View):
-        root = buffers[src.root]
-        return root.as_strided(src.shape, src.stride, root.storage_offset() + src.offset - src.root.offset)
-    return buffers[src]
-
-
 def _extern_call(node: Node) -> tuple[Any, dict[str, Any]]:
     kwargs = dict(node.attrs)
     return kwargs.pop("func"), kwargs
@@ -298,7 +289,7 @@ def _extern_call(node: Node) -> tuple[Any, dict[str, Any]]:
 
 def _extern_args(args: Any, leaves: dict[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> Any:
     if isinstance(args, Use):
-        return _data(args.src, leaves, buffers)
+        return tensor_of(args.src, leaves, buffers)
     if isinstance(args, (list, tuple)):
         return type(args)(_extern_args(a, leaves, buffers) for a in args)
     return args

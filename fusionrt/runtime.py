@@ -131,7 +131,7 @@ class Runner:
 
         def arg(a: Any) -> Any:
             if isinstance(a, Use):
-                t = _data(a.src, leaves, buffers)
+                t = tensor_of(a.src, leaves, buffers)
                 read.append(t)
                 return t
             if isinstance(a, (list, tuple)):
@@ -167,7 +167,7 @@ def _destination(node: Node, home: bool, device: torch.device) -> torch.Tensor:
     return torch.empty_strided(node.shape, node.stride, dtype=node.dtype, device=device)
 
 
-def _data(src: Any, leaves: Mapping[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
+def tensor_of(src: Any, leaves: Mapping[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
     """The concrete tensor behind a leaf, a computed node, or a view of a computed node."""
     if isinstance(src, Leaf):
         return leaves[src]
@@ -180,7 +180,7 @@ def _data(src: Any, leaves: Mapping[Leaf, torch.Tensor], buffers: dict[Node, tor
 
 def _load(inp: KernelInput, shape: tuple[int, ...], leaves: Mapping[Leaf, torch.Tensor],
           buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
-    t = _data(inp.view or inp.src, leaves, buffers)
+    t = tensor_of(inp.view or inp.src, leaves, buffers)
     strides, offset = inp.map.strides(t.stride(), t.storage_offset())
     return t.as_strided(shape, strides, offset)
 
