@@ -154,6 +154,7 @@ class _Program:
         self._executors: dict[torch.device, Executor] = {}
         self._views: dict[tuple, Optional[tuple]] = {}  # (input, layout read) -> strides, offset
         self._externs = {n: _extern_call(n) for k in plan.kernels if (n := k.extern) is not None}
+        self._relaunchers: dict[int, Any] = {}  # kernel index -> its Relauncher, after one run
 
     @staticmethod
     def build(session: Session, tensors: list[torch.Tensor], result: Any) -> _Program:
@@ -209,13 +210,12 @@ class _Program:
                   for leaf, i, layout in self.leaf_args}
         buffers: dict[Node, torch.Tensor] = {}
         with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
-            for planned in self.plan.kernels:
+            for k, planned in enumerate(self.plan.kernels):
                 if planned.kernel is not None:
                     kernel = planned.kernel
                     inputs = [self._input(inp, kernel.input_shape(i), leaves, buffers)
                               for i, inp in enumerate(planned.inputs)]
-                    device = inputs[0].device if inputs else _CPU
-                    outs = self._executor(device).run(kernel, inputs)
+                    outs = self._launch(k, kernel, inputs)
                     for node, value in zip(planned.outputs, outs):
                         if value.numel() != numel(node.shape):  # a full-size value computed at reduced level
                             value = value.expand(kernel.shape)
@@ -229,6 +229,18 @@ class _Program:
                     (node,) = planned.outputs
                     self._home(node, bases, tensors).copy_(buffers[node])
         return _rebuild(self.output, tensors, bases), self.report
+
+    def _launch(self, k: int, kernel: Any, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Kernel ``k``'s outputs, computed into new tensors. Generated kernels are bound once
+        and relaunched: the guards hold the inputs' layouts, so nothing else is re-examined."""
+        relaunch = self._relaunchers.get(k)
+        if relaunch is not None:
+            return relaunch(inputs)
+        bound = self._executor(inputs[0].device if inputs else _CPU).bind(kernel, inputs)
+        outs = bound()
+        if hasattr(bound, "relauncher"):  # the reference executor evaluates anew each time
+            self._relaunchers[k] = bound.relauncher()
+        return outs
 
     def _executor(self, device: torch.device) -> Executor:
         found = self._executors.get(device)

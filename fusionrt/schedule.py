@@ -88,8 +88,10 @@ class _Planner:
         self.needs: dict[Node, str] = {}  # node -> view-break | consumed-later
         self.covered: set[Node] = set()  # alive writes hidden by a later write of the same region
         self.floating: set[Node] = set()  # concrete-data producers each consumer recomputes
-        # storages more than one pending node writes: their writes keep program order
-        homes = Counter(n.storage for n in nodes if n.storage)
+        # live storages more than one pending node writes: their writes keep program order. A
+        # dead storage is nobody's home: the allocator may have handed its address to a later
+        # node (CUDA's caching allocator does so within one recording).
+        homes = Counter(n.storage for n in nodes if n.storage and n.holder is not None and n.holder() is not None)
         self.shared_homes = {ptr for ptr, count in homes.items() if count > 1}
         self._reasons: Optional[dict[Node, str]] = None
 

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 import torch
 
-from ..kernel_ir import FusedKernel, MatmulKernel, evaluate
+from ..kernel_ir import FusedKernel, MatmulKernel
 from . import pointwise, reduction
 from .cache import KernelCache
 from .config import BlockConfig, Choice, pointwise_choice, reduction_choice
 from .emit import Indexing
-from .launch import Launch, Spec
+from .launch import BoundKernel, Launch, Spec
 from .layout import Layout, analyze, tensor_strides
 from .lowering import UnsupportedKernel, lowered_ops
 from .matmul import MatmulRunner
@@ -52,28 +52,6 @@ class _KernelEntry:
                         for j, o in enumerate(kernel.outputs)]
         self.empty = math.prod(kernel.shape) == 0
         self.specs: dict[tuple, Spec] = {}
-
-
-class BoundKernel:
-    """A kernel bound to its tensors: calling it launches and returns the output tensors."""
-
-    __slots__ = ("launch", "outputs", "kernel", "inputs")
-
-    def __init__(self, launch: Launch | None, outputs: list[torch.Tensor], kernel: FusedKernel,
-                 inputs: list[torch.Tensor]) -> None:
-        self.launch, self.outputs, self.kernel, self.inputs = launch, outputs, kernel, inputs
-
-    def __call__(self) -> list[torch.Tensor]:
-        launch = self.launch
-        if launch is None:
-            for out, value in zip(self.outputs, evaluate(self.kernel, self.inputs)):
-                out.copy_(value)
-        elif launch.device.type == "cuda" and launch.device.index != torch.cuda.current_device():
-            with torch.cuda.device(launch.device):
-                launch()
-        else:
-            launch()
-        return self.outputs
 
 
 class TritonExecutor:

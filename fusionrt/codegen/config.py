@@ -7,7 +7,9 @@ issue 4. Element-wise kernels take 1024-element blocks, 256 elements per warp. A
 program each, shorter rows share one (up to ``tile`` elements), and a reduction whose kept dims
 are the contiguous ones (``sum(0)`` of a row-major matrix) walks 64 columns per program so its
 loads coalesce. Longer rows loop over ``loop_rblock``-wide tiles. Reductions get one warp per
-128 tile elements (2 to 8) and one pipeline stage: their loads feed no ``tl.dot``, and software
+256 tile elements (2 to 8: on an H100, softmax over rows of 1024 bf16 runs at 0.185 ms with 4
+warps and 0.235 ms with 8, the 8 elements per thread filling 16-byte loads; rows of 4096 are the
+same from 4 to 16 warps) and one pipeline stage: their loads feed no ``tl.dot``, and software
 pipelining them only costs shared memory.
 """
 from __future__ import annotations
@@ -88,5 +90,5 @@ def reduction_choice(layout: Layout, b: BlockConfig) -> Choice:
         else:
             rows = 1 if rblock >= b.one_row_from else b.tile // rblock
         xblock = min(pow2(xnumel), max(1, rows))
-    return Choice(looped, xblock, rblock, _warps(xblock * rblock, 128, 2, b.max_warps), 1,
+    return Choice(looped, xblock, rblock, _warps(xblock * rblock, 256, 2, b.max_warps), 1,
                   xnumel % xblock != 0, rnumel % rblock != 0)

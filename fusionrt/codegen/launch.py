@@ -2,7 +2,9 @@
 
 A ``Spec`` holds what depends only on a kernel and its tensors' layouts: the function, the grid,
 the size and stride arguments, the block sizes. ``Spec.bind`` pairs it with concrete tensors into
-a ``Launch``, a call without arguments that can be repeated (a replayed plan, a benchmark).
+a ``Launch``, a call without arguments that can be repeated (a bound plan, a benchmark); a
+``BoundKernel`` adds the outputs, and its ``Relauncher`` launches the same spec over a replayed
+plan's new tensors.
 
 On the GPU the first launch of a specialization goes through ``JITFunction``, which compiles or
 finds the binary Triton specialized for those arguments (the sizes and strides, fixed per spec,
@@ -21,13 +23,16 @@ import torch
 from triton import knobs
 from triton.runtime import driver
 
+from ..kernel_ir import FusedKernel, MatmulKernel, evaluate
+
 
 class Spec:
     """One kernel function with its grid and the arguments that follow the tensors."""
 
-    def __init__(self, fn: Any, grid: tuple[int], scalars: Sequence[int], constants: dict[str, int],
+    def __init__(self, fn: Any, grid: tuple[int, ...], scalars: Sequence[int], constants: dict[str, int],
                  interpret: bool) -> None:
         self.fn, self.grid, self.scalars, self.constants = fn, grid, tuple(scalars), constants
+        self.grid3 = (*grid, 1, 1)[:3]
         self.interpret = interpret
         # Parameters after the positional ones are the block-size constexprs, in order.
         self.constexprs = tuple(v for k, v in constants.items() if k not in ("num_warps", "num_stages"))
@@ -49,15 +54,16 @@ class Spec:
 class Launch:
     """One kernel launch over fixed tensors: ``launch()`` runs it again."""
 
-    __slots__ = ("spec", "tensors", "args", "_direct", "_key", "device")
+    __slots__ = ("spec", "tensors", "args", "params", "device", "_key", "_kernel")
 
-    def __init__(self, spec: Spec, tensors: tuple[torch.Tensor, ...]) -> None:
+    def __init__(self, spec: Spec, tensors: tuple[torch.Tensor, ...], key: tuple | None = None) -> None:
         self.spec = spec
         self.tensors = tensors
         self.args = (*tensors, *spec.scalars)
+        self.params = (*self.args, *spec.constexprs)
         self.device = tensors[0].device if tensors else torch.device("cpu")
-        self._direct: Any = None
-        self._key = (self.device.index, tuple(t.data_ptr() % 16 == 0 for t in tensors))
+        self._key = key or (self.device.index, tuple(t.data_ptr() % 16 == 0 for t in tensors))
+        self._kernel: Any = None
 
     def __call__(self) -> None:
         spec = self.spec
@@ -68,25 +74,64 @@ class Launch:
         if hooks.launch_enter_hook is not None or hooks.launch_exit_hook is not None:
             spec.launch_jit(self.args, self._key)
             return
-        if self._direct is not None:
-            self._direct()
-            return
-        kernel = spec._compiled.get(self._key)
+        kernel = self._kernel
         if kernel is None:
-            spec.launch_jit(self.args, self._key)
-            return
-        self._direct = _direct_launcher(kernel, spec, self.args, self.device.index)
-        self._direct()
+            kernel = spec._compiled.get(self._key)
+            if kernel is None:
+                spec.launch_jit(self.args, self._key)
+                return
+            self._kernel = kernel
+        g0, g1, g2 = spec.grid3
+        kernel.run(g0, g1, g2, driver.active.get_current_stream(self.device.index), kernel.function,
+                   kernel.packed_metadata, None, None, None, *self.params)
 
 
-def _direct_launcher(kernel: Any, spec: Spec, args: tuple, device: int) -> Any:
-    """A closure calling the compiled kernel's launcher with everything precomputed."""
-    run, function, packed = kernel.run, kernel.function, kernel.packed_metadata
-    stream_of = driver.active.get_current_stream
-    g0 = spec.grid[0]
-    params = (*args, *spec.constexprs)
+class BoundKernel:
+    """A kernel bound to its tensors: calling it launches and returns the output tensors."""
 
-    def launch() -> None:
-        run(g0, 1, 1, stream_of(device), function, packed, None, None, None, *params)
+    __slots__ = ("launch", "outputs", "kernel", "inputs")
 
-    return launch
+    def __init__(self, launch: Launch | None, outputs: list[torch.Tensor], kernel: FusedKernel | MatmulKernel,
+                 inputs: list[torch.Tensor]) -> None:
+        self.launch, self.outputs, self.kernel, self.inputs = launch, outputs, kernel, inputs
+
+    def __call__(self) -> list[torch.Tensor]:
+        _launch(self.launch, self.kernel, self.inputs, self.outputs)
+        return self.outputs
+
+    def relauncher(self) -> Relauncher:
+        """What relaunching this kernel over other tensors needs, without holding these."""
+        launch = self.launch
+        layouts = [(o.shape, o.stride(), o.dtype, o.device) for o in self.outputs]
+        return Relauncher(self.kernel, None if launch is None else launch.spec,
+                          None if launch is None else launch._key, layouts)
+
+
+class Relauncher:
+    """A bound kernel's launch over new inputs with the bound ones' layouts and alignment, into
+    new outputs laid out like the bound ones: a replayed plan re-examines no argument."""
+
+    __slots__ = ("kernel", "spec", "key", "layouts")
+
+    def __init__(self, kernel: FusedKernel | MatmulKernel, spec: Spec | None, key: tuple | None,
+                 layouts: list[tuple]) -> None:
+        self.kernel, self.spec, self.key, self.layouts = kernel, spec, key, layouts
+
+    def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        outs = [torch.empty_strided(shape, stride, dtype=dtype, device=device)
+                for shape, stride, dtype, device in self.layouts]
+        launch = None if self.spec is None else Launch(self.spec, (*inputs, *outs), self.key)
+        _launch(launch, self.kernel, inputs, outs)
+        return outs
+
+
+def _launch(launch: Launch | None, kernel: FusedKernel | MatmulKernel, inputs: Sequence[torch.Tensor],
+            outputs: list[torch.Tensor]) -> None:
+    if launch is None:  # nothing to launch (an empty result): aten's answer
+        for out, value in zip(outputs, evaluate(kernel, inputs)):
+            out.copy_(value)
+    elif launch.device.type == "cuda" and launch.device.index != torch.cuda.current_device():
+        with torch.cuda.device(launch.device):
+            launch()
+    else:
+        launch()

@@ -27,8 +27,9 @@ from typing import Any
 
 import torch
 
-from ..kernel_ir import FusedKernel, Input, MatmulKernel, Value, evaluate_matmul
+from ..kernel_ir import FusedKernel, Input, MatmulKernel, Value
 from .emit import indent, module_source
+from .launch import BoundKernel, Spec
 from .lowering import Operand, cast, lower, tl_type
 
 KERNEL_NAME = "matmul_kernel"
@@ -51,9 +52,13 @@ class MatmulConfig:
 
 # Candidates for 2-byte operands on Hopper (wgmma wants 4 or 8 warps and K blocks of 64), then
 # smaller tiles for small or skinny products; fp32 operands take half the K block (shared memory).
+# On an H100 the best of these for issue 4's products is a 128x256 or 256x128 tile with 3 or 4
+# stages; 5 stages of 128x256x64 do not fit in shared memory.
 GPU_CONFIGS = (
     MatmulConfig(128, 256, 64, 8, 8, 3),
+    MatmulConfig(128, 256, 64, 8, 8, 4),
     MatmulConfig(256, 128, 64, 8, 8, 3),
+    MatmulConfig(256, 128, 64, 8, 8, 4),
     MatmulConfig(128, 128, 64, 8, 4, 4),
     MatmulConfig(128, 128, 64, 8, 8, 3),
     MatmulConfig(64, 128, 64, 8, 4, 4),
@@ -114,9 +119,15 @@ def _strides(part: _Names, k: int) -> tuple[str, str, str]:
     return f"st{t}_0", f"st{t}_1", f"st{t}_2"
 
 
-def generate(kernel: MatmulKernel, wide: bool, interpret: bool, even_k: bool = False) -> str:
+def generate(kernel: MatmulKernel, wide: bool, interpret: bool, even_k: bool = False,
+             aligned: tuple[bool, bool] = (False, False)) -> str:
     """Source of the template for ``kernel``. ``wide``: 64-bit offsets; ``even_k``: the block
-    divides K, so the K loop needs no mask."""
+    divides K, so the K loop needs no mask; ``aligned``: M, N are multiples of 16, so a tile's
+    rows (columns) may be declared contiguous, which lets an operand whose M (N) dim has stride 1
+    load in vectors (without the hint, clamping the tail rows hides their contiguity and such an
+    operand, e.g. ``x @ w`` with ``w`` row-major, loads one element per instruction). Any vector
+    of up to 16 elements then lies wholly before or wholly past M, and the clamped ones past M
+    read row 0's neighbours, in bounds, and are never stored."""
     a_part = _Names("a", kernel.a, 0)
     b_part = _Names("b", kernel.b, len(kernel.a.input_dtypes))
     e_part = _Names("e", kernel.epilogue, len(kernel.a.input_dtypes) + len(kernel.b.input_dtypes) - 1)
@@ -144,28 +155,36 @@ def generate(kernel: MatmulKernel, wide: bool, interpret: bool, even_k: bool = F
         "nmask = rn < N",
         "ram = tl.where(mmask, rm, 0)",  # clamped rows/cols: loads stay in bounds without masks
         "rbn = tl.where(nmask, rn, 0)",
+    ]
+    for name, block, hinted in (("ram", "BLOCK_M", aligned[0]), ("rbn", "BLOCK_N", aligned[1])):
+        if hinted:
+            body.append(f"{name} = tl.max_contiguous(tl.multiple_of({name}, {block}), {block})")
+    body += [
         "rk = tl.arange(0, BLOCK_K)",
         "acc = tl.full((BLOCK_M, BLOCK_N), 0, tl.float32)",
-        "for kb in range(0, (K + BLOCK_K - 1) // BLOCK_K):",
     ]
-    loop = ["kk = kb * BLOCK_K + rk"] + ([] if even_k else ["kmask = kk < K"])
-    for part, rows, cols, row_mask in ((a_part, "ram[:, None]", "kk[None, :]", "kmask[None, :]"),
-                                       (b_part, "kk[:, None]", "rbn[None, :]", "kmask[:, None]")):
+    # Each operand input's tile pointers are built once and advanced by a K block per step.
+    loop = [] if even_k else ["kmask = kb * BLOCK_K + rk < K"]
+    for part, rows, cols, k_mask in ((a_part, "ram[:, None]", "rk[None, :]", "kmask[None, :]"),
+                                     (b_part, "rk[:, None]", "rbn[None, :]", "kmask[:, None]")):
         for k in range(len(part.kernel.input_dtypes)):
             sb, sr, sc = _strides(part, k)
-            ptr = f"{part.pointer(k)} + bid * {sb} + {rows} * {sr} + {cols} * {sc}"
-            mask = "" if even_k else f", mask={row_mask}, other=0"
-            loop.append(f"{part.loaded(k)} = tl.load({ptr}{mask})")
+            tile = f"{part.part}ptr{k}"
+            body.append(f"{tile} = {part.pointer(k)} + bid * {sb} + {rows} * {sr} + {cols} * {sc}")
+            mask = "" if even_k else f", mask={k_mask}, other=0"
+            loop.append(f"{part.loaded(k)} = tl.load({tile}{mask})")
+            loop.append(f"{tile} += BLOCK_K * {sc if part is a_part else sr}")
         loop += part.lines()
         out = part.value(part.kernel.outputs[0].index)
         plain = len(part.kernel.instrs) == 1 and part.kernel.instrs[0].op == "clone"
         if not plain and not even_k:  # the prologue of a zero-padded element need not be zero
-            loop.append(f"{out} = tl.where({row_mask}, {out}, 0).to({tl_type(operand)})")
+            loop.append(f"{out} = tl.where({k_mask}, {out}, 0).to({tl_type(operand)})")
         loop.append(f"{part.part}op = {out}")
     a_op, b_op = "aop", "bop"
     if interpret and operand == torch.bfloat16:  # the interpreter's bf16 dot is wrong; fp32 is exact
         a_op, b_op = "aop.to(tl.float32)", "bop.to(tl.float32)"
     loop.append(f"acc = tl.dot({a_op}, {b_op}, acc, input_precision=\"{precision}\")")
+    body.append("for kb in range(0, (K + BLOCK_K - 1) // BLOCK_K):")
     body += indent(loop, 1)
     body += [
         f"ein0 = {cast('acc', torch.float32, kernel.product_dtype)}",
@@ -235,7 +254,7 @@ class MatmulRunner:
         self.cache = cache
         self.configs = configs
         self.tuning = _Tuning(cache.directory)
-        self._plans: dict[tuple, tuple[Any, MatmulConfig]] = {}
+        self._specs: dict[tuple, Spec] = {}
 
     def run(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
             outputs: Sequence[torch.Tensor | None] | None = None) -> list[torch.Tensor]:
@@ -244,7 +263,8 @@ class MatmulRunner:
 
     def bind(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
              outputs: Sequence[torch.Tensor | None] | None = None) -> Callable[[], list[torch.Tensor]]:
-        """``run`` prepared for these tensors (source loaded, config chosen): each call launches."""
+        """``run`` prepared for these tensors (source loaded, config chosen): each call launches.
+        Without outputs given it is a ``BoundKernel``, which a replayed plan relaunches."""
         kernel.check_inputs(inputs)
         if not self.interpret and any(not t.is_cuda for t in inputs):
             raise ValueError("the triton executor runs on CUDA tensors; use 'interpret' or "
@@ -260,53 +280,43 @@ class MatmulRunner:
         outs = [torch.empty(kernel.output_shape(j), dtype=kernel.epilogue.instrs[o.index].dtype, device=device)
                 if g is None or (g.numel() and g.untyped_storage().data_ptr() in read) else g
                 for j, (o, g) in enumerate(zip(kernel.outputs, given))]
-        results = [out if g is None else g for g, out in zip(given, outs)]
         aside = [(g, out) for g, out in zip(given, outs) if g is not None and g is not out]
-        if 0 in (m, n, k, batch):  # nothing to launch: aten's answer (zeros when K is 0)
-            def compute() -> None:
-                for out, value in zip(outs, evaluate_matmul(kernel, inputs)):
-                    out.copy_(value)
-        else:
-            compute = self._prepare(kernel, inputs, outs, m, n, k, batch)
+        empty = 0 in (m, n, k, batch)  # nothing to launch: aten's answer (zeros when K is 0)
+        launch = None if empty else self._spec(kernel, inputs, outs, m, n, k, batch).bind((*inputs, *outs))
+        bound = BoundKernel(launch, outs, kernel, list(inputs))
+        if not aside:
+            return bound
+        results = [out if g is None else g for g, out in zip(given, outs)]
 
         def call() -> list[torch.Tensor]:
-            compute()
+            bound()
             for g, out in aside:
                 g.copy_(out)
             return results
 
         return call
 
-    def _prepare(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor], outs: list[torch.Tensor],
-                 m: int, n: int, k: int, batch: int) -> Callable[[], None]:
+    def _spec(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor], outs: list[torch.Tensor],
+              m: int, n: int, k: int, batch: int) -> Spec:
         wide = max([_reach(t) for t in (*inputs, *outs)]) >= 2**31
         key = (kernel, wide, tuple(t.stride() for t in inputs), tuple(t.stride() for t in outs), m, n, k, batch)
-        found = self._plans.get(key)
-        if found is None:
+        spec = self._specs.get(key)
+        if spec is None:
             source = ("matmul", _SOURCE_HASH, kernel.structure_key(), wide, self.interpret,
                       _matmul_precision(kernel.operand_dtype))
+            aligned = (m % 16 == 0, n % 16 == 0)
 
             def variant(config: MatmulConfig) -> Any:
                 even_k = k % config.block_k == 0
-                return self.cache.kernel((*source, even_k), lambda: generate(kernel, wide, self.interpret, even_k),
+                return self.cache.kernel((*source, even_k, aligned),
+                                         lambda: generate(kernel, wide, self.interpret, even_k, aligned),
                                          KERNEL_NAME, self.interpret)
 
             config = self._config(variant, kernel, inputs, outs, (m, n, k, batch), source)
-            found = self._plans[key] = (variant(config), config)
-        fn, config = found
-        grid = (math.ceil(m / config.block_m) * math.ceil(n / config.block_n), batch)
-        args = (*inputs, *outs, m, n, k, *[s for t in (*inputs, *outs) for s in _strides3(t)])
-        constants = config.constants()
-        device = inputs[0].device
-
-        def launch() -> None:
-            if device.type == "cuda" and device.index != torch.cuda.current_device():
-                with torch.cuda.device(device):
-                    fn[grid](*args, **constants)
-            else:
-                fn[grid](*args, **constants)
-
-        return launch
+            grid = (math.ceil(m / config.block_m) * math.ceil(n / config.block_n), batch)
+            scalars = (m, n, k, *[s for t in (*inputs, *outs) for s in _strides3(t)])
+            spec = self._specs[key] = Spec(variant(config), grid, scalars, config.constants(), self.interpret)
+        return spec
 
     def _launch(self, fn: Any, config: MatmulConfig, inputs: Sequence[torch.Tensor],
                 outs: list[torch.Tensor], m: int, n: int, k: int, batch: int) -> None:
