@@ -1,9 +1,9 @@
 """FL006 compute-bound-sequence: element-wise work between two convolutions that could join either side.
 
 A two-stream block (RGB and depth, one convolution each, summed). fusionrt runs a convolution on
-torch's kernel with nothing fused around it, so the `relu` between the two convolutions is a
-kernel of its own and its output is written, to be read back by the sum. It does not feed the
-second convolution, so it can run after it, where it fuses into the sum. FL006 offers no fix
+torch's kernel with nothing fused around it but a ReLU of its result, so the `sigmoid` between
+the two convolutions is a kernel of its own and its output is written, to be read back by the
+sum. It does not feed the second convolution, so it can run after it, where it fuses into the sum. FL006 offers no fix
 (whether moved work joins a block depends on shapes the linter cannot see); `two_stream_grouped`
 is the rewrite it advises.
 
@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 def two_stream(rgb: torch.Tensor, depth: torch.Tensor, k_rgb: torch.Tensor, k_depth: torch.Tensor) -> torch.Tensor:
     features = F.conv2d(rgb, k_rgb, padding=1)
-    features = torch.relu(features)
+    features = torch.sigmoid(features)
     depth_features = F.conv2d(depth, k_depth, padding=1)
     return features + depth_features
 
@@ -24,7 +24,7 @@ def two_stream_grouped(rgb: torch.Tensor, depth: torch.Tensor, k_rgb: torch.Tens
                        k_depth: torch.Tensor) -> torch.Tensor:
     features = F.conv2d(rgb, k_rgb, padding=1)
     depth_features = F.conv2d(depth, k_depth, padding=1)
-    features = torch.relu(features)
+    features = torch.sigmoid(features)
     return features + depth_features
 
 

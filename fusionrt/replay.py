@@ -21,7 +21,7 @@ from .executors import Executor, get_executor
 from .graph import Leaf, Node, Use, numel
 from .plan import KernelInput, Plan
 from .report import Report
-from .runtime import tensor_of
+from .runtime import extern_call, tensor_of
 from .session import FlushTrace, Session, current
 
 MAX_PROGRAMS = 64  # argument signatures remembered per function
@@ -153,7 +153,7 @@ class _Program:
         self.executor = executor
         self._executors: dict[torch.device, Executor] = {}
         self._views: dict[tuple, Optional[tuple]] = {}  # (input, layout read) -> strides, offset
-        self._externs = {n: _extern_call(n) for k in plan.kernels if (n := k.extern) is not None}
+        self._externs = {k.extern: extern_call(k) for k in plan.kernels if k.extern is not None}
         self._relaunchers: dict[int, Any] = {}  # kernel index -> its Relauncher, after one run
 
     @staticmethod
@@ -224,7 +224,7 @@ class _Program:
                     node = planned.extern
                     func, kwargs = self._externs[node]
                     out = func(*_extern_args(node.args, leaves, buffers), **kwargs)
-                    self._store(node, out, buffers, bases, tensors)
+                    self._store(planned.outputs[0], out, buffers, bases, tensors)
                 else:  # a scratch result copied home once nothing reads the old data
                     (node,) = planned.outputs
                     self._home(node, bases, tensors).copy_(buffers[node])
@@ -292,11 +292,6 @@ class _Program:
 
 
 _CPU = torch.device("cpu")
-
-
-def _extern_call(node: Node) -> tuple[Any, dict[str, Any]]:
-    kwargs = dict(node.attrs)
-    return kwargs.pop("func"), kwargs
 
 
 def _extern_args(args: Any, leaves: dict[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> Any:

@@ -138,18 +138,40 @@ class Runner:
                 return type(a)(arg(x) for x in a)
             return a
 
-        attrs = dict(node.attrs)
-        func = attrs.pop("func")
+        func, attrs = extern_call(planned)
         args = arg(node.args)
-        target = _destination(node, node in home, read[0].device if read else _device((node,)))
-        buffers[node] = target
-        out_variant = getattr(func.overloadpacket, "out", None)
+        (result,) = planned.outputs
+        target = _destination(result, result in home, read[0].device if read else _device((node,)))
+        buffers[result] = target
+        out_variant = getattr(getattr(func, "overloadpacket", None), "out", None)
         if out_variant is not None and not _clobbers(target, read):
             step = functools.partial(out_variant, *args, **attrs, out=target)
         else:
             def step() -> None:
                 target.copy_(func(*args, **attrs))
         return step, sum(_distinct_bytes(t) for t in read)
+
+
+def extern_call(planned: PlannedKernel) -> tuple[Callable[..., torch.Tensor], dict[str, Any]]:
+    """The torch function and keyword arguments that compute an extern kernel's result from its
+    op's arguments: the op itself, or the convolution with its ReLU fused."""
+    attrs = dict(planned.extern.attrs)
+    func = attrs.pop("func")
+    if len(planned.nodes) > 1:  # the planner fuses only a ReLU after a convolution
+        return conv_relu, attrs
+    return func, attrs
+
+
+def conv_relu(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: Any, padding: Any,
+              dilation: Any, transposed: bool, output_padding: Any, groups: int) -> torch.Tensor:
+    """``relu(convolution(...))`` in one cuDNN kernel where cuDNN fuses it (2-d, not transposed,
+    half, bfloat16 or float32 on CUDA); elsewhere the convolution, then an in-place ReLU."""
+    if (input.is_cuda and not transposed and input.dim() == 4 and torch.backends.cudnn.enabled
+            and input.dtype in (torch.float16, torch.bfloat16, torch.float32)
+            and hasattr(torch, "cudnn_convolution_relu") and torch.backends.cudnn.is_available()):
+        return torch.cudnn_convolution_relu(input, weight, bias, stride, padding, dilation, groups)
+    return torch.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                             groups).relu_()
 
 
 def _writes_of(plan: Plan) -> dict[int, list[PlannedWrite]]:

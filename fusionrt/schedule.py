@@ -94,6 +94,8 @@ class _Planner:
         homes = Counter(n.storage for n in nodes if n.storage and n.holder is not None and n.holder() is not None)
         self.shared_homes = {ptr for ptr, count in homes.items() if count > 1}
         self._reasons: Optional[dict[Node, str]] = None
+        self.readers = Counter(u.src.root if isinstance(u.src, View) else u.src
+                               for n in nodes for u in tensor_uses(n.args))
 
     # -- building blocks -----------------------------------------------------------------------
 
@@ -227,7 +229,26 @@ class _Planner:
         block.epilogue_loads = loads
         return True
 
+    def conv_epilogue(self, node: Node) -> bool:
+        """A ReLU straight after a convolution runs in the convolution's kernel (cuDNN's fused
+        convolution-bias-activation), when nothing else reads the convolution's result."""
+        block = self.blocks[-1] if self.blocks else None
+        if node.op != "relu" or block is None or block.kind != "conv" or len(block.nodes) != 1:
+            return False
+        conv = block.nodes[0]
+        (use,) = tensor_uses(node.args)
+        flags = self.flags
+        if (use.src is not conv or use.map != IndexMap.identity(conv.shape) or self.readers[conv] != 1
+                or conv in flags.alive or conv in flags.outputs or conv in flags.sync
+                or conv in flags.fallback_inputs or node.dtype != conv.dtype):
+            return False
+        block.add(node, IndexMap.identity(node.shape), False)
+        self.owner[node] = block
+        return True
+
     def pointwise(self, node: Node) -> None:
+        if self.conv_epilogue(node):
+            return
         block = self.open
         canon, reduced = None, False
         if block is not None:
@@ -422,11 +443,14 @@ class _Planner:
                 planned = _emit(self, block, outputs)
                 read = {i.src for i in planned.inputs}
             else:
-                (node,) = block.nodes
-                planned = PlannedKernel(node.kernel_kind, node.op, (node,), (node,), extern=node,
-                                        backend="torch")
+                node = block.nodes[0]
+                planned = PlannedKernel(node.kernel_kind, "_".join(n.op for n in block.nodes), tuple(block.nodes),
+                                        outputs, extern=node, backend="torch")
                 choice = self.torch_matmuls.get(node)
-                planned.decision = choice.reason if choice else f"{node.kernel_kind} has no template"
+                if len(block.nodes) > 1:
+                    planned.decision = "cuDNN's fused convolution-bias-ReLU kernel"
+                else:
+                    planned.decision = choice.reason if choice else f"{node.kernel_kind} has no template"
                 read = {u.src.root if isinstance(u.src, View) else u.src for u in tensor_uses(node.args)}
             reads.append({r.storage if isinstance(r, Leaf) else r for r in read})
             for node in outputs:

@@ -42,7 +42,9 @@ class ComputeBoundSequence(Rule):
         their consumers instead of being written.
 
         Scoped to what fusionrt measures: convolutions (`conv1d/2d/3d`, `conv_transpose*`),
-        which it runs on torch's kernels with nothing fused on either side. Two convolutions
+        which it runs on torch's kernels with nothing fused on either side but a ReLU of the
+        result (cuDNN's fused convolution-bias-ReLU; not flagged when it is all the work
+        between two convolutions). Two convolutions
         with an element-wise statement between them that could join the block before the
         first: 5 -> 4 kernels; an activation of the first one's output that could join the
         block after the second: 4 -> 3 writes and kernels. Not flagged: matmuls (fusionrt fuses
@@ -103,7 +105,7 @@ import torch.nn.functional as F
 
 def towers(img: torch.Tensor, other: torch.Tensor, k1: torch.Tensor, k2: torch.Tensor):
     c1 = F.conv2d(img, k1, padding=1)
-    o1 = torch.relu(c1)
+    o1 = torch.sigmoid(c1)
     c2 = F.conv2d(other, k2, padding=1)
     return o1 + c2
 """,
@@ -118,12 +120,24 @@ import torch.nn.functional as F
 def towers(img: torch.Tensor, other: torch.Tensor, k1: torch.Tensor, k2: torch.Tensor):
     c1 = F.conv2d(img, k1, padding=1)
     c2 = F.conv2d(other, k2, padding=1)
-    o1 = torch.relu(c1)
+    o1 = torch.sigmoid(c1)
     return o1 + c2
 """,
         ),
     )
     valid = (
+        # a ReLU of the first conv's result runs in the conv's kernel: nothing to move
+        """\
+import torch
+import torch.nn.functional as F
+
+
+def towers(img: torch.Tensor, other: torch.Tensor, k1: torch.Tensor, k2: torch.Tensor):
+    c1 = F.conv2d(img, k1, padding=1)
+    o1 = torch.relu(c1)
+    c2 = F.conv2d(other, k2, padding=1)
+    return o1 + c2
+""",
         # a conv stack: the activation needs the first conv and feeds the second
         """\
 import torch
@@ -313,7 +327,12 @@ def _grouping(scope: Scope, first: ComputeSite, second: ComputeSite) -> tuple[li
     up: list[str] = []
     down: list[str] = []
     down_reads: set[str] = set()
-    for k in range(first.ref.index + 1, second.ref.index):
+    start = first.ref.index + 1
+    if _relu_of(scope, _value(StatementRef(statements[start], first.ref.block, start)), first_defs):
+        start += 1  # it runs in the convolution's kernel (cuDNN's fused conv-bias-ReLU)
+    if start == second.ref.index:
+        return None
+    for k in range(start, second.ref.index):
         ref = StatementRef(statements[k], first.ref.block, k)
         target = elementwise_assignment(scope, ref)
         if target is None:
@@ -333,6 +352,13 @@ def _grouping(scope: Scope, first: ComputeSite, second: ComputeSite) -> tuple[li
     if down and not _elementwise_after(scope, second.ref):
         return None
     return up, down
+
+
+def _relu_of(scope: Scope, value: cst.BaseExpression | None, names: set[str]) -> bool:
+    """``value`` is a ReLU of one of ``names``."""
+    op = scope.op(value) if value is not None else None
+    operands = _tensor_operands(scope, value) if op is not None and op[0] == "relu" else []
+    return len(operands) == 1 and isinstance(operands[0], cst.Name) and operands[0].value in names
 
 
 def _value(ref: StatementRef) -> cst.BaseExpression | None:

@@ -40,3 +40,25 @@ def test_bad_arguments_are_clear_errors():
         fusionrt.lazy(policy="greedy")
     with pytest.raises(ValueError, match="executor"):
         fusionrt.lazy(executor="cuda")
+
+
+def test_relu_after_a_convolution_runs_in_its_kernel_unless_the_convolution_is_read_elsewhere():
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 8, 12, 12), torch.randn(8, 8, 3, 3), torch.randn(8)
+
+    def conv_relu(x, w, b):
+        return torch.relu(torch.nn.functional.conv2d(x, w, b, padding=1))
+
+    def conv_relu_and_conv(x, w, b):
+        c = torch.nn.functional.conv2d(x, w, b, padding=1)
+        return torch.relu(c) + c
+
+    for fn, kernels, writes in ((conv_relu, 1, 1), (conv_relu_and_conv, 2, 2)):
+        out, report = fusionrt.measure(fn, x, w, b, executor="reference")
+        torch.testing.assert_close(out, fn(x, w, b))
+        assert (report.kernels, report.writes) == (kernels, writes), fn.__name__
+    fused = fusionrt.jit(conv_relu, executor="reference")
+    for _ in range(2):  # recorded, then replayed
+        torch.testing.assert_close(fused(x, w, b), conv_relu(x, w, b))
+    assert fused.stats.replays == 1
+    assert fused.report.kernel_records[0].decision == "cuDNN's fused convolution-bias-ReLU kernel"
