@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import torch
 
-from .graph import Leaf, Node, Use, View
+from .graph import Leaf, Node, Use
 from .plan import Flags, Plan
 
 MAX_ENTRIES = 512

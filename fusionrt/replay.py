@@ -21,7 +21,7 @@ from .executors import Executor, get_executor
 from .graph import Leaf, Node, Use, numel
 from .plan import KernelInput, Plan
 from .report import Report
-from .runtime import extern_call, tensor_of
+from .runtime import cublaslt_matmul, extern_call, tensor_of
 from .session import FlushTrace, Session, current
 
 MAX_PROGRAMS = 64  # argument signatures remembered per function
@@ -215,7 +215,10 @@ class _Program:
                     kernel = planned.kernel
                     inputs = [self._input(inp, kernel.input_shape(i), leaves, buffers)
                               for i, inp in enumerate(planned.inputs)]
-                    outs = self._launch(k, kernel, inputs)
+                    if planned.backend == "cublaslt":
+                        outs = [cublaslt_matmul(kernel, inputs)]
+                    else:
+                        outs = self._launch(k, kernel, inputs)
                     for node, value in zip(planned.outputs, outs):
                         if value.numel() != numel(node.shape):  # a full-size value computed at reduced level
                             value = value.expand(kernel.shape)

@@ -16,6 +16,7 @@ import torch
 
 from .executors import Executor, get_executor
 from .graph import Leaf, Node, Use, View, numel
+from .kernel_ir import MatmulKernel
 from .plan import KernelInput, Plan, PlannedKernel, PlannedWrite
 from .report import KernelRecord, Write
 
@@ -95,6 +96,13 @@ class Runner:
         kernel = planned.kernel
         inputs = [_load(inp, kernel.input_shape(i), leaves, buffers) for i, inp in enumerate(planned.inputs)]
         device = inputs[0].device if inputs else _device(planned.outputs)
+        read = sum(_distinct_bytes(t) for t in inputs)
+        if planned.backend == "cublaslt":
+            (node,) = planned.outputs
+            target = buffers[node] = _destination(node, node in home, device)
+            if _clobbers(target, inputs) or not target.is_contiguous():
+                return (lambda: target.copy_(cublaslt_matmul(kernel, inputs))), read
+            return functools.partial(cublaslt_matmul, kernel, inputs, target), read
         outputs: list[Optional[torch.Tensor]] = []
         targets: list[torch.Tensor] = []
         copies: list[tuple[int, torch.Tensor]] = []
@@ -109,7 +117,6 @@ class Runner:
                 copies.append((j, target))
             targets.append(target)
         compute = self._executor(device).bind(kernel, inputs, outputs)
-        read = sum(_distinct_bytes(t) for t in inputs)
         if not copies:
             return compute, read
 
@@ -150,6 +157,18 @@ class Runner:
             def step() -> None:
                 target.copy_(func(*args, **attrs))
         return step, sum(_distinct_bytes(t) for t in read)
+
+
+def cublaslt_matmul(kernel: MatmulKernel, inputs: list[torch.Tensor], out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """A matmul kernel the planner gave to cuBLASLt (``act(a @ b + bias)``, see
+    ``schedule._cublaslt_activation``) through torch's ``_addmm_activation``: on CUDA one cuBLAS
+    kernel with the bias and activation in its epilogue; elsewhere addmm, then the activation."""
+    a, b, bias = inputs
+    gelu = kernel.epilogue.instrs[-1].op == "gelu"
+    row = bias[0]  # the bias input is broadcast over the rows: its first row is the vector
+    if out is None:
+        return torch._addmm_activation(row, a, b, use_gelu=gelu)
+    return torch._addmm_activation(row, a, b, use_gelu=gelu, out=out)
 
 
 def extern_call(planned: PlannedKernel) -> tuple[Callable[..., torch.Tensor], dict[str, Any]]:

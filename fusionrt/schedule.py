@@ -438,6 +438,11 @@ class _Planner:
                 planned = _emit_matmul(self, block, outputs)
                 choice = choices[block.nodes[0]]
                 planned.backend, planned.decision = choice.backend, choice.reason
+                activation = _cublaslt_activation(planned)
+                if activation:
+                    planned.backend = "cublaslt"
+                    planned.decision = (f"cuBLASLt's bias+{activation} epilogue: cuBLAS's rate, one write "
+                                        f"(the template assumes {cost.H100.template_efficiency[planned.kernel.operand_dtype]:.0%} of it)")
                 read = {i.src for i in planned.inputs}
             elif block.fusible:
                 planned = _emit(self, block, outputs)
@@ -674,6 +679,33 @@ def _emit_matmul(planner: _Planner, block: _Block, outputs: tuple[Node, ...]) ->
     kernel = MatmulKernel(prologues[0], prologues[1], epilogue, product_dtype)
     name = "_".join(dict.fromkeys(n.op for n in block.nodes))
     return PlannedKernel("matmul", name, tuple(block.nodes), outputs, kernel, tuple(inputs + ins[1:]))
+
+
+def _cublaslt_activation(planned: PlannedKernel) -> str:
+    """"relu" or "gelu" when a matmul kernel is ``act(a @ b + bias)`` as cuBLASLt's fused
+    epilogue computes it (torch's ``_addmm_activation``): a plain 2-d product of half or
+    bfloat16 operands, a bias vector broadcast over the rows added in the product's dtype or in
+    float32 (``addmm``, ``linear``) then rounded, then ReLU or tanh-GELU; else ""."""
+    kernel = planned.kernel
+    if (not isinstance(kernel, MatmulKernel) or len(kernel.shape) != 2 or len(kernel.outputs) != 1
+            or kernel.operand_dtype not in (torch.float16, torch.bfloat16)
+            or any(len(p.instrs) != 1 or p.instrs[0].op != "clone" for p in (kernel.a, kernel.b))):
+        return ""
+    dtype = kernel.operand_dtype
+    instrs = kernel.epilogue.instrs
+    pattern = [(i.op, i.dtype, i.attrs) for i in instrs]
+    add = [("add", dtype, ())] if kernel.product_dtype == dtype else [
+        ("add", torch.float32, ()), ("_to_copy", dtype, (("dtype", dtype),))]
+    acts = {"relu": ("relu", dtype, ()), "gelu": ("gelu", dtype, (("approximate", "tanh"),))}
+    activation = next((name for name, act in acts.items() if pattern == [*add, act]), "")
+    chain = all(i.args[0] == (Input(0) if k == 0 else Value(k - 1)) for k, i in enumerate(instrs))
+    m, n = kernel.shape
+    bias = planned.inputs[-1]
+    if (not activation or not chain or instrs[0].args[1] != Input(1) or kernel.outputs != (Value(len(instrs) - 1),)
+            or len(planned.inputs) != 3 or bias.view is not None or tuple(bias.src.shape) != (n,)
+            or bias.map != IndexMap.broadcast((m, n), (n,)) or kernel.epilogue.input_dtypes[1] != dtype):
+        return ""
+    return activation
 
 
 def _prune(instrs: list[Instr], n_inputs: int, outs: tuple[Value, ...],

@@ -70,8 +70,7 @@ class Launch:
         if spec.interpret:
             spec.fn[spec.grid](*self.args, **spec.constants)
             return
-        hooks = knobs.runtime
-        if hooks.launch_enter_hook is not None or hooks.launch_exit_hook is not None:
+        if _hooked(knobs.runtime.launch_enter_hook) or _hooked(knobs.runtime.launch_exit_hook):
             spec.launch_jit(self.args, self._key)
             return
         kernel = self._kernel
@@ -84,6 +83,12 @@ class Launch:
         g0, g1, g2 = spec.grid3
         kernel.run(g0, g1, g2, driver.active.get_current_stream(self.device.index), kernel.function,
                    kernel.packed_metadata, None, None, None, *self.params)
+
+
+def _hooked(hook: Any) -> bool:
+    """A launch hook is set: Triton 3.6 keeps an empty ``HookChain`` there by default, which
+    calls nothing (treating it as set sent every launch through ``JITFunction.run``)."""
+    return hook is not None and bool(getattr(hook, "calls", True))
 
 
 class BoundKernel:

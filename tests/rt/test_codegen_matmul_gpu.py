@@ -88,3 +88,22 @@ def test_bench_shapes_choose_and_match():
     torch.testing.assert_close(got, fn(t1, t2, t3), **TOL[torch.bfloat16])
     assert [(k.kind, k.backend) for k in report.kernel_records] == [("matmul", "template")]
     assert report.writes == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(37, 29, 19), (256, 128, 64), (1, 8, 8)])
+def test_bias_activation_runs_as_cublaslt_epilogue(shape, dtype):
+    """relu(x @ w.T + b) and tanh-GELU(x @ w + b): one cuBLAS kernel with its epilogue, recorded
+    and replayed, against eager (cuBLASLt adds the bias before rounding once)."""
+    m, n, k = shape
+    gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+    x = torch.randn(m, k, device="cuda", dtype=dtype, generator=gen)
+    w = torch.randn(k, n, device="cuda", dtype=dtype, generator=gen)
+    b = torch.randn(n, device="cuda", dtype=dtype, generator=gen)
+    for fn, args in ((lambda x, w, b: torch.relu(x @ w.T + b), (x, w.T.contiguous(), b)),
+                     (lambda x, w, b: F.gelu(x @ w + b, approximate="tanh"), (x, w, b))):
+        fused = fusionrt.jit(fn, executor="triton")
+        for _ in range(2):
+            torch.testing.assert_close(fused(*args), fn(*args), **TOL[dtype])
+        assert [k.backend for k in fused.report.kernel_records] == ["cublaslt"]
+        assert fused.stats.replays == 1

@@ -185,10 +185,29 @@ def test_matmul_epilogue_fuses_on_write():
     out = g.pw("relu", g.pw("add", h, b))
     p = plan(g.nodes, Flags(outputs=frozenset({out})))
     (k,) = p.kernels
-    assert (k.kind, k.backend) == ("matmul", "template") and "us" in k.decision
+    # bias + ReLU is what cuBLASLt's epilogue computes: the same kernel, run by cuBLAS
+    assert (k.kind, k.backend) == ("matmul", "cublaslt") and "bias+relu" in k.decision
     assert isinstance(k.kernel, MatmulKernel) and plain_operand(k.kernel.a) and plain_operand(k.kernel.b)
     assert [i.op for i in k.kernel.epilogue.instrs] == ["add", "relu"]
     assert reasons(p) == [(out.id, "output")]
+
+
+def test_only_bias_then_relu_or_tanh_gelu_of_a_2d_half_product_goes_to_cublaslt():
+    def backend(act, dtype=BF16, bias_shape=(48,)):
+        g = G()
+        x, w, b = leaf(64, 32, dtype=dtype), leaf(32, 48, dtype=dtype), leaf(*bias_shape, dtype=dtype)
+        h = g.mm(x, w)
+        out = act(g, g.pw("add", h, b))
+        (k,) = plan(g.nodes, Flags(outputs=frozenset({out}))).kernels
+        return k.backend
+
+    relu = lambda g, v: g.pw("relu", v)  # noqa: E731
+    assert backend(relu) == "cublaslt"
+    assert backend(lambda g, v: g.pw("gelu", v, attrs=(("approximate", "tanh"),))) == "cublaslt"
+    assert backend(lambda g, v: g.pw("gelu", v)) == "template"  # erf GELU: not cuBLASLt's
+    assert backend(lambda g, v: g.pw("sigmoid", v)) == "template"
+    assert backend(relu, dtype=torch.float32) == "template"
+    assert backend(relu, bias_shape=(64, 48)) == "template"  # a full matrix, not a bias vector
 
 
 def test_element_wise_block_before_a_matmul_fuses_on_read():
