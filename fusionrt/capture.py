@@ -216,6 +216,8 @@ class DispatchCapture(TorchDispatchMode):
 
     def extern(self, func, name: str, args: tuple, kwargs: dict, source: str) -> torch.Tensor:
         (shape, stride, dtype), = _infer(func, args, kwargs)
+        if name == "convolution":
+            stride = _conv_layout(args[0], args[1], shape, stride)
         session = self.session
 
         def arg(a: Any) -> Any:
@@ -350,6 +352,18 @@ def _tensors_in(args: tuple, kwargs: dict) -> list[torch.Tensor]:
         elif isinstance(a, (list, tuple)):
             out.extend(t for t in _flat(a) if isinstance(t, torch.Tensor))
     return out
+
+
+def _conv_layout(x: torch.Tensor, weight: torch.Tensor, shape: tuple[int, ...],
+                 stride: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides eager's convolution gives its result: channels-last when the input or the
+    weight is (cuDNN and oneDNN both follow either); the meta kernel always answers contiguous."""
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    fmt = formats.get(len(shape))
+    if fmt is None or not any(t.dim() == len(shape) and t.is_contiguous(memory_format=fmt) and not t.is_contiguous()
+                              for t in (x, weight)):
+        return stride
+    return torch.empty(shape, device="meta").to(memory_format=fmt).stride()
 
 
 def _infer(func, args, kwargs):

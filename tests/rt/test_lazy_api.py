@@ -62,3 +62,15 @@ def test_relu_after_a_convolution_runs_in_its_kernel_unless_the_convolution_is_r
         torch.testing.assert_close(fused(x, w, b), conv_relu(x, w, b))
     assert fused.stats.replays == 1
     assert fused.report.kernel_records[0].decision == "cuDNN's fused convolution-bias-ReLU kernel"
+
+
+def test_a_channels_last_convolution_keeps_eager_layout():
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 13, 11).to(memory_format=torch.channels_last)
+    w = torch.randn(16, 8, 3, 3)
+    for fn in (lambda x, w: torch.nn.functional.conv2d(x, w, padding=1),
+               lambda x, w: torch.relu(torch.nn.functional.conv2d(x, w, padding=1))):
+        out, _ = fusionrt.measure(fn, x, w, executor="reference")
+        ref = fn(x, w)
+        assert out.stride() == ref.stride() == (2288, 1, 176, 16)
+        torch.testing.assert_close(out, ref)
