@@ -153,7 +153,8 @@ class _Program:
         self.executor = executor
         self._executors: dict[torch.device, Executor] = {}
         self._views: dict[tuple, Optional[tuple]] = {}  # (input, layout read) -> strides, offset
-        self._externs = {k.extern: extern_call(k) for k in plan.kernels if k.extern is not None}
+        self._externs = {k.extern: (*extern_call(k), _argument_builder(k.extern.args))
+                         for k in plan.kernels if k.extern is not None}
         self._relaunchers: dict[int, Any] = {}  # kernel index -> its Relauncher, after one run
 
     @staticmethod
@@ -225,8 +226,8 @@ class _Program:
                         self._store(node, value.reshape(node.shape), buffers, bases, tensors)
                 elif planned.extern is not None:
                     node = planned.extern
-                    func, kwargs = self._externs[node]
-                    out = func(*_extern_args(node.args, leaves, buffers), **kwargs)
+                    func, kwargs, arguments = self._externs[node]
+                    out = func(*arguments(leaves, buffers), **kwargs)
                     self._store(planned.outputs[0], out, buffers, bases, tensors)
                 else:  # a scratch result copied home once nothing reads the old data
                     (node,) = planned.outputs
@@ -295,6 +296,29 @@ class _Program:
 
 
 _CPU = torch.device("cpu")
+
+
+def _argument_builder(args: tuple) -> Callable[[dict[Leaf, torch.Tensor], dict[Node, torch.Tensor]], list]:
+    """An extern op's arguments for one call: only its tensors change between calls, so the
+    rest is copied from a template (walking the whole argument tree each call cost more than
+    a small convolution)."""
+    template = list(args)
+    slots = [(i, a) for i, a in enumerate(args) if isinstance(a, Use) or (
+        isinstance(a, (list, tuple)) and any(isinstance(x, Use) for x in _flat_args(a)))]
+
+    def build(leaves: dict[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> list:
+        values = template.copy()
+        for i, a in slots:
+            values[i] = tensor_of(a.src, leaves, buffers) if isinstance(a, Use) else _extern_args(a, leaves, buffers)
+        return values
+
+    return build
+
+
+def _flat_args(args: Any) -> list:
+    if isinstance(args, (list, tuple)):
+        return [x for a in args for x in _flat_args(a)]
+    return [args]
 
 
 def _extern_args(args: Any, leaves: dict[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> Any:
