@@ -312,19 +312,17 @@ class MatmulRunner:
                                          lambda: generate(kernel, wide, self.interpret, even_k, aligned),
                                          KERNEL_NAME, self.interpret)
 
-            config = self._config(variant, kernel, inputs, outs, (m, n, k, batch), source)
-            grid = (math.ceil(m / config.block_m) * math.ceil(n / config.block_n), batch)
             scalars = (m, n, k, *[s for t in (*inputs, *outs) for s in _strides3(t)])
-            spec = self._specs[key] = Spec(variant(config), grid, scalars, config.constants(), self.interpret)
+
+            def spec_of(config: MatmulConfig) -> Spec:
+                grid = (math.ceil(m / config.block_m) * math.ceil(n / config.block_n), batch)
+                return Spec(variant(config), grid, scalars, config.constants(), self.interpret)
+
+            config = self._config(spec_of, kernel, inputs, outs, (m, n, k, batch), source)
+            spec = self._specs[key] = spec_of(config)
         return spec
 
-    def _launch(self, fn: Any, config: MatmulConfig, inputs: Sequence[torch.Tensor],
-                outs: list[torch.Tensor], m: int, n: int, k: int, batch: int) -> None:
-        grid = (math.ceil(m / config.block_m) * math.ceil(n / config.block_n), batch)
-        strides = [s for t in (*inputs, *outs) for s in _strides3(t)]
-        fn[grid](*inputs, *outs, m, n, k, *strides, **config.constants())
-
-    def _config(self, variant: Callable[[MatmulConfig], Any], kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
+    def _config(self, spec_of: Callable[[MatmulConfig], Spec], kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
                 outs: list[torch.Tensor], sizes: tuple[int, int, int, int], source_key: tuple) -> MatmulConfig:
         """The interpreter's one config, or the fastest candidate for this shape class."""
         if self.interpret:
@@ -341,9 +339,8 @@ class MatmulRunner:
 
             timings = {}
             for c in candidates:
-                try:
-                    fn = variant(c)
-                    timings[c] = do_bench(lambda: self._launch(fn, c, inputs, outs, *sizes), warmup=5, rep=20)
+                try:  # timed as they will run: direct launches, so the host never sets the pace
+                    timings[c] = do_bench(spec_of(c).bind((*inputs, *outs)), warmup=10, rep=50)
                 except OutOfResources:  # a config the chip cannot hold (shared memory, registers)
                     continue
             config = min(timings, key=timings.get)
