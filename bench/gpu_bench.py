@@ -190,16 +190,22 @@ def main() -> int:
     args = parser.parse_args()
     selected = [w for w in workloads() if not args.only or w.name.split()[0] in args.only]
     rows = run(selected)
+    print(table(rows))
+    save(rows, args.out, "")
+    return 0
+
+
+def save(rows: list[dict], out: Path | None, suffix: str, **extra: object) -> None:
+    """Write a run's rows with the date, GPU, torch and triton versions (default
+    ``bench/results/<date>-<gpu><suffix>.json``)."""
     gpu = torch.cuda.get_device_name()
     date = datetime.date.today().isoformat()
-    result = {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__, "date": date,
+    result = {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__, "date": date, **extra,
               "rows": rows}
-    out = args.out or Path(__file__).parent / "results" / f"{date}-{gpu.replace(' ', '-')}.json"
+    out = out or Path(__file__).parent / "results" / f"{date}-{gpu.replace(' ', '-')}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(table(rows))
     print(f"gpu {gpu}, torch {torch.__version__}, triton {triton.__version__}, {date}; written {out}")
-    return 0
 
 
 if __name__ == "__main__":

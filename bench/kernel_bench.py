@@ -17,21 +17,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import json
 import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 import torch
-import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fusionrt  # noqa: E402
 from fusionrt.codegen import BoundKernel  # noqa: E402
 from fusionrt.runtime import Runner  # noqa: E402
-from gpu_bench import ceilings, median_ms, rel_err, workloads  # noqa: E402
+from gpu_bench import ceilings, median_ms, rel_err, save, workloads  # noqa: E402
 
 KERNEL_WORKLOADS = ("1", "2", "4", "4b", "7", "8", "9")
 
@@ -139,15 +136,8 @@ def main() -> int:
         r = rows[-1]
         print(f"{w.name:30s} eager {r['eager_ms']:.3f}  compile {r['compile_ms']:.3f}  kernels {r['kernels_ms']:.3f} ms"
               f"  floor {r['floor_ms']:.3f}  plan floor {r['plan_floor_ms']:.3f}  err {r['rel_err']:.1e}", flush=True)
-    gpu = torch.cuda.get_device_name()
-    date = datetime.date.today().isoformat()
-    result = {"gpu": gpu, "torch": torch.__version__, "triton": triton.__version__, "date": date,
-              "bandwidth_gbps": bandwidth / 1e9, "rows": rows}
-    out = args.out or Path(__file__).parent / "results" / f"{date}-{gpu.replace(' ', '-')}-kernels.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
     print(table(rows))
-    print(f"gpu {gpu}, torch {torch.__version__}, triton {triton.__version__}, {date}; written {out}")
+    save(rows, args.out, "-kernels", bandwidth_gbps=bandwidth / 1e9)
     return 0
 
 

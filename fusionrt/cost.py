@@ -70,7 +70,7 @@ class MatmulWork:
 
 @dataclass(frozen=True)
 class Choice:
-    backend: str  # "template" (generated Triton matmul) or "torch" (cuBLAS through torch)
+    backend: str  # "template" (generated Triton matmul), "cublaslt" (its fused epilogue) or "torch"
     reason: str
 
 
@@ -98,3 +98,11 @@ def choose_matmul(work: MatmulWork, machine: Machine = H100) -> Choice:
     if template_time < torch_time:
         return Choice("template", estimate)
     return Choice("torch", estimate)
+
+
+def cublaslt(activation: str, dtype: torch.dtype, machine: Machine = H100) -> Choice:
+    """A template-bound kernel that is ``act(a @ b + bias)`` runs as cuBLASLt's fused epilogue:
+    the same reads and one write, at cuBLAS's rate instead of the template's share of it."""
+    return Choice("cublaslt", f"cuBLASLt's bias+{activation} epilogue: cuBLAS's rate, one write "
+                              f"(the template assumes {machine.template_efficiency[dtype]:.0%} of it)")
+

@@ -5,6 +5,7 @@ hand-built graphs. ``docs/semantics.md`` states the policy this implements, rule
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
@@ -91,11 +92,14 @@ class _Planner:
         # live storages more than one pending node writes: their writes keep program order. A
         # dead storage is nobody's home: the allocator may have handed its address to a later
         # node (CUDA's caching allocator does so within one recording).
-        homes = Counter(n.storage for n in nodes if n.storage and n.holder is not None and n.holder() is not None)
+        homes = Counter(ptr for ptr in flags.alive.values() if ptr)
         self.shared_homes = {ptr for ptr, count in homes.items() if count > 1}
         self._reasons: Optional[dict[Node, str]] = None
-        self.readers = Counter(u.src.root if isinstance(u.src, View) else u.src
-                               for n in nodes for u in tensor_uses(n.args))
+
+    @functools.cached_property
+    def readers(self) -> Counter:
+        """How many uses read each node (through views too): asked only after a convolution."""
+        return Counter(u.src.root if isinstance(u.src, View) else u.src for n in self.nodes for u in tensor_uses(n.args))
 
     # -- building blocks -----------------------------------------------------------------------
 
@@ -439,10 +443,9 @@ class _Planner:
                 choice = choices[block.nodes[0]]
                 planned.backend, planned.decision = choice.backend, choice.reason
                 activation = _cublaslt_activation(planned)
-                if activation:
-                    planned.backend = "cublaslt"
-                    planned.decision = (f"cuBLASLt's bias+{activation} epilogue: cuBLAS's rate, one write "
-                                        f"(the template assumes {cost.H100.template_efficiency[planned.kernel.operand_dtype]:.0%} of it)")
+                if activation:  # the same kernel at cuBLAS's rate: it beats the template
+                    choice = cost.cublaslt(activation, planned.kernel.operand_dtype)
+                    planned.backend, planned.decision = choice.backend, choice.reason
                 read = {i.src for i in planned.inputs}
             elif block.fusible:
                 planned = _emit(self, block, outputs)
