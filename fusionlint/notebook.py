@@ -1,9 +1,11 @@
 """Jupyter notebooks: lint each code cell as its own source, write fixes back into the same JSON.
 
 IPython syntax is masked before linting: a line magic (``%time``), a shell escape (``!ls``),
-their assignment forms (``x = !ls``) and help lines (``obj?``) become a ``pass`` statement with
-a numbered marker, so line numbers and indentation stay the same. A cell that starts with a
-cell magic is skipped unless its body is Python (``%%time``, ``%%fuse``, ...), like Ruff.
+their assignment forms (``x = !ls``) and help lines (``obj?``, ``?obj``) become a ``pass``
+statement with a numbered marker, so line numbers and indentation stay the same. As in IPython,
+only a line that starts a logical line can be one: ``!= b`` or ``% b`` continuing a bracket, a
+backslash or a string is Python. A cell whose first line (after blank ones) is a cell magic is
+skipped unless its body is Python (``%%time``, ``%%fuse``, ...), like Ruff.
 Findings carry the cell number counted over all cells, markdown included, as Jupyter and Ruff
 show it.
 
@@ -14,15 +16,18 @@ cells stays byte for byte the same.
 """
 from __future__ import annotations
 
+import io
 import json
 import re
+import tokenize
 from dataclasses import dataclass, replace
+from typing import Any
 
 from fusionlint.model import LintOptions, LintResult
 from fusionlint.sourcefile import SourceFileError
 
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3", "fuse"})
-IPYTHON_LINE = re.compile(r"\s*(?:[%!]|[\w.]+\s*=\s*[%!]|[\w.]+\?\??\s*$)")
+IPYTHON_LINE = re.compile(r"\s*(?:[%!?]|[\w.]+\s*=\s*[%!]|[\w.]+\?\??\s*$)")
 MARKER = "pass  # fusionlint: masked IPython line {}"
 
 
@@ -34,14 +39,50 @@ class CodeCell:
 
 
 def read_notebook(text: str) -> dict:
+    """The notebook's JSON, checked for the shape the linter reads, so that no other shape gets further."""
     try:
         notebook = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise SourceFileError(f"notebook is not valid JSON: {exc}") from None
-    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
-        version = notebook.get("nbformat") if isinstance(notebook, dict) else None
-        raise SourceFileError(f"not a notebook in nbformat 4 (no 'cells' list; nbformat {version})")
+    problem = _shape_problem(notebook)
+    if problem is not None:
+        raise SourceFileError(f"not a notebook in nbformat 4: {problem}")
     return notebook
+
+
+def _shape_problem(notebook: Any) -> str | None:
+    """What in the JSON is not the shape the linter, the fixer and the output read without checks."""
+    if not isinstance(notebook, dict):
+        return f"the file holds {_kind(notebook)}, not an object"
+    if notebook.get("nbformat", 4) != 4:
+        return f"nbformat is {notebook['nbformat']!r} (`jupyter nbconvert --to notebook --inplace` converts it)"
+    cells, metadata = notebook.get("cells"), notebook.get("metadata", {})
+    if not isinstance(cells, list):
+        return "no 'cells' list" if cells is None else f"'cells' is {_kind(cells)}, not a list"
+    if not isinstance(metadata, dict):
+        return f"'metadata' is {_kind(metadata)}, not an object"
+    for key, field in (("kernelspec", "language"), ("language_info", "name")):
+        entry = metadata.get(key, {})
+        if not isinstance(entry, dict) or not isinstance(entry.get(field, ""), str):
+            return f"'metadata.{key}' is not an object with a string '{field}'"
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict):
+            return f"cell {number} is {_kind(cell)}, not an object"
+        if not isinstance(cell.get("cell_type"), str):
+            return f"cell {number} has no 'cell_type' string"
+        source = cell.get("source")
+        odd = [line for line in source if not isinstance(line, str)] if isinstance(source, list) else []
+        if odd:
+            return f"cell {number}'s 'source' list holds {_kind(odd[0])}, not only strings"
+        if not isinstance(source, (str, list)):
+            return f"cell {number}'s 'source' is {_kind(source)}, not a string or a list of strings"
+    return None
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind, in JSON's words."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return names.get(type(value), "null")
 
 
 def cell_source(cell: dict) -> str:
@@ -61,25 +102,65 @@ def code_cells(notebook: dict) -> list[CodeCell]:
     for number, cell in enumerate(notebook["cells"], start=1):
         if cell.get("cell_type") != "code":
             continue
-        source = cell_source(cell)
-        magic = re.match(r"%%(\w+)", source)
+        lines = source_lines(cell_source(cell))
+        first = next((index for index, line in enumerate(lines) if line.strip()), len(lines))
+        magic = re.match(r"%%(\w+)", lines[first]) if first < len(lines) else None
         if magic and magic.group(1) not in PYTHON_CELL_MAGICS:
             continue
-        lines = source.splitlines(keepends=True)
-        masked: list[str] = []
-        for index, line in enumerate(lines):
-            if (index == 0 and magic) or IPYTHON_LINE.match(line):
-                body = line.rstrip("\r\n")
-                indent = body[: len(body) - len(body.lstrip())]
-                lines[index] = indent + MARKER.format(len(masked)) + line[len(body) :]
-                masked.append(body)
-        cells.append(CodeCell(number=number, text="".join(lines), masked=tuple(masked)))
+        masked = _mask(lines, first if magic else None)
+        cells.append(CodeCell(number=number, text="".join(lines), masked=masked))
     return cells
+
+
+def source_lines(text: str) -> list[str]:
+    """Lines as Python splits them: at ``\\n``, ``\\r\\n`` and ``\\r`` only (``str.splitlines`` also splits
+    at form feeds and Unicode separators, which may sit inside a string literal)."""
+    return io.StringIO(text, newline="").readlines()
+
+
+def _mask(lines: list[str], cell_magic: int | None) -> tuple[str, ...]:
+    """Replace, in place, the IPython lines among ``lines`` by markers; return the originals.
+
+    The tokenizer pulls the lines one by one, so when it asks for a line, the tokens of the
+    lines before it are out: the line starts a logical line when the last of them is the end
+    of the line before (NEWLINE, or NL outside brackets). After a tokenizer error (the cell is
+    not Python then, and will be reported) the remaining lines stay as they are.
+    """
+    masked: list[str] = []
+    last: tokenize.TokenInfo | None = None
+    depth = 0
+    read = 0
+
+    def readline() -> str:
+        nonlocal read
+        if read == len(lines):
+            return ""
+        index, line = read, lines[read]
+        read += 1
+        starts = index == 0 or (
+            last is not None and last.type in (tokenize.NEWLINE, tokenize.NL) and last.end[0] == index and depth == 0
+        )
+        if index == cell_magic or (starts and IPYTHON_LINE.match(line)):
+            body = line.rstrip("\r\n")
+            indent = body[: len(body) - len(body.lstrip())]
+            lines[index] = indent + MARKER.format(len(masked)) + line[len(body) :]
+            masked.append(body)
+        return lines[index]
+
+    try:
+        for last in tokenize.generate_tokens(readline):
+            if last.type == tokenize.OP and last.string in ("(", "[", "{"):
+                depth += 1
+            elif last.type == tokenize.OP and last.string in (")", "]", "}"):
+                depth -= 1
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return tuple(masked)
 
 
 def unmask(cell: CodeCell, fixed: str) -> str | None:
     """Put the IPython lines back into a fixed cell; None if the fix lost or duplicated one."""
-    lines = fixed.splitlines(keepends=True)
+    lines = source_lines(fixed)
     seen = 0
     for index, line in enumerate(lines):
         body = line.rstrip("\r\n")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import nbformat
 import pytest
@@ -37,6 +38,34 @@ def test_ipython_syntax_is_masked_keeping_lines_and_indentation():
     assert cells[1].text.splitlines()[1] == "y = torch.ones(3)"
     for cell in cells:
         assert unmask(cell, cell.text) == cell_source_of(notebook, cell.number)
+
+
+@pytest.mark.parametrize(
+    ("source", "masked"),
+    [
+        ("x = (a\n    != b)\ny = (a\n    % b)\n", ()),  # continuation lines inside brackets
+        ("z = a \\\n    % b\n", ()),  # after a backslash
+        ("s = \"\"\"\n%d items\n!done\nhelp?\n\"\"\"\n", ()),  # inside a string
+        ("u = [a\n    # a comment\n    != b]\n", ()),
+        ("s = 'a\u2028%d'\nt = 'b\x0c!c'\n", ()),  # separators str.splitlines splits at
+        ("x = (1,\n     2)\n!ls\n%time f()\n", ("!ls", "%time f()")),  # a bracket closed: new lines again
+        ("?torch.ones\ntorch.ones??\nfiles = !ls\n", ("?torch.ones", "torch.ones??", "files = !ls")),
+        ("\n\n%%time\nx = (a\n    % b)\n", ("%%time",)),  # IPython drops leading blank lines
+    ],
+)
+def test_only_a_line_that_starts_a_logical_line_is_ipython(source, masked):
+    (cell,) = code_cells({"cells": [{"cell_type": "code", "source": source}]})
+    assert cell.masked == masked
+    assert cell.text.count("\n") == source.count("\n")
+    compile(cell.text, "cell", "exec")
+    assert unmask(cell, cell.text) == source
+
+
+def test_a_cell_magic_counts_only_as_the_first_line():
+    skipped = code_cells({"cells": [{"cell_type": "code", "source": "\n%%bash\nls -l\n"}]})
+    assert skipped == []
+    (cell,) = code_cells({"cells": [{"cell_type": "code", "source": "x = 1\n%%bash\n"}]})
+    assert cell.masked == ("%%bash",)  # not a cell magic there: IPython runs it as a line magic
 
 
 def cell_source_of(notebook, number: int) -> str:
@@ -82,16 +111,29 @@ def test_cell_source_keeps_its_form():
     assert as_list["source"] == ["x\n", "y\n"] and as_string["source"] == "x\ny\n"
 
 
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ('{"cells": [', "notebook is not valid JSON"),
-        ('{"worksheets": [], "nbformat": 3}', "not a notebook in nbformat 4"),
-        ("[1, 2]", "not a notebook in nbformat 4"),
-    ],
-)
+BAD_SHAPES = [
+    ('{"cells": [', "notebook is not valid JSON"),
+    ("[" * 100_000, "notebook is not valid JSON"),  # nested past the recursion limit
+    ('{"worksheets": [], "nbformat": 3}', "nbformat is 3"),
+    ("[1, 2]", "the file holds a list, not an object"),
+    ('"text"', "the file holds a string, not an object"),
+    ('{"nbformat": 4, "metadata": {}}', "no 'cells' list"),
+    ('{"cells": {}}', "'cells' is an object, not a list"),
+    ('{"cells": [], "metadata": []}', "'metadata' is a list, not an object"),
+    ('{"cells": [], "metadata": {"kernelspec": "python3"}}', "'metadata.kernelspec' is not an object"),
+    ('{"cells": [], "metadata": {"language_info": {"name": 3}}}', "'metadata.language_info' is not an object"),
+    ('{"cells": ["x = 1"]}', "cell 1 is a string, not an object"),
+    ('{"cells": [{"cell_type": "markdown", "source": ""}, null]}', "cell 2 is null, not an object"),
+    ('{"cells": [{"source": "x = 1"}]}', "cell 1 has no 'cell_type' string"),
+    ('{"cells": [{"cell_type": "code", "source": 5}]}', "cell 1's 'source' is a number"),
+    ('{"cells": [{"cell_type": "code"}]}', "cell 1's 'source' is null"),
+    ('{"cells": [{"cell_type": "code", "source": ["x = 1\\n", 2]}]}', "cell 1's 'source' list holds a number"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_SHAPES)
 def test_broken_notebooks_say_why(text, message):
-    with pytest.raises(SourceFileError, match=message):
+    with pytest.raises(SourceFileError, match=re.escape(message)):
         read_notebook(text)
 
 
@@ -159,3 +201,29 @@ def test_an_invalid_notebook_is_reported_and_the_rest_checked(tmp_path, capsys, 
     ]
     assert "notebook is not valid JSON" in rows[0]["message"]
     assert (tmp_path / "broken.ipynb").read_text() == '{"cells": ['
+
+
+def test_a_notebook_of_unexpected_shape_is_one_fl998_and_never_rewritten(tmp_path, capsys, monkeypatch):
+    from fusionlint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for index, (text, _) in enumerate(BAD_SHAPES):
+        (tmp_path / f"bad{index:02}.ipynb").write_text(text)
+    assert main(["check", "--no-cache", "--output-format", "concise", "--fix", "--unsafe-fixes"]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    lines = [line for line in captured.out.splitlines() if ": FL998 " in line]
+    assert len(lines) == len(BAD_SHAPES)
+    for index, (text, message) in enumerate(BAD_SHAPES):
+        assert f"bad{index:02}.ipynb:1:1: FL998 " in lines[index] and message in lines[index]
+        assert (tmp_path / f"bad{index:02}.ipynb").read_text() == text
+
+
+def test_continuation_lines_are_linted_as_python(tmp_path, capsys, monkeypatch):
+    from fusionlint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    notebook = make_notebook(("code", "a, b = 1, 2\nx = (a\n    != b)\ny = (a\n    % b)\n!echo {x}"))
+    (tmp_path / "nb.ipynb").write_text(nbformat.writes(notebook))
+    assert main(["check", "--no-cache", "nb.ipynb"]) == 0
+    assert "FL999" not in capsys.readouterr().out
