@@ -5,11 +5,18 @@ themselves: a warm run then never imports the engine (libcst). An entry is keyed
 bytes and the options that decide its findings; the whole cache belongs to one build of the
 tool (its version plus the size and time stamp of every module of the package), so editing a
 rule invalidates it. The cache is one JSON file, written only when a run added something.
+
+The cache is optional: one that cannot be read or written costs speed, never findings (the
+run warns once). It lives in the checked tree, which may come from anyone, so it is never read
+or written through a link, and never read from anything but a regular file.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
+import sys
 from pathlib import Path
 
 import fusionlint
@@ -30,8 +37,9 @@ def tool_fingerprint() -> str:
 
 
 def options_digest(options: LintOptions) -> bytes:
-    """The part of a cache key that comes from the options (the fix mode is not part of it)."""
-    described = json.dumps([sorted(options.codes), options.extra_ops])
+    """The part of a cache key that comes from the options and the interpreter (whose parser
+    decides what is a syntax error); the fix mode is not part of it."""
+    described = json.dumps([sorted(options.codes), options.extra_ops, sys.version])
     return hashlib.blake2b(described.encode(), digest_size=16).digest()
 
 
@@ -40,6 +48,7 @@ class Cache:
         self.file = folder / CACHE_FOLDER / "findings.json"
         self.tool = tool or tool_fingerprint()
         self.rule_codes: frozenset[str] | None = None  # the rule registry's codes, for selector resolution
+        self.warning: str | None = None  # why the cache could not be read or written (the first reason)
         self._entries: dict[str, list] = {}
         self._used: set[str] = set()
         self._added = False
@@ -47,28 +56,50 @@ class Cache:
 
     def _load(self) -> None:
         try:
-            stored = json.loads(self.file.read_bytes())
-        except (OSError, ValueError):
-            return  # no cache yet, or a damaged one: start afresh
+            data = self._read()
+        except FileNotFoundError:
+            return  # no cache yet
+        except OSError as exc:
+            self.warning = f"cache not read ({self.file}: {exc.strerror or exc})"
+            return
+        try:
+            stored = json.loads(data)
+        except ValueError:
+            return  # a damaged cache: start afresh
         if not isinstance(stored, dict) or stored.get("tool") != self.tool:
             return
-        self._entries = stored.get("entries", {})
-        if isinstance(stored.get("rules"), list):
+        if isinstance(stored.get("entries"), dict):
+            self._entries = stored["entries"]
+        if isinstance(stored.get("rules"), list) and all(isinstance(code, str) for code in stored["rules"]):
             self.rule_codes = frozenset(stored["rules"])
 
+    def _read(self) -> bytes:
+        _check_folder(self.file.parent)
+        if not stat.S_ISREG(os.lstat(self.file).st_mode):
+            raise OSError(f"{self.file.name} is not a regular file (a symlink, a folder, ...)")
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        with os.fdopen(os.open(self.file, flags), "rb") as handle:
+            return handle.read()
+
     @staticmethod
-    def key(data: bytes, options_key: bytes) -> str:
+    def key(data: bytes, options_key: bytes, kind: str) -> str:
+        """``kind``: the file's suffix (the same bytes are linted differently as a notebook)."""
         digest = hashlib.sha256(data)  # sha256: CPUs hash it in hardware, the fastest in hashlib here
         digest.update(options_key)
+        digest.update(kind.encode())
         return digest.hexdigest()
 
     def get(self, key: str) -> LintResult | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
+        try:
+            findings, errors = entry
+            result = LintResult(findings=tuple(_finding(row) for row in findings), errors=tuple(map(str, errors)))
+        except (TypeError, ValueError):
+            return None  # a damaged entry: lint the file again
         self._used.add(key)
-        findings, errors = entry
-        return LintResult(findings=tuple(_finding(row) for row in findings), errors=tuple(errors))
+        return result
 
     def put(self, key: str, result: LintResult) -> None:
         """Store the findings of an unfixed text (the only ones that a later check can reuse)."""
@@ -82,6 +113,7 @@ class Cache:
             self._added = True
 
     def save(self) -> None:
+        """Write the cache if this run added to it; a failure only sets ``warning``."""
         if not self._added:
             return
         # Entries of this run go last, so trimming drops what no recent run used.
@@ -89,12 +121,35 @@ class Cache:
         kept.update((k, self._entries[k]) for k in self._used if k in self._entries)
         entries = dict(list(kept.items())[-MAX_ENTRIES:])
         stored = {"tool": self.tool, "rules": sorted(self.rule_codes) if self.rule_codes is not None else None, "entries": entries}
-        folder = self.file.parent
-        folder.mkdir(parents=True, exist_ok=True)
-        ignore_everything = folder / ".gitignore"
-        if not ignore_everything.exists():
-            ignore_everything.write_text("# Created by fusionlint.\n*\n")
-        write_atomic(self.file, json.dumps(stored, separators=(",", ":")).encode())
+        try:
+            _make_folder(self.file.parent)
+            write_atomic(self.file, json.dumps(stored, separators=(",", ":")).encode())
+        except OSError as exc:
+            self.warning = self.warning or f"cache not written ({self.file}: {exc.strerror or exc})"
+
+
+def _check_folder(folder: Path) -> None:
+    """The cache folder must be a real folder: a symlink there would point reads and writes elsewhere."""
+    if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        raise OSError(f"{folder.name} is not a folder (a symlink or a file)")
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        _check_folder(folder)
+    try:
+        _create(folder / ".gitignore", b"# Created by fusionlint.\n*\n")
+    except FileExistsError:
+        pass  # from an earlier run (or the user's own)
+
+
+def _create(path: Path, data: bytes) -> None:
+    """Create a new file, never opening one that exists (or a link planted under its name)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    with os.fdopen(os.open(path, flags, 0o644), "wb") as handle:
+        handle.write(data)
 
 
 def _row(finding: Finding) -> list:

@@ -8,13 +8,12 @@ main process writes files, each one atomically and only if its text changed.
 from __future__ import annotations
 
 import os
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from fusionlint.cache import Cache, options_digest
 from fusionlint.config import Config
-from fusionlint.model import Finding, FixMode, LintOptions, LintResult
+from fusionlint.model import Finding, FixMode, InternalError, LintOptions, LintResult, internal_error
 from fusionlint.sourcefile import SourceFile, SourceFileError, is_notebook_path, read_source, write_source
 
 UNREADABLE = "FL998"  # pseudo rule: a file that cannot be read, decoded, or parsed as a notebook
@@ -29,7 +28,7 @@ class FileOutcome:
     fixed: tuple[Finding, ...] = ()
     new_text: str | None = None  # the fixed text, when fixing changed it
     errors: tuple[str, ...] = ()  # warnings worth showing (a dropped fix, ...), each naming its file
-    crash: str | None = None  # an internal error of the engine on this file
+    crash: str | None = None  # fusionlint's internal errors on this file, a line each (the run fails)
 
     @property
     def text(self) -> str | None:
@@ -70,21 +69,30 @@ def lint_text(text: str, path: str, options: LintOptions) -> LintResult:
     return lint_source(text, path, options)
 
 
-def _lint_job(job: tuple[str, str, LintOptions]) -> LintResult | str:
-    """Lint one text; an engine bug comes back as its traceback, so the other files still run."""
+def _lint_job(job: tuple[str, str, LintOptions]) -> LintResult:
+    """Lint one text; a bug comes back as an ``InternalError`` in ``errors``, so the other files still run."""
     try:
         return lint_text(*job)
     except SourceFileError as exc:  # a notebook that is not valid JSON
         return LintResult(findings=(Finding(UNREADABLE, str(exc), 1, 1, 1, 1),))
-    except Exception:  # noqa: BLE001 - reported per file, the run carries on
-        return traceback.format_exc()
+    except Exception as exc:  # noqa: BLE001 - reported per file, the run carries on
+        return LintResult(findings=(), errors=(internal_error(job[1], exc),))
 
 
-def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[LintResult | str]:
-    workers = min(len(os.sched_getaffinity(0)), len(jobs))
-    if len(jobs) < POOL_THRESHOLD or workers < 2:
-        return [_lint_job(job) for job in jobs]
+def usable_cpus() -> int:
+    """The cores this process may run on (``sched_getaffinity`` is Linux-only)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[LintResult]:
     import multiprocessing
+
+    workers = min(usable_cpus(), len(jobs))
+    # Workers are forked (they inherit the imported engine); without fork (Windows) files are linted here.
+    if len(jobs) < POOL_THRESHOLD or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_lint_job(job) for job in jobs]
     from concurrent.futures import ProcessPoolExecutor
 
     import fusionlint.engine  # noqa: F401 - imported once here, inherited by the forked workers
@@ -126,7 +134,7 @@ def check_sources(
         options = options_for(config, source.path, known_codes, fix)
         key = None
         if cache is not None:
-            key = cache.key(source.data, options_digest(options))
+            key = cache.key(source.data, options_digest(options), source.path.suffix)
             cached = cache.get(key)
             if cached is not None and not any(fix.allows(f.fix_safety) for f in cached.findings):
                 outcome.findings, outcome.errors = cached.findings, cached.errors
@@ -135,10 +143,14 @@ def check_sources(
 
     results = _run_jobs([(o.source.text, str(o.path), options) for o, _, options in pending])
     for (outcome, key, options), result in zip(pending, results):
-        if isinstance(result, str):
-            outcome.crash = result
+        outcome.findings, outcome.fixed = result.findings, result.fixed
+        outcome.errors = tuple(e for e in result.errors if not isinstance(e, InternalError))
+        crashes = [e for e in result.errors if isinstance(e, InternalError)]
+        if crashes:  # a half-done lint: its findings are shown, its fixes neither written nor cached
+            outcome.crash = "\n".join(crashes)
+            outcome.findings = tuple(sorted(result.findings + result.fixed, key=_position))
+            outcome.fixed = ()
             continue
-        outcome.findings, outcome.fixed, outcome.errors = result.findings, result.fixed, result.errors
         if UNREADABLE not in options.codes:  # an invalid notebook, its FL998 ignored by the user
             outcome.findings = tuple(f for f in outcome.findings if f.code != UNREADABLE)
         changed = result.source is not None and result.source != outcome.source.text

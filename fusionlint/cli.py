@@ -9,7 +9,6 @@ import argparse
 import difflib
 import os
 import sys
-import traceback
 from pathlib import Path
 
 import fusionlint
@@ -25,7 +24,7 @@ from fusionlint.check import (
 )
 from fusionlint.config import Config, ConfigError, find_config_file, load_config
 from fusionlint.discovery import find_source_files
-from fusionlint.model import FixMode
+from fusionlint.model import FixMode, internal_error
 from fusionlint.notebook import cell_source, read_notebook
 from fusionlint.sourcefile import SourceFile, SourceFileError, decode_source, is_notebook_path
 
@@ -101,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    except Exception:  # noqa: BLE001 - a bug: say so, with the traceback, and exit 2
-        print(f"fusionlint: internal error\n{traceback.format_exc()}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a bug: say so in one line (the traceback under FUSIONLINT_DEBUG)
+        print(f"fusionlint: error: {internal_error('fusionlint', exc)}", file=sys.stderr)
         return 2
 
 
@@ -141,6 +140,8 @@ def run_check(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else Cache(config.root)
     config.check_selectors(known_rule_codes(cache))
     outcomes = check_files(files, config, _fix_mode(args), write=not args.diff, cache=cache)
+    if cache is not None and cache.warning:
+        print(f"fusionlint: warning: {cache.warning}; the findings are complete all the same", file=sys.stderr)
     return _report(args, outcomes, sys.stdout)
 
 
@@ -176,7 +177,7 @@ def _report(args: argparse.Namespace, outcomes: list[FileOutcome], stream) -> in
         for error in outcome.errors:
             print(f"fusionlint: warning: {error}", file=sys.stderr)
         if outcome.crash:
-            print(f"fusionlint: internal error on {output.display_path(outcome.path)}:\n{outcome.crash}", file=sys.stderr)
+            print(f"fusionlint: error: {outcome.crash}", file=sys.stderr)
     crashed = any(outcome.crash for outcome in outcomes)
     if args.diff:
         diffs = "".join(_diff(outcome) for outcome in outcomes if outcome.new_text is not None)

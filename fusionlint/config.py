@@ -14,11 +14,15 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fusionlint.ops import OP_CLASSES
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomli is the same parser (a dependency there)
+    import tomli as tomllib
 
 SELECTOR = re.compile(r"FL\d{0,3}|ALL")
 # Unreadable file, syntax error: whatever ``select`` says, reported unless ignored (``ALL`` excepted).
@@ -120,7 +124,7 @@ def find_config_file(start: Path) -> Path | None:
     start = start.absolute()
     for folder in [start, *start.parents] if start.is_dir() else start.parents:
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and "fusionlint" in _read_toml(candidate).get("tool", {}):
+        if candidate.is_file() and _fusionlint_table(candidate) is not None:
             return candidate
     return None
 
@@ -128,7 +132,7 @@ def find_config_file(start: Path) -> Path | None:
 def load_config(config_file: Path | None, default_root: Path) -> Config:
     if config_file is None:
         return Config(root=default_root.absolute())
-    table = _read_toml(config_file).get("tool", {}).get("fusionlint", {})
+    table = _fusionlint_table(config_file) or {}
     where = f"{config_file}: [tool.fusionlint]"
     known = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-ops"}
     unknown = sorted(set(table) - known)
@@ -158,14 +162,25 @@ def load_config(config_file: Path | None, default_root: Path) -> Config:
     )
 
 
-def _read_toml(path: Path) -> dict:
+def _fusionlint_table(path: Path) -> dict | None:
+    """``[tool.fusionlint]`` of a TOML file, None when it has none; anything else there is an error."""
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        data = path.read_bytes()
+        tool = tomllib.loads(data.decode("utf-8")).get("tool", {})
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start : exc.end]
+        raise ConfigError(f"{path}: not valid UTF-8 (TOML files must be UTF-8): byte {bad!r} at line {line}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table, got {tool!r}")
+    table = tool.get("fusionlint")
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{path}: `tool.fusionlint` must be a table, got {table!r}")
+    return table
 
 
 def _string_list(table: dict, key: str, where: str) -> tuple[str, ...] | None:

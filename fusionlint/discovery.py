@@ -35,10 +35,14 @@ def is_skipped_folder(folder: Path) -> bool:
 def find_source_files(
     paths: Iterable[Path], is_excluded: Callable[[Path], bool], force_exclude: bool = False
 ) -> list[Path]:
-    """Sorted, de-duplicated files to check. A missing path raises ``FileNotFoundError``."""
+    """Sorted, de-duplicated files to check. A missing path raises ``FileNotFoundError``.
+
+    A named path that exists but cannot be read as a file (a dangling symlink, a FIFO) is kept:
+    reading it reports why (FL998).
+    """
     found: set[Path] = set()
     for path in paths:
-        if not path.exists():
+        if not os.path.lexists(path):
             raise FileNotFoundError(f"{path}: no such file or directory")
         if force_exclude and is_excluded(path):
             continue

@@ -17,20 +17,29 @@ if the fixed text still parses and the fixes reach a fixpoint (a second lint fix
 from __future__ import annotations
 
 import ast
+import io
 import re
+import sys
+import threading
+import tokenize
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
-from fusionlint.model import Finding, FixMode, FixSafety, LintOptions, LintResult
+from fusionlint.model import Finding, FixMode, FixSafety, LintOptions, LintResult, internal_error
 from fusionlint.ops import OpTables, op_tables
 from fusionlint.rule import Rule, StatementEdit
 from fusionlint.rules import SYNTAX_ERROR_CODE, all_rules
 
 _MAX_FIX_PASSES = 8
+# libcst and the analysis recurse about ten Python frames per nesting level of an expression; a
+# file the default limit cannot lint is linted again in a thread with room for any nesting that
+# CPython itself compiles (ast.parse, run first under the default limit, bounds it).
+_DEEP_RECURSION_LIMIT = 40_000
+_DEEP_STACK_BYTES = 256 * 1024 * 1024
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _NEWLINE_AT_END = re.compile(r"(?:\r\n|\r|\n)$")
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,\s*[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
-_FILE_NOQA = re.compile(r"^[ \t]*#[ \t]*fusionlint:[ \t]*noqa[ \t]*$", re.IGNORECASE | re.MULTILINE)
+_FILE_NOQA = re.compile(r"[ \t]*#[ \t]*fusionlint:[ \t]*noqa[ \t]*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -53,11 +62,47 @@ class _Report:
 
 
 def lint_source(source: str, path: str, options: LintOptions) -> LintResult:
-    """Lint (and with ``options.fix``, fix) one file's text. Never raises on bad input."""
+    """Lint (and with ``options.fix``, fix) one file's text.
+
+    Never raises: a bug in the engine comes back as an ``InternalError`` in ``errors``, so the
+    other files still run and the caller can tell a crash from a clean file.
+    """
     try:
-        return _lint(source, path, options)
-    except Exception as exc:  # a bug in the engine must not stop the other files
-        return LintResult(findings=(), errors=(f"{path}: internal error: {exc!r}",))
+        try:
+            return _lint(source, path, options)
+        except RecursionError:  # a deeply nested expression, valid Python all the same
+            return _with_deep_stack(lambda: _lint(source, path, options))
+    except Exception as exc:
+        return LintResult(findings=(), errors=(internal_error(path, exc),))
+
+
+_T = TypeVar("_T")
+
+
+def _with_deep_stack(work: Callable[[], _T]) -> _T:
+    """``work()`` in a thread with a large stack, under a recursion limit that it can afford."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    limit = sys.getrecursionlimit()
+    previous_stack = threading.stack_size(_DEEP_STACK_BYTES)
+    sys.setrecursionlimit(max(limit, _DEEP_RECURSION_LIMIT))
+    try:
+        worker = threading.Thread(target=run, name="fusionlint-deep", daemon=True)
+        worker.start()
+        worker.join()
+    finally:
+        sys.setrecursionlimit(limit)
+        threading.stack_size(previous_stack)
+    finished, value = outcome[0]
+    if not finished:
+        raise value
+    return value
 
 
 def _lint(source: str, path: str, options: LintOptions) -> LintResult:
@@ -141,10 +186,14 @@ def _check(
 
     try:
         module = cst.parse_module(masked)
+    except RecursionError:
+        raise  # lint_source retries with a deeper stack
     except Exception:  # the masked text may trip libcst where the whole file does not
         unit_starts = None
         try:
             module = cst.parse_module(text)
+        except RecursionError:
+            raise
         except Exception as exc:
             return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
     return _run_rules(module, unit_starts, lines, path, rules, tables, facts)
@@ -159,8 +208,10 @@ def _run_rules(module, unit_starts, lines: list[str], path: str, rules: list[Rul
     for rule in rules:
         try:
             found.extend((rule, scope, v) for scope in scopes for v in rule.check(scope))
-        except Exception as exc:
-            problems.append(f"{path}: internal error in {rule.code}: {exc!r}")
+        except RecursionError:
+            raise  # lint_source retries with a deeper stack
+        except Exception as exc:  # the other rules still run; the run fails all the same
+            problems.append(internal_error(f"{path} ({rule.code})", exc))
     if not found:
         return [], problems
     positions = _Positions(module, unit_starts)
@@ -374,25 +425,40 @@ def _is_docstring(node: ast.stmt) -> bool:
 
 def _unsuppressed(reports: list[_Report], text: str) -> list[_Report]:
     """Drop what ``# noqa`` / ``# fusionlint: noqa`` suppress (syntax errors cannot be)."""
-    if not reports:
+    if not reports or "noqa" not in text.lower():
         return reports
-    file_noqa = _FILE_NOQA.search(text) is not None
-    lines = _LINE.findall(text)
+    comments = _comments(text)
+    if any(_FILE_NOQA.fullmatch(comment) for comment in comments.values()):
+        return [report for report in reports if report.finding.code == SYNTAX_ERROR_CODE]
     kept = []
     for report in reports:
         finding = report.finding
-        if finding.code != SYNTAX_ERROR_CODE:
-            if file_noqa:
-                continue
-            line = lines[finding.line - 1] if finding.line <= len(lines) else ""
-            match = _NOQA.search(line)
-            if match and (
-                not match.group("codes")
-                or finding.code in {c.strip().upper() for c in match.group("codes").split(",")}
-            ):
-                continue
+        match = _NOQA.search(comments.get(finding.line, ""))
+        if finding.code != SYNTAX_ERROR_CODE and match and (
+            not match.group("codes")
+            or finding.code in {c.strip().upper() for c in match.group("codes").split(",")}
+        ):
+            continue
         kept.append(report)
     return kept
+
+
+def _comments(text: str) -> dict[int, str]:
+    """The comment of each line, as the tokenizer sees it: ``# noqa`` inside a string is no comment.
+
+    A line whose comment is all it holds maps to the whole line, for ``# fusionlint: noqa``.
+    """
+    lines = _LINE.findall(text)
+    comments = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
+            if token.type == tokenize.COMMENT:
+                line = token.start[0]
+                alone = not lines[line - 1][: token.start[1]].strip()
+                comments[line] = lines[line - 1].rstrip("\r\n") if alone else token.string
+    except (tokenize.TokenError, SyntaxError):
+        pass  # the comments before the point where the tokenizer gave up still count
+    return comments
 
 
 def _non_overlapping(reports: list[_Report]) -> list[_Report]:

@@ -7,7 +7,11 @@ plain (hashable, picklable for worker processes, JSON-able for the cache).
 from __future__ import annotations
 
 import enum
+import os
+import traceback
 from dataclasses import dataclass, field
+
+DEBUG_VARIABLE = "FUSIONLINT_DEBUG"  # set to 1: internal errors come with their traceback
 
 
 class FixSafety(str, enum.Enum):
@@ -66,3 +70,21 @@ class LintResult:
     fixed: tuple[Finding, ...] = ()  # findings whose fix was applied
     source: str | None = None  # the fixed text, or None when nothing changed
     errors: tuple[str, ...] = field(default=())  # internal problems worth showing (a dropped fix, ...)
+
+
+class InternalError(str):
+    """An error message that reports a bug in fusionlint, not a problem of the file.
+
+    It travels in ``LintResult.errors`` like any message (the notebook layer and ``%%fuse`` pass
+    those on as they are), and its type tells ``fusionlint check`` to fail the run (exit 2) and
+    not to cache the file.
+    """
+
+
+def internal_error(where: str, exc: BaseException) -> InternalError:
+    """One line naming the file and the exception; the traceback too when debugging."""
+    lines = str(exc).strip().splitlines()
+    message = f"{where}: internal error: {type(exc).__name__}" + (f": {lines[0]}" if lines else "")
+    if os.environ.get(DEBUG_VARIABLE):
+        return InternalError(message + "\n" + "".join(traceback.format_exception(exc)).rstrip())
+    return InternalError(f"{message} (a bug in fusionlint; {DEBUG_VARIABLE}=1 shows the traceback)")

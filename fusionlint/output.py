@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from urllib.parse import quote
 
 import fusionlint
 from fusionlint.check import FileOutcome
@@ -138,7 +139,7 @@ def summary(outcomes: list[FileOutcome], fix: FixMode, unsafe_hint: bool) -> str
     remaining = [f for outcome in outcomes for f in outcome.findings]
     fixed = sum(len(outcome.fixed) for outcome in outcomes)
     if not remaining and not fixed:
-        return "All checks passed!\n"
+        return "" if any(outcome.crash for outcome in outcomes) else "All checks passed!\n"
     errors = _plural(len(remaining) + fixed, "error")
     lines = [f"Found {errors} ({fixed} fixed, {len(remaining)} remaining)." if fix is not FixMode.OFF else f"Found {errors}."]
     safe = sum(FixMode.SAFE.allows(f.fix_safety) for f in remaining)
@@ -257,9 +258,10 @@ def format_sarif(outcomes: list[FileOutcome], rules: list[RuleDoc], root: Path) 
 
 
 def _relative_uri(path: Path, root: Path) -> str:
+    """A URI reference (RFC 3986): relative to ``root`` when inside it, percent-encoded either way."""
     absolute = path.absolute()
     try:
-        return absolute.relative_to(root.absolute()).as_posix()
+        return quote(absolute.relative_to(root.absolute()).as_posix(), safe="/")
     except ValueError:
         return absolute.as_uri()
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from fusionlint import cache as cache_module
 from fusionlint.cache import Cache, options_digest, tool_fingerprint
@@ -13,7 +14,7 @@ OPTIONS = LintOptions(codes=frozenset({"FL001", "FL002"}))
 
 def test_entries_survive_a_reload(tmp_path):
     cache = Cache(tmp_path, tool="v1")
-    key = cache.key(b"x = 1\n", options_digest(OPTIONS))
+    key = cache.key(b"x = 1\n", options_digest(OPTIONS), ".py")
     assert cache.get(key) is None
     cache.put(key, LintResult(findings=(FINDING,), errors=("a dropped fix",)))
     cache.remember_rules(frozenset({"FL001", "FL002"}))
@@ -25,12 +26,15 @@ def test_entries_survive_a_reload(tmp_path):
     assert again.rule_codes == {"FL001", "FL002"}
 
 
-def test_key_depends_on_content_and_selection_not_on_fix_mode(tmp_path):
+def test_key_depends_on_content_kind_selection_and_python_not_on_fix_mode(tmp_path, monkeypatch):
     digest = options_digest(OPTIONS)
-    assert Cache.key(b"a", digest) != Cache.key(b"b", digest)
+    assert Cache.key(b"a", digest, ".py") != Cache.key(b"b", digest, ".py")
+    assert len({Cache.key(b"{}", digest, kind) for kind in (".py", ".pyi", ".ipynb")}) == 3
     assert options_digest(LintOptions(codes=frozenset({"FL001"}))) != digest
     assert options_digest(LintOptions(codes=OPTIONS.codes, extra_ops=(("view", ("v",)),))) != digest
     assert options_digest(LintOptions(codes=OPTIONS.codes, fix=FixMode.SAFE)) == digest
+    monkeypatch.setattr(sys, "version", "3.99.0 (another parser)")
+    assert options_digest(OPTIONS) != digest
 
 
 def test_another_build_of_the_tool_or_a_damaged_file_starts_afresh(tmp_path):

@@ -104,3 +104,33 @@ def test_the_process_pool_gives_what_one_process_gives(tmp_path, capsys, monkeyp
     assert main(["check", "--no-cache", "--output-format", "json"]) == 1
     assert json.loads(capsys.readouterr().out) == pooled
     assert len(pooled) == files // 2 * len(sample.at) + 1
+
+
+def test_the_pool_without_sched_getaffinity_or_fork(tmp_path, capsys, monkeypatch, example):
+    """macOS and Windows have no ``os.sched_getaffinity``; Windows cannot fork."""
+    import concurrent.futures
+    import multiprocessing
+
+    monkeypatch.chdir(tmp_path)
+    for index in range(2 * check.POOL_THRESHOLD):
+        (tmp_path / f"m{index:02}.py").write_text(example[1].bad)
+    assert main(["check", "--no-cache", "--output-format", "json"]) == 1
+    expected = json.loads(capsys.readouterr().out)
+
+    pools = []
+    real_pool = concurrent.futures.ProcessPoolExecutor
+
+    def pool(workers, **options):
+        pools.append(workers)
+        return real_pool(workers, **options)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", pool)
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    assert check.usable_cpus() == 3
+    assert main(["check", "--no-cache", "--output-format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out) == expected and pools == [3]
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert main(["check", "--no-cache", "--output-format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out) == expected and pools == [3]  # linted in this process

@@ -1,6 +1,8 @@
 """``[tool.fusionlint]``: discovery, validation, rule selection, globs; and folder walking."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,49 @@ def test_walk_skips_tool_folders_virtualenvs_and_excludes(tmp_path):
     assert find_source_files([named], config.is_excluded, force_exclude=True) == []
     with pytest.raises(FileNotFoundError, match="missing.py: no such file"):
         find_source_files([tmp_path / "missing.py"], config.is_excluded)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"tool = 5\n", "`tool` must be a table, got 5"),
+        (b"[tool]\nfusionlint = 3\n", "`tool.fusionlint` must be a table, got 3"),
+        (b"[tool.fusionlint\n", "invalid TOML"),
+        ("[tool.fusionlint]\nselect = ['FL001']\n".encode("utf-16"), "not valid UTF-8 (TOML files must be UTF-8)"),
+    ],
+)
+def test_a_malformed_pyproject_is_one_line_naming_it(tmp_path, monkeypatch, capsys, data, message):
+    from fusionlint.cli import main
+
+    (tmp_path / "pyproject.toml").write_bytes(data)
+    (tmp_path / "m.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    for args in (["check"], ["check", "--config", "pyproject.toml"]):
+        assert main(args) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1
+        assert captured.err.startswith("fusionlint: error: ") and "pyproject.toml: " in captured.err
+        assert message in captured.err
+
+
+def test_tomli_stands_in_for_tomllib_on_python_3_10(tmp_path):
+    """Python 3.10 has no tomllib: simulated by blocking it and offering the stdlib parser as ``tomli``."""
+    write_config(tmp_path, "select = ['FL001']")
+    program = (
+        "import importlib.util, pathlib, sys, tomllib\n"
+        "folder = pathlib.Path(tomllib.__file__).parent\n"
+        "for name in [m for m in sys.modules if m.split('.')[0] == 'tomllib']: del sys.modules[name]\n"
+        "sys.modules['tomllib'] = None\n"
+        "spec = importlib.util.spec_from_file_location(\n"
+        "    'tomli', folder / '__init__.py', submodule_search_locations=[str(folder)])\n"
+        "tomli = sys.modules['tomli'] = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(tomli)\n"
+        "from fusionlint import config\n"
+        "assert config.tomllib is tomli, config.tomllib\n"
+        "print(config.load_config(config.find_config_file(pathlib.Path('.')), pathlib.Path('.')).select)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "('FL001',)\n", "")
+    blocked = "import sys; sys.modules['tomllib'] = sys.modules['tomli'] = None; import fusionlint.config"
+    done = subprocess.run([sys.executable, "-c", blocked], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1 and "tomli" in done.stderr.splitlines()[-1]  # names what is missing

@@ -65,6 +65,27 @@ def test_line_noqa(comment, flagged):
         assert result.source is None
 
 
+@pytest.mark.parametrize(
+    "comment",
+    ["; s = '# noqa'", '; s = """# noqa"""', "; s = 'x  # noqa: FL002'", "  # real comment, then 'noqa' in words"],
+)
+def test_noqa_counts_only_in_a_real_comment(comment):
+    assert codes(lint_source(CLONE.format(comment=comment), "m.py", CHECK)) == ["FL002"]
+
+
+def test_noqa_inside_a_multi_line_string_suppresses_nothing():
+    string = '    doc = """\n# fusionlint: noqa\nx  # noqa\n"""\n'
+    source = CLONE.format(comment="").replace("    out = t3", string + "    out = t3")
+    assert codes(lint_source(source, "m.py", CHECK)) == ["FL002"]
+
+
+@pytest.mark.parametrize("newline", ["\r", "\r\n"])
+def test_noqa_comments_are_found_whatever_the_line_endings(newline):
+    source = CLONE.format(comment="  # noqa: FL002").replace("\n", newline)
+    assert codes(lint_source(source.replace("# noqa: FL002", ""), "m.py", CHECK)) == ["FL002"]
+    assert lint_source(source, "m.py", CHECK).findings == ()
+
+
 def test_file_level_noqa_silences_everything_but_syntax_errors():
     source = "# fusionlint: noqa\n" + CLONE.format(comment="")
     assert lint_source(source, "m.py", FIX).findings == ()

@@ -138,3 +138,25 @@ def test_findings_come_sorted_by_path_then_position(show_source):
     write_text([outcome(UNSAFE, SAFE, path="b.py"), outcome(PLAIN, path="a.py")], stream, False, show_source)
     heads = [line.split(":")[0:2] for line in stream.getvalue().splitlines() if line.endswith(("views", "compute"))]
     assert heads == [["a.py", "3"], ["b.py", "2"], ["b.py", "3"]]
+
+
+@pytest.mark.parametrize(
+    ("name", "uri"),
+    [
+        ("my dir/a b.py", "my%20dir/a%20b.py"),
+        ("#1/100%.py", "%231/100%25.py"),
+        ("caf\u00e9/\u4e2d.py", "caf%C3%A9/%E4%B8%AD.py"),
+        ("a:b/c?d[e].py", "a%3Ab/c%3Fd%5Be%5D.py"),
+    ],
+)
+def test_sarif_uris_are_percent_encoded(tmp_path, name, uri):
+    inside = json.loads(format_sarif([outcome(SAFE, path=str(tmp_path / name))], RULES, root=tmp_path))
+    assert inside["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == uri
+    outside = json.loads(format_sarif([outcome(SAFE, path=str(tmp_path / name))], RULES, root=tmp_path / "other"))
+    absolute = outside["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert absolute == (tmp_path / name).as_uri() and absolute.endswith("/" + uri)
+
+
+def test_github_properties_escape_percent_and_line_breaks_in_paths():
+    line = format_github([outcome(PLAIN, path="100%\r\nx.py")])
+    assert line.startswith("::warning file=100%25%0D%0Ax.py,line=3,") and line.count("\n") == 1

@@ -78,7 +78,7 @@ def test_unreadable_paths_say_why(tmp_path):
         read_source(dangling)
     folder = tmp_path / "pkg.py"
     folder.mkdir()
-    with pytest.raises(SourceFileError, match="cannot read file: Is a directory"):
+    with pytest.raises(SourceFileError, match="not a regular file"):
         read_source(folder)
 
 
@@ -91,24 +91,35 @@ def test_permission_denied(tmp_path):
         read_source(path)
 
 
-def test_atomic_write_keeps_mode_and_leaves_no_temp_file(tmp_path):
+def test_a_fix_keeps_mode_and_leaves_no_temp_file(tmp_path):
     path = tmp_path / "run.py"
     path.write_bytes(b"old\n")
     path.chmod(0o751)
-    write_atomic(path, b"new\n")
+    write_source(read_source(path), "new\n")
     assert path.read_bytes() == b"new\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o751
     assert leftovers(tmp_path) == []
 
 
-def test_atomic_write_follows_symlinks(tmp_path):
+def test_a_fix_to_a_symlink_rewrites_its_resolved_target(tmp_path):
     target = tmp_path / "real.py"
     target.write_bytes(b"old\n")
     link = tmp_path / "link.py"
     link.symlink_to(target)
-    write_atomic(link, b"new\n")
+    write_source(read_source(link), "new\n")
     assert link.is_symlink()
     assert target.read_bytes() == b"new\n"
+
+
+def test_atomic_write_replaces_a_link_instead_of_writing_through_it(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious\n")
+    link = tmp_path / "findings.json"
+    link.symlink_to(victim)
+    write_atomic(link, b"{}")
+    assert not link.is_symlink() and link.read_bytes() == b"{}"
+    assert victim.read_bytes() == b"precious\n"
+    assert stat.S_IMODE(link.stat().st_mode) == 0o600
 
 
 def test_failed_write_leaves_the_original_untouched(tmp_path):
