@@ -10,10 +10,17 @@ Lines are the cell's own as Jupyter shows them: line 1 is the ``%%fuse`` line.
 from __future__ import annotations
 
 import ast
+import contextlib
+import copy
 import difflib
+import dis
+import inspect
+import random
 import re
 import shlex
+import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
+from IPython.utils.capture import capture_output
 from rich.console import Console, ConsoleOptions, NewLine, RenderResult
 from rich.table import Table
 from rich.text import Text
@@ -61,7 +69,10 @@ def lint_cell(body: str, namespace: dict[str, Any], fix: bool) -> CellLint:
     and its lines are taken off again. ``fix`` applies unsafe fixes too: the fixed cell is only
     shown and offered, never run without the user.
     """
-    [cell] = code_cells({"cells": [{"cell_type": "code", "source": body}]})
+    cells = code_cells({"cells": [{"cell_type": "code", "source": body}]})
+    if not cells:  # the body is another cell magic's (``%%bash``): no Python to lint
+        return CellLint((), (), None, ())
+    [cell] = cells
     prelude = _prelude(cell.text, namespace)
     config = load_config(find_config_file(Path.cwd()), Path.cwd())
     config.check_selectors(known_rule_codes(None))
@@ -167,9 +178,226 @@ def _same(a: Any, b: Any) -> bool:
         return a is b
 
 
-def _assigned_names(body: str) -> set[str]:
-    tree = ast.parse(body)
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+# -- --compare: a second run that the notebook never sees ----------------------------------------
+
+OUTSIDE_MODULES = frozenset({
+    "os", "posix", "nt", "sys", "io", "shutil", "pathlib", "tempfile", "subprocess", "multiprocessing", "socket",
+    "ssl", "http", "urllib", "requests", "httpx", "aiohttp", "ftplib", "smtplib", "sqlite3", "logging", "webbrowser",
+})
+OUTSIDE_CALLS = frozenset({
+    "input", "breakpoint", "exit", "quit", "globals", "vars", "eval", "exec", "__import__", "get_ipython",
+})
+WRITING_METHODS = frozenset({
+    "write", "writelines", "write_text", "write_bytes", "save", "savez", "savefig", "dump", "to_csv", "to_json",
+    "to_parquet", "to_pickle", "unlink", "mkdir", "rmdir", "touch", "rename", "send", "sendall",
+})
+
+GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME"})
+
+
+class CannotIsolate(Exception):
+    """What the second run of ``--compare`` would do outside the copies it runs on."""
+
+
+def _second_run_inputs(shell: Any, cells: tuple[str, ...]) -> dict[str, Any]:
+    """Deep copies of what the cells read from the notebook, for a run the notebook must not see.
+
+    The copies share one memo, so objects shared between names stay shared (a model and its
+    optimizer). The cells' names, and the globals read by notebook functions and classes they
+    reach, are copied; modules, classes and functions are not, so a cell that changes them, or
+    that reaches outside the process (files, network, IPython), raises ``CannotIsolate``.
+    """
+    namespace = shell.user_ns
+    trees = [_cell_tree(shell, cell) for cell in cells]
+    for tree in trees:
+        _check_isolable(tree, namespace)
+    names = _reached_names(set().union(*map(_read_names, trees)), namespace)
+    values = {name: namespace[name] for name in sorted(names) if not isinstance(namespace[name], types.ModuleType)}
+    # deepcopy refuses a tensor computed with autograd; its copy is a new leaf holding the same values
+    memo: dict[int, Any] = {
+        id(v): v.detach().clone().requires_grad_() for v in values.values()
+        if isinstance(v, torch.Tensor) and v.grad_fn is not None
+    }
+    copies = {}
+    for name, value in values.items():
+        try:
+            copies[name] = copy.deepcopy(value, memo)
+        except Exception as exc:  # noqa: BLE001 - whatever deepcopy raises, the answer is the same
+            why = (str(exc).splitlines() or [""])[0]
+            raise CannotIsolate(f"{name} cannot be copied ({type(exc).__name__}: {why})") from None
+    return copies
+
+
+def _cell_tree(shell: Any, cell: str) -> ast.Module:
+    """The cell as it runs, with the cell's own line numbers (line 1 is the ``%%fuse`` line)."""
+    return ast.parse("\n" + shell.transform_cell(cell))
+
+
+def _check_isolable(tree: ast.Module, namespace: dict[str, Any]) -> None:
+    """Raise ``CannotIsolate`` for the first thing in the cell that copies of its names cannot hold."""
+    nodes = [node for node in ast.walk(tree) if hasattr(node, "lineno")]
+    # in reading order, the inner node first: ``open(p, "w").write(s)`` opens a file for writing
+    for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset, n.end_lineno, n.end_col_offset)):
+        why = _outside_effect(node, namespace)
+        if why is not None:
+            raise CannotIsolate(f"line {node.lineno} {why}")
+
+
+def _outside_effect(node: ast.AST, namespace: dict[str, Any]) -> str | None:
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        outside = [m for m in modules if m.split(".")[0] in OUTSIDE_MODULES]
+        return f"imports {outside[0]}, which reaches outside the notebook" if outside else None
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id != "open":  # IPython's open
+        value = namespace.get(node.id)
+        module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        if isinstance(module, str) and module.split(".")[0] in OUTSIDE_MODULES:
+            return f"uses {node.id} (from {module}), which reaches outside the notebook"
+        return None
+    if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        root = _root(node)
+        if isinstance(namespace.get(root), (types.ModuleType, type)):
+            return f"changes {ast.unparse(node)}, which {root} holds for the whole notebook"
+        return None
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Name):
+        if func.id == "open" and not _reads_only(node):
+            return "opens a file for writing"
+        if func.id == "print" and any(k.arg == "file" for k in node.keywords):
+            return "prints to a file"
+        if func.id == "get_ipython":
+            return "runs an IPython magic or shell command"
+        return f"calls {func.id}()" if func.id in OUTSIDE_CALLS else None
+    if isinstance(func, ast.Attribute):
+        if func.attr in WRITING_METHODS:
+            return f"calls .{func.attr}(), which may write a file"
+        if _held_state(func.value, namespace):
+            return f"calls {ast.unparse(func)}(), on what {_root(func)} holds for the whole notebook"
+    return None
+
+
+def _reads_only(call: ast.Call) -> bool:
+    """``open(path)``, ``open(path, "rb")``: a constant mode without w, a, x or +."""
+    if any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    default = ast.Constant("r")
+    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), default)
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and not set(mode.value) & set("wax+")
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _held_state(node: ast.AST, namespace: dict[str, Any]) -> bool:
+    """Whether ``node`` is an object a module or class of the namespace holds (``mod.cache``,
+    ``Counter.seen``): not copied, so calling its methods would change it for the notebook."""
+    chain = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        chain.append(node)
+        node = node.value
+    value = namespace.get(node.id) if isinstance(node, ast.Name) else None
+    if not chain or not isinstance(value, (types.ModuleType, type)):
+        return False
+    for link in reversed(chain):
+        if not isinstance(value, (types.ModuleType, type)) or isinstance(link, ast.Subscript):
+            return True
+        value = inspect.getattr_static(value, link.attr, None)
+        if value is None:  # not there without running code (a lazy submodule): leave it be
+            return False
+    return not isinstance(value, (types.ModuleType, type)) and not inspect.isroutine(value)
+
+
+def _read_names(tree: ast.Module) -> set[str]:
+    """Names the cell may read before assigning them (a name only assigned needs no copy)."""
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+    return names | {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+
+
+def _reached_names(names: set[str], namespace: dict[str, Any]) -> set[str]:
+    """``names`` and, through the notebook's functions and classes among them, the globals those read."""
+    reached: set[str] = set()
+    todo = [name for name in names if name in namespace]
+    while todo:
+        name = todo.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for code in _notebook_code(namespace[name], namespace):
+            todo += [n for n in _code_names(code) if n in namespace]
+    return reached
+
+
+def _notebook_code(value: Any, namespace: dict[str, Any]) -> Iterator[types.CodeType]:
+    """The code of notebook functions a value runs: itself, a bound method's function, its class's methods."""
+    value = getattr(value, "__func__", value)
+    if isinstance(value, types.FunctionType):
+        functions = [value]
+    else:
+        cls = value if isinstance(value, type) else type(value)
+        functions = [
+            attr.fget if isinstance(attr, property) else getattr(attr, "__func__", attr)
+            for klass in cls.__mro__ for attr in vars(klass).values()
+        ]
+    for function in functions:
+        if isinstance(function, types.FunctionType) and function.__globals__ is namespace:
+            yield function.__code__
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global names a function's code (nested functions and classes included) reads or writes."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in GLOBAL_OPS}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+@contextlib.contextmanager
+def _random_state_kept() -> Iterator[None]:
+    """Both runs draw the same random numbers, and the generators end as one run leaves them."""
+    numpy = sys.modules.get("numpy")
+    states = [(random.setstate, random.getstate())]
+    if numpy is not None:
+        states.append((numpy.random.set_state, numpy.random.get_state()))
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        for restore, state in states:
+            restore(state)
+
+
+def _compare(shell: Any, line: str, body: str, fixed: str, original: CompiledCell, inputs: dict[str, Any],
+             args: Any) -> tuple[Comparison, Any]:
+    """Run the fixed cell on ``inputs`` (copies from ``_second_run_inputs``), then the cell for real.
+
+    The fixed cell runs in the notebook's own namespace, so the notebook functions it calls see
+    the copies; its output is dropped, and every name is put back as it was afterwards. Then the
+    original runs as a plain ``%%fuse`` would: the notebook ends in the state one run leaves.
+    """
+    __tracebackhide__ = True  # noqa: F841
+    namespace = shell.user_ns
+    fixed_cell = compile_cell(shell, line, fixed)
+    saved = dict(namespace)
+    try:
+        namespace.update(inputs)
+        with _random_state_kept(), capture_output():
+            after, fixed_value = run_cell(fixed_cell, namespace, args.policy, args.executor)
+        fixed_names = dict(namespace)
+    finally:
+        namespace.clear()
+        namespace.update(saved)
+    before, value = run_cell(original, namespace, args.policy, args.executor)
+    tree = _cell_tree(shell, body)
+    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    equal = same_results(assigned, namespace, fixed_names, (value, fixed_value))
+    return fusionrt.compare(before, after, labels=("cell", "fixed cell"), outputs_equal=equal), value
 
 
 # -- what the magic shows ------------------------------------------------------------------------
@@ -247,7 +475,7 @@ class FuseMagics(Magics):
               help="show the cell as fusionlint --fix --unsafe-fixes rewrites it, as a diff, and offer it as the "
               "next cell")
     @argument("--compare", action="store_true",
-              help="also run the fixed cell (on copies of the tensors the cell reads) and show both reports side "
+              help="also run the fixed cell (on copies of what the cell reads) and show both reports side "
               "by side, with the deltas and whether the results are equal")
     @argument("--no-lint", action="store_true", help="do not lint the cell")
     @argument("--no-run", action="store_true", help="only lint the cell (and with --fix, show the fix)")
@@ -286,32 +514,21 @@ class FuseMagics(Magics):
         value = None
         if not args.no_run:
             compiled = compile_cell(shell, line, cell)
-            if args.compare and result.lint is not None and result.lint.fixed_body is not None:
-                result.comparison, value = _compare(shell, line, cell, result.lint.fixed_body, compiled, args)
+            fixed = result.lint.fixed_body if args.compare and result.lint is not None else None
+            inputs = None
+            if fixed is not None:
+                try:
+                    inputs = _second_run_inputs(shell, (cell, fixed))
+                except CannotIsolate as exc:
+                    result.note = f"--compare not run, a second run could not be isolated: {exc}. The cell ran once."
+            if inputs is not None:
+                result.comparison, value = _compare(shell, line, cell, fixed, compiled, inputs, args)
             else:
                 result.report, value = run_cell(compiled, namespace, args.policy, args.executor)
             if args.output:
                 namespace[args.output] = result.comparison or result.report
         display(result)
         return value
-
-
-def _compare(shell: Any, line: str, body: str, fixed: str, original: CompiledCell, args: Any) -> tuple[Comparison, Any]:
-    """The fixed cell runs first, in a copy of the namespace with copies of the tensors the cell
-    reads (in-place ops must not leak between the runs) and the same random state; then the
-    original runs in the notebook's namespace, as a plain ``%%fuse`` would."""
-    __tracebackhide__ = True  # noqa: F841
-    namespace = shell.user_ns
-    scratch = dict(namespace)
-    for name in set(_WORD.findall(body)):
-        if isinstance(namespace.get(name), torch.Tensor):
-            scratch[name] = namespace[name].clone()
-    rng = torch.random.get_rng_state()
-    after, fixed_value = run_cell(compile_cell(shell, line, fixed), scratch, args.policy, args.executor)
-    torch.random.set_rng_state(rng)
-    before, value = run_cell(original, namespace, args.policy, args.executor)
-    equal = same_results(_assigned_names(body), namespace, scratch, (value, fixed_value))
-    return fusionrt.compare(before, after, labels=("cell", "fixed cell"), outputs_equal=equal), value
 
 
 def _measuring(line: str) -> str:

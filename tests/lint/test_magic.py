@@ -4,8 +4,6 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
-from IPython.testing import globalipapp  # noqa: E402
-
 from fusionrt.report import Comparison, Report  # noqa: E402
 
 BURN_CELL = """\
@@ -24,16 +22,6 @@ def block(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 out = block(x, y)
 """
-
-
-@pytest.fixture
-def ip():
-    shell = globalipapp.start_ipython() or globalipapp.get_ipython()  # one shell per process
-    shell.run_line_magic("load_ext", "fusionlint")
-    shell.run_cell("import torch\nx = torch.randn(8, 16)\ny = torch.randn(8, 16)")
-    shell.rl_next_input = None
-    yield shell
-    shell.run_line_magic("reset", "-f")
 
 
 def fuse(ip, options: str, body: str):
@@ -97,11 +85,10 @@ def test_compare_runs_both_on_the_same_inputs(ip, capsys):
 
 
 def test_compare_sees_a_changed_result(ip):
-    """outputs_equal can fail: here the cell's value differs between the two runs (the fixed
-    cell runs first)."""
-    ip.user_ns["version"] = iter(("fixed", "original"))
-    result = fuse(ip, "--compare -o cmp", BURN_FUNCTION + "next(version)\n")
-    assert result.error_in_exec is None and result.result == "original"
+    """outputs_equal can fail: here the cell's value is a clock reading, which differs between runs."""
+    ip.run_cell("import time\nstart = time.perf_counter_ns()")
+    result = fuse(ip, "--compare -o cmp", BURN_FUNCTION + "time.perf_counter_ns() - start\n")
+    assert result.error_in_exec is None and result.result > 0
     assert ip.user_ns["cmp"].outputs_equal is False
 
 
@@ -109,6 +96,12 @@ def test_no_fix_to_compare_runs_once(ip, capsys):
     fuse(ip, "--compare -o rep", "z = torch.relu(x) + 1\n")
     assert isinstance(ip.user_ns["rep"], Report)
     assert "fusionlint has no fix for this cell: it ran once." in capsys.readouterr().out
+
+
+def test_a_body_that_is_another_cell_magic_has_nothing_to_lint(ip, capsys):
+    result = fuse(ip, "--no-run", "%%bash\necho never\n")
+    assert result.error_in_exec is None
+    assert "fusionlint: no findings in this cell" in capsys.readouterr().out
 
 
 def test_no_lint_and_mimebundle(ip):

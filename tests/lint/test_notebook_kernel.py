@@ -38,10 +38,11 @@ def test_report_value_fix_and_compare_in_a_kernel(tmp_path):
         "%%fuse -o rep\na = x * 2\nb = y + 1\nt3 = a.clone().sum(-1, keepdim=True)\nout = t3 + a * b\nout.shape",
         "[(w.source, w.reason) for w in rep.materialized]",
         "%%fuse --fix --no-run\n" + BURN_FUNCTION,
-        "%%fuse --compare -o cmp\n" + BURN_FUNCTION,
-        "(cmp.before.writes, cmp.after.writes, cmp.outputs_equal)",
+        "log = []",
+        "%%fuse --compare -o cmp\n" + BURN_FUNCTION + "log.append(len(log))\nprint('printed once')\n",
+        "(cmp.before.writes, cmp.after.writes, cmp.outputs_equal, log)",
     )
-    report_cell, writes_cell, fix_cell, compare_cell, numbers_cell = nb.cells[1:]
+    report_cell, writes_cell, fix_cell, _, compare_cell, numbers_cell = nb.cells[1:]
     html, text = outputs(report_cell, "text/html")[0], outputs(report_cell, "text/plain")[0]
     assert "<pre" in html and "fusionrt report" in html and "FL002" in html
     assert "\x1b" not in text and "Materialized writes" in text and "cell line 5" in text
@@ -52,8 +53,11 @@ def test_report_value_fix_and_compare_in_a_kernel(tmp_path):
     fix_text = outputs(fix_cell, "text/plain")[0]
     assert "+    tmp = a * b" in fix_text and "-    t3 = a.clone().sum(-1, keepdim=True)" in fix_text
     assert "outputs equal" in outputs(compare_cell, "text/plain")[0]
-    before, after, equal = eval(outputs(numbers_cell, "text/plain")[0])
+    printed = [o["text"] for o in compare_cell["outputs"] if o["output_type"] == "stream"]
+    assert "".join(printed).count("printed once") == 1
+    before, after, equal, log = eval(outputs(numbers_cell, "text/plain")[0])
     assert after < before and equal is True
+    assert log == [0]  # the cell's effects happened once: the fixed cell ran on a copy of log
 
 
 def test_a_failing_cell_fails_the_notebook_with_its_line(tmp_path):
