@@ -70,10 +70,22 @@ def lint_source(source: str, path: str, options: LintOptions) -> LintResult:
     try:
         try:
             return _lint(source, path, options)
-        except RecursionError:  # a deeply nested expression, valid Python all the same
-            return _with_deep_stack(lambda: _lint(source, path, options))
+        except Exception as exc:
+            if not _recursed(exc):
+                raise
+        return _with_deep_stack(lambda: _lint(source, path, options))  # deep nesting, valid all the same
     except Exception as exc:
         return LintResult(findings=(), errors=(internal_error(path, exc),))
+
+
+def _recursed(exc: BaseException | None) -> bool:
+    """Did ``exc`` come from running out of recursion? libcst turns some RecursionErrors into
+    other errors while it unwinds, so the whole chain of causes is searched."""
+    while exc is not None:
+        if isinstance(exc, RecursionError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 _T = TypeVar("_T")
@@ -186,15 +198,15 @@ def _check(
 
     try:
         module = cst.parse_module(masked)
-    except RecursionError:
-        raise  # lint_source retries with a deeper stack
-    except Exception:  # the masked text may trip libcst where the whole file does not
+    except Exception as exc:  # the masked text may trip libcst where the whole file does not
+        if _recursed(exc):
+            raise  # lint_source retries with a deeper stack
         unit_starts = None
         try:
             module = cst.parse_module(text)
-        except RecursionError:
-            raise
         except Exception as exc:
+            if _recursed(exc):
+                raise
             return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
     return _run_rules(module, unit_starts, lines, path, rules, tables, facts)
 
@@ -208,9 +220,9 @@ def _run_rules(module, unit_starts, lines: list[str], path: str, rules: list[Rul
     for rule in rules:
         try:
             found.extend((rule, scope, v) for scope in scopes for v in rule.check(scope))
-        except RecursionError:
-            raise  # lint_source retries with a deeper stack
         except Exception as exc:  # the other rules still run; the run fails all the same
+            if _recursed(exc):
+                raise  # lint_source retries with a deeper stack
             problems.append(internal_error(f"{path} ({rule.code})", exc))
     if not found:
         return [], problems

@@ -83,7 +83,10 @@ class InternalError(str):
 
 def internal_error(where: str, exc: BaseException) -> InternalError:
     """One line naming the file and the exception; the traceback too when debugging."""
-    lines = str(exc).strip().splitlines()
+    try:
+        lines = str(exc).strip().splitlines()
+    except Exception:  # a KeyError's text is its key's repr, which may fail too
+        lines = []
     message = f"{where}: internal error: {type(exc).__name__}" + (f": {lines[0]}" if lines else "")
     if os.environ.get(DEBUG_VARIABLE):
         return InternalError(message + "\n" + "".join(traceback.format_exception(exc)).rstrip())

@@ -2,11 +2,13 @@
 fix validation, line endings, extra ops."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 import fusionlint.engine as engine
 from fusionlint.engine import lint_source
-from fusionlint.model import FixMode, FixSafety, LintOptions
+from fusionlint.model import FixMode, FixSafety, InternalError, LintOptions, internal_error
 from fusionlint.rule import Rule, StatementEdit, Violation
 from fusionlint.rules import all_rules
 
@@ -189,3 +191,29 @@ def test_fixed_statement_keeps_its_continuation_lines_in_place():
     )
     result = lint_source(source, "m.py", FIX)
     assert result.source == source.replace("(x * 2).flatten(0, 1)", "(x.flatten(0, 1) * 2)")
+
+
+def test_recursion_libcst_turned_into_another_error_is_retried_with_a_deep_stack(monkeypatch):
+    """libcst's position provider unwinds a RecursionError into a KeyError; the retry must still happen."""
+    real = engine._lint
+
+    def shallow_stack_fails(source, path, options):
+        if sys.getrecursionlimit() < engine._DEEP_RECURSION_LIMIT:
+            try:
+                raise RecursionError("maximum recursion depth exceeded")
+            except RecursionError:
+                raise KeyError("a node")  # chained implicitly, as libcst does
+        return real(source, path, options)
+
+    monkeypatch.setattr(engine, "_lint", shallow_stack_fails)
+    result = lint_source(CLONE.format(comment=""), "m.py", CHECK)
+    assert codes(result) == ["FL002"] and result.errors == ()
+
+
+def test_an_exception_without_a_printable_message_is_still_one_line():
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RecursionError
+
+    message = internal_error("m.py", Unprintable())
+    assert isinstance(message, InternalError) and message.startswith("m.py: internal error: Unprintable (a bug")
