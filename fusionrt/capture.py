@@ -47,6 +47,21 @@ SYNC_METHODS = {
     torch.Tensor.__repr__: "print", torch.Tensor.__format__: "print", torch.Tensor.data_ptr: "sync",
     torch.Tensor.__dlpack__: "sync",
 }
+# Tensor methods that reach a tensor's memory without dispatch -> (flush reason, whether they
+# only read it). They flush only when that memory is still owed a pending write (or, for those
+# that change it, when a pending op still reads it), so code that merely pickles or copies
+# concrete tensors inside a block keeps its fusion. A storage's own writes (fill_, copy_,
+# item assignment) go through tensor ops, which dispatch.
+MEMORY_METHODS = {
+    torch.Tensor.untyped_storage: ("storage", True), torch.Tensor.storage: ("storage", True),
+    torch.Tensor._typed_storage: ("storage", True), torch.Tensor.share_memory_: ("storage", False),
+    torch.Tensor.__reduce_ex__: ("pickle", True), torch.Tensor.__deepcopy__: ("copy", True),
+    # ``t.data = other`` swaps t's memory: what was recorded against either must run first, and
+    # a leaf remembered for t no longer describes it
+    torch.Tensor.data.__set__: ("data", False),
+}
+# Tensors whose memory the capture cannot describe by strides: their ops run eagerly.
+STRIDED = torch.strided
 
 # -- source lines ------------------------------------------------------------------------------
 
@@ -88,13 +103,19 @@ class SyncCapture(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        reason = SYNC_METHODS.get(func)
         session = self.session
-        if reason is None or session.passthrough:
+        if session.passthrough:
             return func(*args, **kwargs)
-        session.flush(reason, user_source(), sync=[args[0]])
-        with session.eager():
-            return func(*args, **kwargs)
+        reason = SYNC_METHODS.get(func)
+        if reason is None:
+            reason, reads_only = MEMORY_METHODS.get(func, (None, False))
+            pending = session.owes_write if reads_only else session.holds_pending
+            if reason is None or not any(isinstance(t, torch.Tensor) and pending(t) for t in args[:2]):
+                return func(*args, **kwargs)
+        with session.lock:
+            session.flush(reason, user_source(), sync=[a for a in args[:2] if isinstance(a, torch.Tensor)])
+            with session.eager():
+                return func(*args, **kwargs)
 
 
 class DispatchCapture(TorchDispatchMode):
@@ -115,6 +136,13 @@ class DispatchCapture(TorchDispatchMode):
         session = self.session
         if session.passthrough:
             return func(*args, **kwargs)
+        with session.lock:
+            return self._record(func, args, kwargs)
+
+    def _record(self, func, args: tuple, kwargs: dict) -> Any:
+        session = self.session
+        if any(isinstance(t, torch.Tensor) and (t.layout != STRIDED or t.is_nested) for t in _flat(args)):
+            return self.fallback(func, args, kwargs, user_source(), "not a strided tensor")
         kind, name = _KINDS.get(func) or _classify(func)
         if kind == "view":
             return self.view(func, args, kwargs)
@@ -249,9 +277,11 @@ class DispatchCapture(TorchDispatchMode):
             base = functional.__name__
             if not isinstance(target, torch.Tensor) or base not in POINTWISE_OPS | REDUCTION_OPS:
                 raise _Unsupported("out= of this op")
-            (shape, _, _), = _infer(functional, args, kwargs)
+            (shape, _, dtype), = _infer(functional, args, kwargs)
             if tuple(shape) != tuple(target.shape):
                 raise _Unsupported("out= that eager resizes")
+            if dtype != target.dtype:  # eager computes in out's dtype, or refuses: it decides
+                raise _Unsupported("out= of another dtype")
             value = (self.pointwise if base in POINTWISE_OPS else self.reduction)(
                 functional, base, args, kwargs, source)
             return self.inplace(aten.copy_.default, "copy_", (target, value), {}, source)
@@ -269,6 +299,8 @@ class DispatchCapture(TorchDispatchMode):
             _infer(func, args, kwargs)  # eager's own checks for the in-place form (casting rules)
             if tuple(shape) != tuple(target.shape):
                 raise _Unsupported("in-place result does not fit its target")
+            if not torch.can_cast(dtype, target.dtype):  # eager raises (meta kernels do not check)
+                raise _Unsupported(f"{dtype} result cannot be cast to the target's {target.dtype}")
             if dtype != target.dtype:  # computed in the promoted type, then cast as eager does
                 value = self.pointwise(functional, base, args, kwargs, source,
                                        ((tuple(shape), tuple(target.stride()), dtype),))

@@ -103,7 +103,7 @@ def _guard_key(args: tuple, kwargs: dict, tensors: list[torch.Tensor]) -> Option
     dtype, device, requires_grad and which arguments share storage; every other argument's value
     (floats by their bits). None when an argument is of a type whose value cannot be guarded."""
     storages: dict[int, int] = {}
-    parts: list[Any] = [torch.is_grad_enabled()]
+    parts: list[Any] = [global_state()]
 
     def visit(v: Any) -> bool:
         if isinstance(v, torch.Tensor):
@@ -128,6 +128,20 @@ def _guard_key(args: tuple, kwargs: dict, tensors: list[torch.Tensor]) -> Option
     if not all(visit(a) for a in args) or (kwargs and not visit(kwargs)):
         return None
     return tuple(parts)
+
+
+def global_state() -> tuple:
+    """The state outside the arguments that changes what a recorded call computes: grad and
+    inference mode, autocast (ops reach the capture already cast), the default dtype (factories
+    and Python scalars), and the switches that pick matmul/convolution algorithms."""
+    cuda, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
+            tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")),
+            torch.is_autocast_cache_enabled(), torch.get_default_dtype(),
+            torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision(),
+            cuda.allow_tf32, cuda.allow_fp16_reduced_precision_reduction,
+            cuda.allow_bf16_reduced_precision_reduction, cudnn.enabled, cudnn.allow_tf32,
+            cudnn.deterministic, cudnn.benchmark)
 
 
 # -- the replayable program --------------------------------------------------------------------

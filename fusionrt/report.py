@@ -25,6 +25,7 @@ WRITE_REASONS = ("alive", "consumed-later", "view-break", "fallback-input", "syn
 KERNEL_KINDS = ("fused", "reduction", "matmul", "conv", "fallback", "copy")
 FLUSH_REASONS = (
     "item", "bool", "tolist", "cpu", "numpy", "print", "fallback", "exit", "pending-bound", "sync", "alias",
+    "storage", "pickle", "copy", "data", "dlpack", "thread", "fork",
 )
 
 # Plain text has no terminal to measure; wide enough that source paths rarely wrap.

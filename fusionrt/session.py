@@ -1,14 +1,21 @@
 """A lazy session: the pending graph, tensor bindings, storage versions, and flushes.
 
-A recorded tensor carries its binding in an attribute (``(session, source, version)``); the
+A recorded tensor carries its binding in an attribute (``(epoch, source, version)``); the
 session keeps only weak references to tensors it bound, so Python's own reference counting
 decides what is alive at a flush and a graph never outlives the tensors that need it.
+
+A pending tensor is a real tensor whose memory is not written yet, so every way of reaching that
+memory must flush first: dispatch and the sync methods do (capture.py), an alias made without
+dispatch (``nn.Parameter``, ``as_subclass``, ``.data``) is recognised by its storage, and another
+thread or a forked child is handled where it starts (boundary.py). A session belongs to the
+thread that entered it; its lock lets another thread flush it.
 """
 from __future__ import annotations
 
 import contextlib
 import itertools
 import os
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -16,7 +23,7 @@ from typing import Any, Optional, Union
 
 import torch
 
-from . import schedule
+from . import boundary, schedule
 from .capture import BINDING, DispatchCapture, SyncCapture, _flat
 from .graph import IndexMap, Leaf, Node, Use, View
 from .plan import Flags
@@ -27,11 +34,15 @@ from .runtime import Runner, dtype_name
 
 MAX_PENDING = 4096
 _ids = itertools.count()
-_active: list[Session] = []
+_thread = threading.local()  # .session: the block this thread is in
+# epoch -> the session whose pending graph it names, for a read from another thread
+_live: "weakref.WeakValueDictionary[int, Session]" = weakref.WeakValueDictionary()
+FOREIGN_FLUSH_TIMEOUT_S = 60.0
 
 
 def current() -> Optional[Session]:
-    return _active[-1] if _active else None
+    """The lazy block this thread is in (each thread has its own)."""
+    return getattr(_thread, "session", None)
 
 
 _runners: dict[tuple[str, Optional[str]], Runner] = {}
@@ -73,17 +84,19 @@ class Session:
         self.traces: Optional[list[FlushTrace]] = None  # set by fusionrt.jit to see each flush
         self._runner = shared_runner(executor)
         self._modes: tuple = ()
+        self.lock = threading.RLock()  # held while recording or flushing
         self._reset()
 
     # -- the context -----------------------------------------------------------------------------
 
     def __enter__(self) -> Session:
-        if _active:
-            raise RuntimeError("fusionrt.lazy blocks do not nest")
+        if current() is not None:
+            raise RuntimeError("fusionrt.lazy blocks do not nest (this thread is already in one)")
         self._modes = (SyncCapture(self), DispatchCapture(self))
+        boundary.enter()
         for mode in self._modes:
             mode.__enter__()
-        _active.append(self)
+        _thread.session = self
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -92,10 +105,11 @@ class Session:
         try:
             self.flush("exit", user_source())
         finally:
-            _active.remove(self)
+            _thread.session = None
             for mode in reversed(self._modes):
                 mode.__exit__(None, None, None)
             self._modes = ()
+            boundary.exit()
 
     @contextlib.contextmanager
     def eager(self) -> Iterator[None]:
@@ -118,8 +132,11 @@ class Session:
         self._leaves: dict[int, tuple[Leaf, torch.Tensor]] = {}
         self._leaf_storages: set[int] = set()
         self._versions: dict[int, int] = {}
+        self._homes: dict[int, weakref.ref] = {}  # storage data_ptr -> a pending node's storage
         self._outputs: set[Node] = set()
+        _live.pop(getattr(self, "_epoch", -1), None)
         self._epoch = next(_ids)
+        _live[self._epoch] = self
 
     def bind(self, t: torch.Tensor, src: Union[Node, View], ref: Optional[weakref.ref] = None) -> None:
         version = self._versions.get(_storage(t), 0) if self._versions else 0
@@ -133,18 +150,23 @@ class Session:
 
     def read(self, t: torch.Tensor) -> Union[Leaf, Node, View]:
         """What an op reading ``t`` reads; flushes first when ``t`` misses a write into its
-        storage (a view taken before the base was written in place, ...)."""
+        storage (a view taken before the base was written in place, ...), when it is pending in
+        another thread's block, or when it aliases a pending result without a binding."""
         b = t.__dict__.get(BINDING)
         versions = self._versions  # empty unless something was written in place
         if b is not None and b[0] == self._epoch:
             if not versions or b[2] == versions.get(_storage(t), 0):
                 return b[1]
             self.flush("alias", _source())
+        elif b is not None:
+            flush_owner(b, _source())
         elif versions and versions.get(_storage(t), 0):
             self.flush("alias", _source())
         entry = self._leaves.get(id(t))
         if entry is None:
             ptr = _storage(t)
+            if self._pending_home(ptr):
+                self.flush("alias", _source())
             leaf = Leaf(tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, ptr)
             self._leaves[id(t)] = entry = (leaf, t)
             self._leaf_storages.add(ptr)
@@ -154,15 +176,42 @@ class Session:
         """Flush once, before an op reads anything, when one of its inputs is stale: a flush in
         the middle of reading its inputs would leave the reads before it pointing at a graph
         that no longer exists."""
-        if not self._versions:
-            return
+        versions = self._versions
         for t in tensors:
             b = t.__dict__.get(BINDING)
-            version = self._versions.get(_storage(t), 0)
-            current = b is not None and b[0] == self._epoch
-            if (b[2] != version) if current else version:
+            if b is not None and b[0] == self._epoch:
+                stale = bool(versions) and b[2] != versions.get(_storage(t), 0)
+            elif b is not None:
+                flush_owner(b, _source())  # another thread's block: its graph, not this one
+                stale = False
+            elif id(t) in self._leaves:
+                stale = bool(versions) and versions.get(_storage(t), 0) != 0
+            else:
+                ptr = _storage(t)
+                stale = versions.get(ptr, 0) != 0 or self._pending_home(ptr)
+            if stale:
                 self.flush("alias", _source())
                 return
+
+    def _pending_home(self, ptr: int) -> bool:
+        """A pending node's result lands in the storage at ``ptr`` (two live storages never
+        share an address, so a live holder is this very storage)."""
+        holder = self._homes.get(ptr) if ptr else None
+        return holder is not None and holder() is not None
+
+    def owes_write(self, t: torch.Tensor) -> bool:
+        """``t``'s memory is still to receive a value this session has recorded."""
+        if BINDING in t.__dict__:
+            return True
+        if not self.pending or t.layout != torch.strided or t.is_nested:
+            return False
+        ptr = _storage(t)
+        return self._pending_home(ptr) or self._versions.get(ptr, 0) != 0
+
+    def holds_pending(self, t: torch.Tensor) -> bool:
+        """Reaching ``t``'s memory now would see a value not written yet, or change one that a
+        pending op (or a leaf remembered for ``t``) has yet to read."""
+        return id(t) in self._leaves or self.owes_write(t)
 
     def use(self, t: torch.Tensor, shape: tuple[int, ...], recompute: bool = False) -> Use:
         return Use(self.read(t), IndexMap.broadcast(shape, t.shape), recompute)
@@ -186,10 +235,13 @@ class Session:
         elif self._versions:
             self._versions.pop(ptr, None)  # fresh storage: a dead one's versions do not apply
         ref = weakref.ref(home)
+        holder = weakref.ref(storage)
         node = Node(len(self.pending), kind, op, args, shape, home.dtype, source,
                     attrs=attrs, dims=dims, stride=stride, offset=offset,
                     record=record, kernel_kind=kernel_kind, home=ref,
-                    holder=weakref.ref(storage), storage=ptr)
+                    holder=holder, storage=ptr)
+        if ptr:
+            self._homes[ptr] = holder
         self.pending.append(node)
         self.bind(home, node, ref)
         if eager:
@@ -231,6 +283,11 @@ class Session:
               fallback_inputs: Sequence[Any] = (), always: bool = False) -> None:
         """Plan and run every pending op, write what must be written, forget the graph.
         Without pending ops nothing is recorded, unless ``always`` (a fallback is a flush point)."""
+        with self.lock:
+            self._flush(reason, source, sync, fallback_inputs, always)
+
+    def _flush(self, reason: str, source: str, sync: Sequence[Any], fallback_inputs: Sequence[Any],
+               always: bool) -> None:
         nodes = self.pending
         if not nodes:
             self._reset()
@@ -285,7 +342,7 @@ class Session:
         name = func._overloadpacket.__name__
         report = self.report
         kernel = len(report.kernel_records)
-        writes = [Write(tuple(t.shape), dtype_name(t.dtype), t.numel() * t.element_size(), "fallback",
+        writes = [Write(_shape(t), dtype_name(t.dtype), t.numel() * t.element_size(), "fallback",
                         source, kernel, name) for t in outs]
         report.kernel_records.append(KernelRecord(
             kernel, "fallback", name, (name,), (source,),
@@ -305,6 +362,22 @@ class Session:
         self.report.fallbacks.append(Fallback(func._overloadpacket.__name__, source, reason))
 
 
+def flush_owner(binding: tuple, source: str) -> None:
+    """Write what another thread's block still owes a tensor this thread reads. The owner
+    records under its lock, so the flush waits for the op it is in the middle of."""
+    owner = _live.get(binding[0])
+    if owner is None:
+        return  # that block has ended: the binding is left over, the memory is written
+    if not owner.lock.acquire(timeout=FOREIGN_FLUSH_TIMEOUT_S):
+        raise RuntimeError("fusionrt: a tensor pending in another thread's lazy block was read while "
+                           "that thread waits on this one; call fusionrt.sync() before handing it over")
+    try:
+        if owner._epoch == binding[0]:
+            owner.flush("thread", source)
+    finally:
+        owner.lock.release()
+
+
 def _no_python_dispatch() -> contextlib.ExitStack:
     """Plain eager ops while a plan runs: no mode sees them (``passthrough`` would still pay a
     Python round trip through both modes for every op of every kernel)."""
@@ -322,6 +395,19 @@ def _source() -> str:
 
 def _storage(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr() if t.numel() else 0
+
+
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
+    """A nested tensor's irregular dims have no size: they read -1."""
+    if not t.is_nested:
+        return tuple(t.shape)
+    sizes = []
+    for d in range(t.dim()):
+        try:
+            sizes.append(t.size(d))
+        except RuntimeError:
+            sizes.append(-1)
+    return tuple(sizes)
 
 
 def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -1,0 +1,197 @@
+"""Where a pending tensor can leave the thread that records it, and what happens there.
+
+The capture sees what one thread does through dispatch. A pending tensor's memory is not written
+yet, so four other ways out of that thread would read garbage: another thread (modes are
+thread-local), a forked child (it inherits the modes but never flushes), ``to_dlpack`` (a C
+function no mode sees) and a ``torch.compile``d function (Dynamo would trace the capture itself).
+While any block is open this module flushes at each of them (a thread start, a hand-over through
+``queue.Queue.put`` or ``ThreadPoolExecutor.submit``, a fork), guards threads started meanwhile,
+and makes compiled functions run as their Python code, so the capture records their ops. A
+thread that was already running and reads a shared pending tensor without such a hand-over is
+beyond reach: docs/semantics.md says so.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any, Callable
+
+import torch
+import torch.utils.dlpack
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_lock = threading.Lock()
+_open_blocks = 0
+_saved: dict[tuple[Any, str], Any] = {}
+_stance: Any = None  # the compiler stance set while blocks are open, to undo at the last exit
+
+
+def enter() -> None:
+    global _open_blocks
+    with _lock:
+        _open_blocks += 1
+        if _open_blocks == 1:
+            _patch(threading.Thread, "start", _guarded_start)
+            for module, owner, name in HANDOVERS:
+                if module in sys.modules:  # not imported yet: no object of it can exist
+                    _patch(_resolve(module, owner), name, _flushing_first)
+            _patch(torch.utils.dlpack, "to_dlpack", _flushing_dlpack)
+            _patch(torch, "compile", _compiling_eagerly)
+            _compile_eagerly()
+
+
+def exit() -> None:
+    global _open_blocks, _stance
+    with _lock:
+        _open_blocks -= 1
+        if _open_blocks == 0:
+            for (owner, name), original in _saved.items():
+                setattr(owner, name, original)
+            _saved.clear()
+            if _stance is not None:
+                _stance.__exit__(None, None, None)
+                _stance = None
+
+
+# Where a value is handed to a thread that may already be running (no guard there): what this
+# thread recorded is written first.
+HANDOVERS = (("queue", "Queue", "put"), ("concurrent.futures.thread", "ThreadPoolExecutor", "submit"))
+
+
+def _patch(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> None:
+    original = getattr(owner, name)
+    _saved[(owner, name)] = original
+    setattr(owner, name, wrap(original))
+
+
+def _resolve(module: str, owner: str) -> Any:
+    return getattr(sys.modules[module], owner)
+
+
+def _flushing_first(original: Callable) -> Callable:
+    def handover(*args: Any, **kwargs: Any) -> Any:
+        _flush_current("thread")
+        return original(*args, **kwargs)
+
+    return handover
+
+
+# -- threads -----------------------------------------------------------------------------------
+
+def _guarded_start(original: Callable) -> Callable:
+    def start(thread: threading.Thread) -> None:
+        """What this thread recorded so far is written before the new thread can see it; what
+        it records later is flushed on the new thread's first read of it (ThreadGuard)."""
+        _flush_current("thread")
+        run = thread.run
+
+        def guarded_run() -> None:
+            with ThreadGuard():
+                run()
+
+        thread.run = guarded_run  # type: ignore[method-assign]
+        original(thread)
+
+    return start
+
+
+class ThreadGuard:
+    """In a thread that is in no block: an op or a sync on a tensor pending in another thread's
+    block flushes that block first (under its lock). Ops otherwise run as in eager PyTorch."""
+
+    def __enter__(self) -> ThreadGuard:
+        self._modes = (_GuardReads(), _GuardSyncs())
+        for mode in self._modes:
+            mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for mode in reversed(self._modes):
+            mode.__exit__(None, None, None)
+
+
+def _flush_owners(values: Any) -> None:
+    from .capture import BINDING, _flat, user_source
+    from .session import flush_owner
+
+    for t in _flat(values):
+        if isinstance(t, torch.Tensor):
+            binding = t.__dict__.get(BINDING)
+            if binding is not None:
+                flush_owner(binding, user_source())
+
+
+class _GuardReads(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        _flush_owners(list(args) + list(kwargs.values()))
+        return func(*args, **kwargs)
+
+
+class _GuardSyncs(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        _flush_owners(args[:2])
+        return func(*args, **(kwargs or {}))
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+def _flush_current(reason: str) -> None:
+    from .capture import user_source
+    from .session import current
+
+    session = current()
+    if session is not None and not session.passthrough:
+        session.flush(reason, user_source())
+
+
+def _eager_in_child() -> None:
+    """A forked child inherits the open blocks' modes but not their threads, nor a way to
+    report back: it runs eagerly (what the forking thread recorded was written before fork)."""
+    from .session import _live
+
+    for session in list(_live.values()):
+        session.lock = threading.RLock()
+        session.passthrough = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=lambda: _flush_current("fork"), after_in_child=_eager_in_child)
+
+
+# -- functions no mode sees --------------------------------------------------------------------
+
+def _flushing_dlpack(original: Callable) -> Callable:
+    def to_dlpack(tensor: torch.Tensor) -> Any:
+        from .session import current
+
+        session = current()
+        if session is not None and not session.passthrough and session.holds_pending(tensor):
+            from .capture import user_source
+
+            session.flush("dlpack", user_source(), sync=[tensor])
+        return original(tensor)
+
+    return to_dlpack
+
+
+def _compiling_eagerly(original: Callable) -> Callable:
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        compiled = original(*args, **kwargs)
+        with _lock:
+            if _open_blocks:
+                _compile_eagerly()
+        return compiled
+
+    return compile
+
+
+def _compile_eagerly() -> None:
+    """Compiled functions run as their Python code while blocks are open: the capture records
+    their ops (Dynamo is only asked once something imported it)."""
+    global _stance
+    if _stance is None and "torch._dynamo" in sys.modules:
+        _stance = torch.compiler.set_stance("force_eager")
+        _stance.__enter__()
