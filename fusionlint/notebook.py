@@ -42,8 +42,10 @@ def read_notebook(text: str) -> dict:
     """The notebook's JSON, checked for the shape the linter reads, so that no other shape gets further."""
     try:
         notebook = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise SourceFileError(f"notebook is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise SourceFileError("notebook JSON is nested too deeply to read") from None
     problem = _shape_problem(notebook)
     if problem is not None:
         raise SourceFileError(f"not a notebook in nbformat 4: {problem}")
@@ -54,8 +56,10 @@ def _shape_problem(notebook: Any) -> str | None:
     """What in the JSON is not the shape the linter, the fixer and the output read without checks."""
     if not isinstance(notebook, dict):
         return f"the file holds {_kind(notebook)}, not an object"
-    if notebook.get("nbformat", 4) != 4:
-        return f"nbformat is {notebook['nbformat']!r} (`jupyter nbconvert --to notebook --inplace` converts it)"
+    version = notebook.get("nbformat", 4)
+    if version != 4:
+        hint = " (`jupyter nbconvert --to notebook --inplace` converts it)" if version in (1, 2, 3) else ""
+        return f"nbformat is {version if isinstance(version, int) else _kind(version)}, not 4{hint}"
     cells, metadata = notebook.get("cells"), notebook.get("metadata", {})
     if not isinstance(cells, list):
         return "no 'cells' list" if cells is None else f"'cells' is {_kind(cells)}, not a list"

@@ -113,7 +113,7 @@ def test_cell_source_keeps_its_form():
 
 BAD_SHAPES = [
     ('{"cells": [', "notebook is not valid JSON"),
-    ("[" * 100_000, "notebook is not valid JSON"),  # nested past the recursion limit
+    ("[" * 100_000, "notebook JSON is nested too deeply to read"),
     ('{"worksheets": [], "nbformat": 3}', "nbformat is 3"),
     ("[1, 2]", "the file holds a list, not an object"),
     ('"text"', "the file holds a string, not an object"),
