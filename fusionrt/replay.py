@@ -133,15 +133,17 @@ def _guard_key(args: tuple, kwargs: dict, tensors: list[torch.Tensor]) -> Option
 def global_state() -> tuple:
     """The state outside the arguments that changes what a recorded call computes: grad and
     inference mode, autocast (ops reach the capture already cast), the default dtype (factories
-    and Python scalars), and the switches that pick matmul/convolution algorithms."""
-    cuda, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
-            tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")),
-            torch.is_autocast_cache_enabled(), torch.get_default_dtype(),
-            torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision(),
-            cuda.allow_tf32, cuda.allow_fp16_reduced_precision_reduction,
-            cuda.allow_bf16_reduced_precision_reduction, cudnn.enabled, cudnn.allow_tf32,
-            cudnn.deterministic, cudnn.benchmark)
+    and Python scalars), and the switches that pick matmul/convolution algorithms. Read through
+    torch._C's getters: the torch.backends attributes cost ~1 us each, on every jit call."""
+    C = torch._C
+    autocast = C._is_any_autocast_enabled() and (
+        tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")),
+        torch.is_autocast_cache_enabled())
+    return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), autocast, torch.get_default_dtype(),
+            C._get_deterministic_algorithms(), C._get_float32_matmul_precision(), C._get_cublas_allow_tf32(),
+            C._get_cublas_allow_fp16_reduced_precision_reduction(),
+            C._get_cublas_allow_bf16_reduced_precision_reduction(), C._get_cudnn_enabled(),
+            C._get_cudnn_allow_tf32(), C._get_cudnn_deterministic(), C._get_cudnn_benchmark())
 
 
 # -- the replayable program --------------------------------------------------------------------
