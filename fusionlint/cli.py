@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - a bug: say so in one line (the traceback under FUSIONLINT_DEBUG)
-        print(f"fusionlint: error: {internal_error('fusionlint', exc)}", file=sys.stderr)
+        print(internal_error("fusionlint", exc), file=sys.stderr)
         return 2
 
 

@@ -241,3 +241,12 @@ def test_a_crashing_rule_fails_the_run_and_debug_shows_the_traceback(tmp_path, c
     monkeypatch.setenv("FUSIONLINT_DEBUG", "1")
     status, out, err = run_main(capsys, "check", "--output-format", "concise")
     assert status == 2 and "Traceback (most recent call last)" in err and 'raise RuntimeError("boom")' in err
+
+
+def test_an_internal_error_outside_any_file_is_one_line_too(tmp_path, capsys, monkeypatch, bad):
+    def broken(*args, **kwargs):
+        raise RuntimeError("walk failed")
+
+    monkeypatch.setattr("fusionlint.cli.find_source_files", broken)
+    expected = "fusionlint: internal error: RuntimeError: walk failed (a bug in fusionlint; FUSIONLINT_DEBUG=1 "
+    assert run_main(capsys, "check") == (2, "", expected + "shows the traceback)\n")
