@@ -28,7 +28,7 @@ class FileOutcome:
     fixed: tuple[Finding, ...] = ()
     new_text: str | None = None  # the fixed text, when fixing changed it
     errors: tuple[str, ...] = ()  # warnings worth showing (a dropped fix, ...), each naming its file
-    crash: str | None = None  # fusionlint's internal errors on this file, a line each (the run fails)
+    internal_errors: tuple[str, ...] = ()  # fusionlint's bugs met on this file: the run fails
 
     @property
     def text(self) -> str | None:
@@ -86,13 +86,18 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[LintResult]:
+def _can_fork() -> bool:
+    """Workers are forked, so they inherit the imported engine; Windows cannot fork."""
     import multiprocessing
 
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[LintResult]:
     workers = min(usable_cpus(), len(jobs))
-    # Workers are forked (they inherit the imported engine); without fork (Windows) files are linted here.
-    if len(jobs) < POOL_THRESHOLD or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if len(jobs) < POOL_THRESHOLD or workers < 2 or not _can_fork():
         return [_lint_job(job) for job in jobs]
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     import fusionlint.engine  # noqa: F401 - imported once here, inherited by the forked workers
@@ -145,9 +150,8 @@ def check_sources(
     for (outcome, key, options), result in zip(pending, results):
         outcome.findings, outcome.fixed = result.findings, result.fixed
         outcome.errors = tuple(e for e in result.errors if not isinstance(e, InternalError))
-        crashes = [e for e in result.errors if isinstance(e, InternalError)]
-        if crashes:  # a half-done lint: its findings are shown, its fixes neither written nor cached
-            outcome.crash = "\n".join(crashes)
+        outcome.internal_errors = tuple(e for e in result.errors if isinstance(e, InternalError))
+        if outcome.internal_errors:  # a half-done lint: its findings are shown, its fixes neither written nor cached
             outcome.findings = tuple(sorted(result.findings + result.fixed, key=_position))
             outcome.fixed = ()
             continue

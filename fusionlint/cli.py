@@ -176,9 +176,9 @@ def _report(args: argparse.Namespace, outcomes: list[FileOutcome], stream) -> in
     for outcome in outcomes:
         for error in outcome.errors:
             print(f"fusionlint: warning: {error}", file=sys.stderr)
-        if outcome.crash:
-            print(f"fusionlint: error: {outcome.crash}", file=sys.stderr)
-    crashed = any(outcome.crash for outcome in outcomes)
+        for error in outcome.internal_errors:
+            print(f"fusionlint: error: {error}", file=sys.stderr)
+    crashed = any(outcome.internal_errors for outcome in outcomes)
     if args.diff:
         diffs = "".join(_diff(outcome) for outcome in outcomes if outcome.new_text is not None)
         stream.write(diffs)

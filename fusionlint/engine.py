@@ -68,22 +68,25 @@ def lint_source(source: str, path: str, options: LintOptions) -> LintResult:
     other files still run and the caller can tell a crash from a clean file.
     """
     try:
-        try:
-            return _lint(source, path, options)
-        except Exception as exc:
-            if not _recursed(exc):
-                raise
-        return _with_deep_stack(lambda: _lint(source, path, options))  # deep nesting, valid all the same
+        return _lint(source, path, options)
     except Exception as exc:
-        return LintResult(findings=(), errors=(internal_error(path, exc),))
+        failure = exc
+    if _recursed(failure):  # deep nesting, valid Python all the same
+        try:
+            return _with_deep_stack(lambda: _lint(source, path, options))
+        except Exception as exc:
+            failure = exc
+    return LintResult(findings=(), errors=(internal_error(path, failure),))
 
 
 def _recursed(exc: BaseException | None) -> bool:
     """Did ``exc`` come from running out of recursion? libcst turns some RecursionErrors into
     other errors while it unwinds, so the whole chain of causes is searched."""
-    while exc is not None:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
         if isinstance(exc, RecursionError):
             return True
+        seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return False
 

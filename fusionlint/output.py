@@ -139,7 +139,7 @@ def summary(outcomes: list[FileOutcome], fix: FixMode, unsafe_hint: bool) -> str
     remaining = [f for outcome in outcomes for f in outcome.findings]
     fixed = sum(len(outcome.fixed) for outcome in outcomes)
     if not remaining and not fixed:
-        return "" if any(outcome.crash for outcome in outcomes) else "All checks passed!\n"
+        return "" if any(outcome.internal_errors for outcome in outcomes) else "All checks passed!\n"
     errors = _plural(len(remaining) + fixed, "error")
     lines = [f"Found {errors} ({fixed} fixed, {len(remaining)} remaining)." if fix is not FixMode.OFF else f"Found {errors}."]
     safe = sum(FixMode.SAFE.allows(f.fix_safety) for f in remaining)
