@@ -2,7 +2,8 @@
 
 Running an op on meta tensors costs 90-200 us; a recorded program repeats the same few
 signatures, so the answer is cached by (op, shapes, strides, dtypes, scalar arguments) and a
-hit costs a dict lookup.
+hit costs a dict lookup. The cache keeps the most recently used signatures only: a program whose
+shapes or scalars change on every call would otherwise grow it without end.
 """
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from typing import Any, Optional
 
 import torch
 
+from .bounded import LRUCache
+
 Meta = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]
 
-_cache: dict[Any, tuple[Meta, ...]] = {}
+# Several times the signatures one step of a large model records; about 2 MiB.
+_cache: LRUCache[tuple[Meta, ...]] = LRUCache(1024)
 
 
 def _key(x: Any) -> Any:
@@ -54,5 +58,5 @@ def infer(func: Any, args: tuple, kwargs: dict) -> tuple[Meta, ...]:
     metas = _describe(func(*_meta(args), **{k: "meta" if k == "device" else _meta(v)
                                              for k, v in kwargs.items()}))
     if key is not None:
-        _cache[key] = metas
+        _cache.put(key, metas)
     return metas

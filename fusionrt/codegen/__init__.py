@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..bounded import LRUCache
 from ..kernel_ir import FusedKernel, MatmulKernel
 from . import pointwise, reduction
 from .cache import KernelCache
@@ -29,6 +30,10 @@ __all__ = ["BlockConfig", "BoundKernel", "KernelCache", "Launch", "TritonExecuto
            "launch_arguments", "lowered_ops", "shared_cache"]
 
 _shared: dict[str, KernelCache] = {}
+
+# Kernels whose launch state an executor keeps: a kernel is per shape and per scalar constant,
+# so a program whose shapes or scalars change on every call meets new ones every call.
+MAX_KERNELS = 1024
 
 
 def shared_cache() -> KernelCache:
@@ -64,7 +69,7 @@ class TritonExecutor:
         self.name = "interpret" if interpret else "triton"
         self.cache = cache if cache is not None else shared_cache()
         self.blocks = blocks or (BlockConfig.for_interpreter() if interpret else BlockConfig())
-        self._entries: dict[FusedKernel, _KernelEntry] = {}
+        self._entries: LRUCache[_KernelEntry] = LRUCache(MAX_KERNELS)
         self._by_id: dict[int, tuple[weakref.ref, _KernelEntry]] = {}
         self.matmul = MatmulRunner(interpret, self.cache)
 
@@ -111,7 +116,8 @@ class TritonExecutor:
             return found[1]
         entry = self._entries.get(kernel)
         if entry is None:
-            entry = self._entries[kernel] = _KernelEntry(kernel)
+            entry = _KernelEntry(kernel)
+            self._entries.put(kernel, entry)
         by_id = self._by_id
         ref = weakref.ref(kernel, lambda _, key=id(kernel): by_id.pop(key, None))
         by_id[id(kernel)] = (ref, entry)

@@ -17,8 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +25,9 @@ from typing import Any
 
 import torch
 
+from ..bounded import LRUCache
 from ..kernel_ir import FusedKernel, Input, MatmulKernel, Value
+from .cache import write_atomic
 from .emit import indent, module_source
 from .launch import BoundKernel, Spec
 from .lowering import Operand, cast, lower, tl_type
@@ -67,6 +67,8 @@ GPU_CONFIGS = (
     MatmulConfig(32, 64, 64, 8, 4, 3),
 )
 INTERPRETER_CONFIG = MatmulConfig(32, 32, 32, 4, 4, 1)
+# Launch specs kept per runner: they are per shape, and shapes may change on every call.
+MAX_SPECS = 512
 
 
 def configs_for(dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
@@ -227,23 +229,26 @@ class _Tuning:
         self.path = directory / "matmul-tuning.json"
         self._lock = threading.Lock()
         try:
-            self.table: dict[str, list[int]] = json.loads(self.path.read_text())
+            table = json.loads(self.path.read_text())
         except (OSError, ValueError):
-            self.table = {}
+            table = {}
+        self.table: dict[str, list[int]] = table if isinstance(table, dict) else {}
 
     def get(self, key: str) -> MatmulConfig | None:
+        """The config remembered for ``key``; the caller still checks it is one it runs."""
         found = self.table.get(key)
-        return MatmulConfig(*found) if found else None
+        return MatmulConfig(*found) if isinstance(found, list) and len(found) == 6 else None
 
     def put(self, key: str, config: MatmulConfig) -> None:
+        """Remember ``config``; a folder that cannot be written only loses it at exit."""
         with self._lock:
             self.table[key] = [config.block_m, config.block_n, config.block_k, config.group_m,
                                config.num_warps, config.num_stages]
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.table, f)
-            os.replace(tmp, self.path)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(self.path, json.dumps(self.table).encode())
+            except OSError:
+                pass
 
 
 class MatmulRunner:
@@ -254,7 +259,7 @@ class MatmulRunner:
         self.cache = cache
         self.configs = configs
         self.tuning = _Tuning(cache.directory)
-        self._specs: dict[tuple, Spec] = {}
+        self._specs: LRUCache[Spec] = LRUCache(MAX_SPECS)
 
     def run(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
             outputs: Sequence[torch.Tensor | None] | None = None) -> list[torch.Tensor]:
@@ -319,7 +324,8 @@ class MatmulRunner:
                 return Spec(variant(config), grid, scalars, config.constants(), self.interpret)
 
             config = self._config(spec_of, kernel, inputs, outs, (m, n, k, batch), source)
-            spec = self._specs[key] = spec_of(config)
+            spec = spec_of(config)
+            self._specs.put(key, spec)
         return spec
 
     def _config(self, spec_of: Callable[[MatmulConfig], Spec], kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
@@ -333,7 +339,7 @@ class MatmulRunner:
         tuning_key = repr((hashlib.sha256(repr(source_key).encode()).hexdigest()[:16], _shape_class(*sizes),
                            torch.cuda.get_device_name(inputs[0].device)))
         config = self.tuning.get(tuning_key)
-        if config is None:
+        if config not in candidates:  # not tuned yet (or the file names a config we do not run)
             from triton.runtime.errors import OutOfResources
             from triton.testing import do_bench
 
