@@ -192,7 +192,7 @@ WRITING_METHODS = frozenset({
     "to_parquet", "to_pickle", "unlink", "mkdir", "rmdir", "touch", "rename", "send", "sendall",
 })
 
-GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME"})
+GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
 
 
 class CannotIsolate(Exception):
@@ -315,7 +315,8 @@ def _held_state(node: ast.AST, namespace: dict[str, Any]) -> bool:
 def _read_names(tree: ast.Module) -> set[str]:
     """Names the cell may read before assigning them (a name only assigned needs no copy)."""
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
-    return names | {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    updated = {n.target for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}  # x += 1 reads x
+    return names | {n.id for n in updated if isinstance(n, ast.Name)}
 
 
 def _reached_names(names: set[str], namespace: dict[str, Any]) -> set[str]:

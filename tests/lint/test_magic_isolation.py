@@ -19,7 +19,7 @@ out = block(x, y)
 """
 
 
-def compare(ip, effects: str, capsys=None):
+def compare(ip, effects: str):
     result = ip.run_cell(f"%%fuse --compare --executor reference -o cmp\n{BURN_FUNCTION}{effects}")
     assert result.error_in_exec is None and result.error_before_exec is None
     return result
@@ -84,7 +84,7 @@ def test_output_is_shown_once_and_random_numbers_are_drawn_once(ip, capsys):
     compare(ip, "print('hello from the cell')\ndraws = (random.random(), torch.rand(1).item())\n")
     assert compared(ip) and ip.user_ns["cmp"].outputs_equal is True
     assert capsys.readouterr().out.count("hello from the cell") == 1
-    ip.run_cell("import random\nrandom.seed(7)\ntorch.manual_seed(7)\nexpected = (random.random(), torch.rand(1).item())")
+    ip.run_cell("random.seed(7)\ntorch.manual_seed(7)\nexpected = (random.random(), torch.rand(1).item())")
     assert ip.user_ns["draws"] == ip.user_ns["expected"]
     # the generators moved on by one run: the next numbers are the second draws of the seeds
     ip.run_cell("after = (random.random(), torch.rand(1).item())\nrandom.seed(7)\ntorch.manual_seed(7)\n"
@@ -107,8 +107,8 @@ def test_output_is_shown_once_and_random_numbers_are_drawn_once(ip, capsys):
          "line 9 uses os (from os), which reaches outside the notebook", "os.environ.pop('FUSE_RUNS') == 'x'"),
         ("runs = []", "runs.append(1)\n!echo shell\n",
          "line 10 runs an IPython magic or shell command", "runs == [1]"),
-        ("import pathlib\nmarker = pathlib.Path('marker.txt')", "marker.write_text(str(len(runs := [1])))\n",
-         "line 9 uses marker (from pathlib), which reaches outside the notebook", "marker.read_text() == '1'"),
+        ("import pathlib\nmarker = pathlib.Path('marker.txt')", "with marker.open('a') as f:\n    f.write('x')\n",
+         "line 9 uses marker (from pathlib), which reaches outside the notebook", "marker.read_text() == 'x'"),
         ("saved = []", "torch.save(out, 'out.pt')\nsaved.append(1)\n",
          "line 9 calls .save(), which may write a file", "saved == [1]"),
     ],

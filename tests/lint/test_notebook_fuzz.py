@@ -206,7 +206,9 @@ PYTHON_LIKE_IPYTHON = [
     "t = [x,\n     # %not a magic\n     x != 1]\n", "u = f(x\n      %\n      2)\n", "v = 'a\u2028%d'\n",
     "if x:\n    q = (x\n         % 2)\n", "g = lambda a: (a\n    != 2)\n", "\n",
 ]
-IPYTHON_LINES = ["%time y = x * 2\n", "!ls -l\n", "files = !ls\n", "x?\n", "?x\n", "x.sum??\n", "%load_ext fusionlint\n"]
+IPYTHON_LINES = [
+    "%time y = x * 2\n", "!ls -l\n", "files = !ls\n", "x?\n", "?x\n", "x.sum??\n", "%load_ext fusionlint\n",
+]
 
 
 def test_only_real_ipython_lines_are_masked():
