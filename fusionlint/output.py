@@ -58,9 +58,10 @@ def sorted_findings(outcomes: list[FileOutcome]) -> list[tuple[FileOutcome, Find
 
 
 def source_line(outcome: FileOutcome, finding: Finding) -> str | None:
-    """The line a finding points at (inside its cell for a notebook), without its line ending."""
+    """The line a finding points at (inside its cell for a notebook), without its line ending.
+    None for a file that could not be read as source (FL998): its bytes are not worth showing."""
     text = outcome.text
-    if text is None:
+    if text is None or finding.code == "FL998":
         return None
     if finding.cell is not None:
         try:

@@ -160,3 +160,14 @@ def test_sarif_uris_are_percent_encoded(tmp_path, name, uri):
 def test_github_properties_escape_percent_and_line_breaks_in_paths():
     line = format_github([outcome(PLAIN, path="100%\r\nx.py")])
     assert line.startswith("::warning file=100%25%0D%0Ax.py,line=3,") and line.count("\n") == 1
+
+
+def test_an_unreadable_file_shows_no_source_line(tmp_path, capsys):
+    """A one-line notebook of the wrong shape is all on line 1: printing it would dump the file."""
+    from fusionlint.cli import main
+
+    notebook = tmp_path / "flat.ipynb"
+    notebook.write_text('{"cells": 5, "metadata": {}, "nbformat": 4, "nbformat_minor": 5, "pad": "' + "x" * 500 + '"}')
+    assert main(["check", str(notebook), "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    assert ": FL998 " in out and "xxxxx" not in out
