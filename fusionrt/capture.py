@@ -16,6 +16,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .bounded import LRUCache
 from .graph import Leaf, View, view_map
 from .kernel_ir import POINTWISE_OPS
 from . import shapes
@@ -197,7 +198,7 @@ class DispatchCapture(TorchDispatchMode):
         if checked is None:
             checked = self._check_pointwise(func, name, args, kwargs, out_meta)
             if key is not None:
-                _POINTWISE[key] = checked
+                _POINTWISE.put(key, checked)
         shape, stride, dtype, device, attrs = checked
         use = self.session.use
         node_args = tuple(use(a, shape) if isinstance(a, torch.Tensor) else a for a in args)
@@ -329,8 +330,9 @@ class _Unsupported(Exception):
 
 
 _KINDS: dict[Any, tuple[str, str]] = {}
-# (op, argument signature) -> what ``pointwise`` checked and inferred once for it.
-_POINTWISE: dict[tuple, tuple] = {}
+# (op, argument signature) -> what ``pointwise`` checked and inferred once for it. Bounded: a
+# signature holds scalar values, and a learning-rate schedule brings a new one every step.
+_POINTWISE: LRUCache[tuple] = LRUCache(max_entries=4096)
 
 
 def _signature(func, args: tuple, kwargs: dict) -> Optional[tuple]:

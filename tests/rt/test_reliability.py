@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import gc
 import io
 import pickle
 import queue
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,7 @@ import pytest
 import torch
 
 import fusionrt
+from fusionrt import capture
 
 ROOT = Path(__file__).resolve().parents[2]
 FUSIONRT = [sys.executable, "-m", "fusionrt"]
@@ -379,3 +382,29 @@ def test_the_transformer_example_under_fusionrt_run():
                          timeout=600, cwd=ROOT / "examples")
     assert run.returncode == 0, run.stderr[-2000:]
     assert "transformer_block.py: checksum" in run.stdout
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+def test_a_new_scalar_every_step_keeps_the_capture_s_caches_bounded():
+    """A learning-rate schedule: every step multiplies by a new float. Once the caches are full,
+    more steps keep no more memory."""
+    x = fresh(8)
+
+    def steps(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            with fusionrt.lazy():
+                x * (1e-3 * (1 + i)) + 1
+
+    tracemalloc.start()  # before the caches fill: what they evict later was traced too
+    try:
+        steps(0, 6000)  # past every bound (4096 signatures, 4096 shapes, 512 plans)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        steps(6000, 3000)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(capture._POINTWISE) == capture._POINTWISE.max_entries
+    assert grown < 256 * 1024, f"{grown / 2**20:.2f} MiB kept by 3,000 more steps"
