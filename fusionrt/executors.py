@@ -52,12 +52,33 @@ class ReferenceExecutor:
         return functools.partial(self.run, kernel, inputs, outputs)
 
 
+class MissingTriton(ImportError):
+    """An executor that runs generated kernels was asked for where triton is not installed."""
+
+
+@functools.cache
+def triton_available() -> bool:
+    """Triton is optional (it has no wheels for macOS or Windows): only generated kernels need it."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def require(name: str) -> None:
+    """Fail at once, in one line, when executor ``name`` needs triton and it is missing."""
+    if name in ("interpret", "triton") and not triton_available():
+        raise MissingTriton(f"fusionrt: the {name!r} executor needs triton (pip install triton)")
+
+
 def resolve(name: str, device: torch.device) -> str:
-    """``auto`` means generated Triton kernels for CUDA tensors and eager aten for CPU ones."""
+    """``auto`` means generated Triton kernels for CUDA tensors and eager aten for CPU ones (and
+    for CUDA ones too when triton is missing)."""
     if name not in EXECUTORS:
         raise ValueError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
     if name == "auto":
-        return "triton" if device.type == "cuda" else "reference"
+        return "triton" if device.type == "cuda" and triton_available() else "reference"
     return name
 
 
@@ -65,6 +86,7 @@ def get_executor(name: str, device: torch.device = torch.device("cpu")) -> Execu
     name = resolve(name, device)
     if name == "reference":
         return ReferenceExecutor()
+    require(name)
     from .codegen import TritonExecutor  # imports triton only when generated kernels are wanted
 
     return TritonExecutor(interpret=(name == "interpret"))

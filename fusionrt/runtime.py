@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import torch
 
-from .executors import Executor, get_executor
+from .executors import Executor, get_executor, require
 from .graph import Leaf, Node, Use, View, numel
 from .kernel_ir import MatmulKernel
 from .plan import KernelInput, Plan, PlannedKernel, PlannedWrite
@@ -38,6 +38,7 @@ class Runner:
     """Executes plans of one session, numbering kernels across its flushes."""
 
     def __init__(self, executor: str) -> None:
+        require(executor)  # a missing triton fails when the session starts, not at its first flush
         self.executor = executor
         self._executors: dict[torch.device, Executor] = {}
 

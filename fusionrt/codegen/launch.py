@@ -20,8 +20,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from triton import knobs
-from triton.runtime import driver
 
 from ..kernel_ir import FusedKernel, MatmulKernel, evaluate
 
@@ -31,7 +29,11 @@ class Spec:
 
     def __init__(self, fn: Any, grid: tuple[int, ...], scalars: Sequence[int], constants: dict[str, int],
                  interpret: bool) -> None:
+        from triton import knobs  # triton is optional: imported by the paths that launch
+        from triton.runtime import driver
+
         self.fn, self.grid, self.scalars, self.constants = fn, grid, tuple(scalars), constants
+        self.hooks, self.driver = knobs.runtime, driver
         self.grid3 = (*grid, 1, 1)[:3]
         self.interpret = interpret
         # Parameters after the positional ones are the block-size constexprs, in order.
@@ -70,7 +72,7 @@ class Launch:
         if spec.interpret:
             spec.fn[spec.grid](*self.args, **spec.constants)
             return
-        if _hooked(knobs.runtime.launch_enter_hook) or _hooked(knobs.runtime.launch_exit_hook):
+        if _hooked(spec.hooks.launch_enter_hook) or _hooked(spec.hooks.launch_exit_hook):
             spec.launch_jit(self.args, self._key)
             return
         kernel = self._kernel
@@ -81,7 +83,7 @@ class Launch:
                 return
             self._kernel = kernel
         g0, g1, g2 = spec.grid3
-        kernel.run(g0, g1, g2, driver.active.get_current_stream(self.device.index), kernel.function,
+        kernel.run(g0, g1, g2, spec.driver.active.get_current_stream(self.device.index), kernel.function,
                    kernel.packed_metadata, None, None, None, *self.params)
 
 
