@@ -23,51 +23,46 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 _lock = threading.Lock()
-_open_blocks = 0
-_saved: dict[tuple[Any, str], Any] = {}
-_stance: Any = None  # the compiler stance set while blocks are open, to undo at the last exit
-
-
-def enter() -> None:
-    global _open_blocks
-    with _lock:
-        _open_blocks += 1
-        if _open_blocks == 1:
-            _patch(threading.Thread, "start", _guarded_start)
-            for module, owner, name in HANDOVERS:
-                if module in sys.modules:  # not imported yet: no object of it can exist
-                    _patch(_resolve(module, owner), name, _flushing_first)
-            _patch(torch.utils.dlpack, "to_dlpack", _flushing_dlpack)
-            _patch(torch, "compile", _compiling_eagerly)
-            _compile_eagerly()
-
-
-def exit() -> None:
-    global _open_blocks, _stance
-    with _lock:
-        _open_blocks -= 1
-        if _open_blocks == 0:
-            for (owner, name), original in _saved.items():
-                setattr(owner, name, original)
-            _saved.clear()
-            if _stance is not None:
-                _stance.__exit__(None, None, None)
-                _stance = None
-
+_open_blocks = 0  # in all threads
+_patched: set[tuple[Any, str]] = set()
+_stance: Any = None  # the compiler stance set while blocks are open, undone at the last exit
 
 # Where a value is handed to a thread that may already be running (no guard there): what this
 # thread recorded is written first.
 HANDOVERS = (("queue", "Queue", "put"), ("concurrent.futures.thread", "ThreadPoolExecutor", "submit"))
 
 
+def enter() -> None:
+    """The first open block installs the wrappers (once per process: installing and removing
+    them around every block cost more than recording a small block) and sets the stance."""
+    global _open_blocks, _stance
+    with _lock:
+        _open_blocks += 1
+        if _open_blocks > 1:
+            return
+        _patch(threading.Thread, "start", _guarded_start)
+        for module, owner, name in HANDOVERS:
+            if module in sys.modules:  # not imported yet: no object of it can exist
+                _patch(getattr(sys.modules[module], owner), name, _flushing_first)
+        _patch(torch.utils.dlpack, "to_dlpack", _flushing_dlpack)
+        _patch(torch, "compile", _compiling_eagerly)
+        _compile_eagerly()
+
+
+def exit() -> None:
+    global _open_blocks, _stance
+    with _lock:
+        _open_blocks -= 1
+        if _open_blocks == 0 and _stance is not None:
+            _stance.__exit__(None, None, None)
+            _stance = None
+
+
 def _patch(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> None:
-    original = getattr(owner, name)
-    _saved[(owner, name)] = original
-    setattr(owner, name, wrap(original))
-
-
-def _resolve(module: str, owner: str) -> Any:
-    return getattr(sys.modules[module], owner)
+    """Wrap ``owner.name`` once; the wrappers do nothing of their own outside blocks."""
+    if (owner, name) not in _patched:
+        _patched.add((owner, name))
+        setattr(owner, name, wrap(getattr(owner, name)))
 
 
 def _flushing_first(original: Callable) -> Callable:
@@ -84,6 +79,8 @@ def _guarded_start(original: Callable) -> Callable:
     def start(thread: threading.Thread) -> None:
         """What this thread recorded so far is written before the new thread can see it; what
         it records later is flushed on the new thread's first read of it (ThreadGuard)."""
+        if not _open_blocks:
+            return original(thread)
         _flush_current("thread")
         run = thread.run
 
@@ -180,8 +177,8 @@ def _flushing_dlpack(original: Callable) -> Callable:
 def _compiling_eagerly(original: Callable) -> Callable:
     def compile(*args: Any, **kwargs: Any) -> Any:
         compiled = original(*args, **kwargs)
-        with _lock:
-            if _open_blocks:
+        if _open_blocks:
+            with _lock:
                 _compile_eagerly()
         return compiled
 
@@ -193,5 +190,4 @@ def _compile_eagerly() -> None:
     their ops (Dynamo is only asked once something imported it)."""
     global _stance
     if _stance is None and "torch._dynamo" in sys.modules:
-        _stance = torch.compiler.set_stance("force_eager")
-        _stance.__enter__()
+        _stance = torch.compiler.set_stance("force_eager")  # in force from here on

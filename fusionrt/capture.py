@@ -61,8 +61,6 @@ MEMORY_METHODS = {
     # a leaf remembered for t no longer describes it
     torch.Tensor.data.__set__: ("data", False),
 }
-# Tensors whose memory the capture cannot describe by strides: their ops run eagerly.
-STRIDED = torch.strided
 
 # -- source lines ------------------------------------------------------------------------------
 
@@ -142,11 +140,11 @@ class DispatchCapture(TorchDispatchMode):
 
     def _record(self, func, args: tuple, kwargs: dict) -> Any:
         session = self.session
-        if any(isinstance(t, torch.Tensor) and (t.layout != STRIDED or t.is_nested) for t in _flat(args)):
-            return self.fallback(func, args, kwargs, user_source(), "not a strided tensor")
         kind, name = _KINDS.get(func) or _classify(func)
         if kind == "view":
-            return self.view(func, args, kwargs)
+            if _strided(args[0]):
+                return self.view(func, args, kwargs)
+            return func(*args, **kwargs)  # a sparse or nested tensor is never pending
         if kind == "factory":
             return func(*args, **kwargs)  # concrete at once; identical in eager (not counted)
         source = user_source()
@@ -156,9 +154,10 @@ class DispatchCapture(TorchDispatchMode):
         tensors = _tensors_in(args, kwargs)
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return self.fallback(func, args, kwargs, source, "requires grad")
-        odd = next((t.dtype for t in tensors if t.dtype not in DTYPES), None)
+        odd = next((t for t in tensors if t.dtype not in DTYPES or not _strided(t)), None)
         if odd is not None:
-            return self.fallback(func, args, kwargs, source, f"dtype {odd}")
+            why = f"dtype {odd.dtype}" if odd.dtype not in DTYPES else f"layout {odd.layout}"
+            return self.fallback(func, args, kwargs, source, why)
         session.refresh(tensors)
         try:
             if kind == "unsupported":
@@ -376,6 +375,11 @@ def _classify(func) -> tuple[str, str]:
         kind = "unsupported"
     _KINDS[func] = kind, name
     return kind, name
+
+
+def _strided(t: torch.Tensor) -> bool:
+    """Memory the capture can describe by strides; sparse and nested tensors run eagerly."""
+    return t.layout == torch.strided and not t.is_nested
 
 
 def _tensors_in(args: tuple, kwargs: dict) -> list[torch.Tensor]:

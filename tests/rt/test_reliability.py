@@ -304,11 +304,18 @@ def test_blocks_still_do_not_nest_in_one_thread():
                 pass
 
 
-def test_patches_are_undone_when_the_last_block_ends():
-    start, put = threading.Thread.start, queue.Queue.put
+def test_outside_blocks_threads_and_compiled_functions_are_left_alone():
     with fusionrt.lazy():
-        assert threading.Thread.start is not start
-    assert threading.Thread.start is start and queue.Queue.put is put
+        pass
+    thread = threading.Thread(target=lambda: None)
+    run = thread.run
+    thread.start()
+    thread.join()
+    assert thread.run == run  # no guard around a thread started outside blocks
+    f = torch.compile(lambda a: a + 1)
+    f(fresh(4))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0  # compiled, not eager
+    torch._dynamo.reset()
 
 
 # -- processes ----------------------------------------------------------------------------------
