@@ -181,7 +181,7 @@ def _check(
     try:
         tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        return ([_syntax_report(exc)] if check_syntax else []), []
+        return ([_syntax_report(exc, text)] if check_syntax else []), []
     if not mentions_torch or not rules:
         return [], []
 
@@ -319,7 +319,11 @@ def _code_at(module, statement, indent: str) -> str:
     return "".join(state.tokens)
 
 
-def _syntax_report(exc: BaseException) -> _Report:
+def _syntax_report(exc: BaseException, text: str) -> _Report:
+    if "\0" in text and "null bytes" in str(exc):  # 3.10 gives no position, 3.11 column 1
+        nul = text.index("\0")
+        exc = SyntaxError("source code cannot contain null bytes")
+        exc.lineno, exc.offset = text.count("\n", 0, nul) + 1, nul - text.rfind("\n", 0, nul)
     if isinstance(exc, SyntaxError):
         line, column = exc.lineno or 1, exc.offset or 1
         message = f"SyntaxError: {exc.msg} (line {line}, column {column}); the file was not checked"

@@ -35,7 +35,7 @@ def codes(result):
 
 @pytest.mark.parametrize(
     "source,line,column",
-    [("x = (\n", 1, 5), ("import torch\ndef f(:\n    pass\n", 2, 7), ("x = 1\0\n", 1, 1), ("if x:\npass\n", 2, 1)],
+    [("x = (\n", 1, 5), ("import torch\ndef f(:\n    pass\n", 2, 7), ("x = 1\0\n", 1, 6), ("if x:\npass\n", 2, 1)],
 )
 def test_syntax_error_is_one_finding_at_the_error(source, line, column):
     result = lint_source(source, "bad.py", FIX)
