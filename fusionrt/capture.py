@@ -146,7 +146,9 @@ class DispatchCapture(TorchDispatchMode):
                 return self.view(func, args, kwargs)
             return func(*args, **kwargs)  # a sparse or nested tensor is never pending
         if kind == "factory":
-            return func(*args, **kwargs)  # concrete at once; identical in eager (not counted)
+            out = func(*args, **kwargs)  # concrete at once; identical in eager (not counted)
+            session.ran_eagerly(func, args, kwargs, out, factory=True)
+            return out
         source = user_source()
         if kind == "item":
             session.flush("item", source, sync=[args[0]])

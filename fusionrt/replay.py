@@ -12,6 +12,7 @@ docs/replay.md states what the guards cover and what they do not.
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
@@ -21,7 +22,7 @@ from .executors import Executor, get_executor
 from .graph import Leaf, Node, Use, numel
 from .plan import KernelInput, Plan
 from .report import Report
-from .runtime import cublaslt_matmul, extern_call, tensor_of
+from .runtime import _writes_of, cublaslt_matmul, extern_call, tensor_of
 from .session import FlushTrace, Session, current
 
 MAX_PROGRAMS = 64  # argument signatures remembered per function
@@ -41,8 +42,9 @@ class JitStats:
 
 def jit(fn: Optional[Callable[..., Any]] = None, *, policy: str = "stream",
         executor: str = "auto") -> Any:
-    """``fusionrt.jit(fn)`` or ``@fusionrt.jit(executor=...)``: a callable that behaves like
-    ``fn`` and keeps the report of its last call in ``.report``."""
+    """``fusionrt.jit(fn)``, ``fusionrt.jit(module)`` or ``@fusionrt.jit(executor=...)``: a
+    callable that behaves like ``fn`` and keeps the report of its last call in ``.report``. A
+    module's parameters and buffers are read as arguments: each call reads the current ones."""
     if fn is None:
         return lambda f: Jitted(f, policy=policy, executor=executor)
     return Jitted(fn, policy=policy, executor=executor)
@@ -53,7 +55,9 @@ class Jitted:
 
     def __init__(self, fn: Callable[..., Any], policy: str = "stream", executor: str = "auto") -> None:
         Session(policy=policy, executor=executor)  # validates both names now, not at the first call
-        functools.update_wrapper(self, fn)
+        self.module = fn if isinstance(fn, torch.nn.Module) else None
+        if self.module is None:
+            functools.update_wrapper(self, fn)
         self.fn = fn
         self.policy = policy
         self.executor = executor
@@ -65,7 +69,11 @@ class Jitted:
         if current() is not None:  # inside a lazy block its ops join that block
             return self.fn(*args, **kwargs)
         tensors: list[torch.Tensor] = []
-        key = _guard_key(args, kwargs, tensors)
+        if self.module is None:
+            key = _guard_key(args, kwargs, tensors)
+        else:  # parameters and buffers after the arguments, guarded alike, plus the mode
+            state = (*self.module.parameters(), *self.module.buffers(), self.module.training)
+            key = _guard_key((args, state), kwargs, tensors)
         found = self._programs.get(key) if key is not None else None
         if isinstance(found, _Program):
             result, self.report = found.run(tensors)
@@ -76,7 +84,7 @@ class Jitted:
     def _record(self, args: tuple, kwargs: dict, key: Any, tensors: list[torch.Tensor],
                 why_not: Optional[str]) -> Any:
         session = Session(policy=self.policy, executor=self.executor)
-        session.traces = []
+        recorder = session.recorder = ProgramRecorder(tensors)
         with session:
             result = self.fn(*args, **kwargs)
             session.mark_outputs(result)
@@ -90,7 +98,7 @@ class Jitted:
             self.stats.last_recording = "first call with these argument metadata"
             if len(self._programs) < MAX_PROGRAMS:
                 try:
-                    self._programs[key] = _Program.build(session, tensors, result)
+                    self._programs[key] = recorder.finish(session, result)
                 except NotReplayable as why:
                     self._programs[key] = str(why)
         return result
@@ -148,125 +156,316 @@ def global_state() -> tuple:
 
 # -- the replayable program --------------------------------------------------------------------
 
+# Where a replayed tensor's storage comes from: an argument ("arg"), a storage the call creates
+# ("fresh"), or a constant the call made outside dispatch ("const": torch.tensor(3.0)); its index.
+Slot = tuple[str, int]
+Ref = tuple[Slot, Optional[Layout], torch.dtype]  # a tensor as a slot and, unless whole, a layout
+REPLAYABLE_FLUSHES = {"exit", "fallback", "alias", "pending-bound"}  # not host syncs: data-dependent
+MAX_CONSTANT_BYTES = 1 << 20  # a constant is copied when read; a larger one is not replayed
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A tensor argument of an op run eagerly: read from its slot at each replay."""
+
+    ref: Ref
+
+
+class ProgramRecorder:
+    """Turns one recorded call into a ``_Program`` as it runs: each flush and each op run
+    eagerly (a fallback, a factory) becomes a step, every tensor a step reads is resolved to an
+    argument, a storage an earlier step made, or a constant, the moment it is read (holding
+    nothing but weak references, so what the call keeps alive is still its own). A tensor of
+    none of these that is still alive when the call returns is a global, a closure or a module's
+    parameter: its value may change between calls, so the call is not replayable."""
+
+    def __init__(self, tensors: list[torch.Tensor]) -> None:
+        self.why_not: Optional[str] = None
+        self.steps: list[Any] = []
+        self.fresh: list[tuple] = []  # storages the call creates: (shape, stride, dtype, device)
+        self._holders: list[weakref.ref] = []  # each fresh storage, to see what outlives the call
+        self.constants: list[Optional[torch.Tensor]] = []  # a copy of each constant's storage
+        self._constant_holders: list[weakref.ref] = []
+        self._slots: dict[int, tuple[Slot, weakref.ref]] = {}  # storage data_ptr -> slot, its storage
+        self.args = tensors
+        for i, t in enumerate(tensors):
+            if t.numel() == 0:
+                self.why_not = "an empty tensor argument"
+            self._slots.setdefault(_ptr(t), (("arg", i), weakref.ref(t.untyped_storage())))
+
+    def refuse(self, why: str) -> None:
+        self.why_not = self.why_not or why
+
+    # -- events (called by the session while the call records) -----------------------------
+
+    def flush(self, trace: FlushTrace) -> None:
+        if self.why_not is not None:
+            return
+        try:
+            # the plan reads its own leaves: the cached ones, one per leaf of this flush
+            leaf_refs = [(leaf, self._ref(t)) for leaf, (_, t) in zip(trace.plan.leaves, trace.leaves)]
+            homes: dict[Node, Slot] = {}
+            for w in trace.plan.plan.writes:
+                if w.home:
+                    storage = w.node.holder()
+                    found = self._slots.get(storage.data_ptr())
+                    if found is not None and found[1]() is storage:
+                        homes[w.node] = found[0]
+                    else:
+                        homes[w.node] = self._new_slot(storage, _allocation(trace.plan.nodes, storage))
+            self.steps.append(_FlushStep(trace.plan.plan, leaf_refs, homes))
+        except NotReplayable as why:
+            self.refuse(str(why))
+
+    def eager(self, func: Any, args: tuple, kwargs: dict, out: Any, factory: bool) -> None:
+        """An op run eagerly: replayed by calling it again on the same slots."""
+        if self.why_not is not None:
+            return
+        try:
+            template = _eager_template((args, kwargs), self)
+            outs: list[Optional[Slot]] = []  # None: the output is an input written in place
+            for t in _tree_tensors(out):
+                storage = t.untyped_storage()
+                found = self._slots.get(storage.data_ptr()) if t.numel() else None
+                if found is not None and found[1]() is storage:
+                    outs.append(None)
+                elif t.numel() == 0 or t.storage_offset() != 0 or storage.nbytes() < t.numel() * t.element_size():
+                    raise NotReplayable(f"{func._overloadpacket.__name__} returns a view or an empty tensor")
+                else:
+                    outs.append(self._new_slot(storage, (tuple(t.shape), t.stride(), t.dtype, t.device)))
+            self.steps.append(_EagerStep(func, template, outs))
+        except NotReplayable as why:
+            self.refuse(str(why))
+
+    # -- the end of the call --------------------------------------------------------------------
+
+    def finish(self, session: Session, result: Any) -> _Program:
+        report = session.report
+        odd = [f.reason for f in report.flushes if f.reason not in REPLAYABLE_FLUSHES]
+        if odd:
+            self.refuse(f"host syncs ({', '.join(dict.fromkeys(odd))})")
+        if self.why_not is not None:
+            raise NotReplayable(self.why_not)
+        if not self.steps:
+            raise NotReplayable("no ops")
+        out_ptrs = {_ptr(t) for t in _tree_tensors(result)}
+        for holder in self._holders:
+            storage = holder()
+            if storage is not None and storage.data_ptr() not in out_ptrs:
+                raise NotReplayable("keeps a tensor alive that it does not return")
+        for holder, copy in zip(self._constant_holders, self.constants):
+            if holder() is not None:
+                raise NotReplayable("reads a tensor that is not one of its arguments (a global, a closure "
+                                    "or a module's parameter: pass it, or jit the module)")
+            if copy is None:
+                raise NotReplayable("reads a large tensor it made outside dispatch")
+        return _Program(self.steps, self.fresh, self.constants, self._template(result), report,
+                        session.executor)
+
+    # -- slots ------------------------------------------------------------------------------------
+
+    def _new_slot(self, storage: Any, allocation: tuple) -> Slot:
+        slot = ("fresh", len(self.fresh))
+        self.fresh.append(allocation)
+        self._holders.append(weakref.ref(storage))
+        self._slots[storage.data_ptr()] = (slot, self._holders[-1])
+        return slot
+
+    def _ref(self, t: torch.Tensor) -> Ref:
+        if t.numel() == 0:
+            raise NotReplayable("reads an empty tensor")
+        storage = t.untyped_storage()
+        found = self._slots.get(storage.data_ptr())
+        slot = found[0] if found is not None and found[1]() is storage else self._constant(t, storage)
+        kind, i = slot
+        if kind == "arg" and t is self.args[i]:
+            return slot, None, t.dtype
+        base_dtype = {"arg": lambda: self.args[i].dtype, "const": lambda: self.constants[i].dtype,
+                      "fresh": lambda: self.fresh[i][2]}[kind]()
+        if base_dtype != t.dtype:
+            raise NotReplayable("reads a tensor's bytes as another dtype")
+        return slot, (tuple(t.shape), t.stride(), t.storage_offset()), t.dtype
+
+    def _constant(self, t: torch.Tensor, storage: Any) -> Slot:
+        """A storage that is neither an argument nor made by a step: a copy of it, in case it
+        was made outside dispatch during the call (``finish`` decides)."""
+        copy = None
+        if storage.nbytes() <= MAX_CONSTANT_BYTES and storage.nbytes() % t.element_size() == 0:
+            copy = torch.empty(0, dtype=t.dtype, device=t.device).set_(
+                storage.clone(), 0, (storage.nbytes() // t.element_size(),), (1,))
+        slot = ("const", len(self.constants))
+        self.constants.append(copy)
+        self._constant_holders.append(weakref.ref(storage))
+        self._slots[storage.data_ptr()] = (slot, self._constant_holders[-1])
+        return slot
+
+    def _template(self, value: Any) -> Any:
+        """The result as a recipe: each tensor a slot (with a layout unless it is the argument)."""
+        if isinstance(value, torch.Tensor):
+            if value.numel() == 0:
+                raise NotReplayable("returns an empty tensor")
+            try:
+                return ("tensor", self._ref(value))
+            except NotReplayable:
+                raise NotReplayable("returns a tensor that is neither an argument nor computed by its ops") from None
+        if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+            return (type(value), [self._template(v) for v in value])
+        if isinstance(value, dict) and type(value) is dict:
+            return (dict, list(value), [self._template(v) for v in value.values()])
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return ("const", value)
+        raise NotReplayable(f"returns a {type(value).__name__}")
+
+
+def _ptr(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _eager_template(value: Any, recorder: ProgramRecorder) -> Any:
+    if isinstance(value, torch.Tensor):
+        return _Read(recorder._ref(value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_eager_template(v, recorder) for v in value)
+    if isinstance(value, dict):
+        return {k: _eager_template(v, recorder) for k, v in value.items()}
+    return value
+
+
 class _Program:
-    """One recorded call, ready to run on new arguments with the same guards.
+    """One recorded call, ready to run on new arguments with the same guards: its steps (plans
+    and ops run eagerly) in order, over slots that are the arguments or storages it creates."""
 
-    It runs the recorded plan the way the runtime does, minus what is the same on every call:
-    no report records (the plan decides them, so every replay shares the recorded report
-    object), input views computed once, and a result computed into fresh memory laid out like
-    its home becomes that home instead of being copied there.
-    """
-
-    def __init__(self, plan: Plan, leaf_args: list[tuple[Leaf, int, Optional[Layout]]],
-                 fresh: list[tuple], homes: dict[Node, tuple[bool, int]], output: Any, report: Report,
-                 executor: str) -> None:
-        self.plan = plan
-        self.leaf_args = leaf_args  # each leaf the plan reads <- argument index (a view: its layout)
-        self.fresh = fresh  # storages the call creates: (shape, stride, dtype, device) of each
-        self.homes = homes  # node written home -> (in a fresh storage?, storage or argument index)
-        self.output = output  # the result as a recipe (see _template)
+    def __init__(self, steps: list[Any], fresh: list[tuple], constants: list[torch.Tensor],
+                 output: Any, report: Report, executor: str) -> None:
+        self.steps = steps
+        self.fresh = fresh
+        self.constants = constants
+        self.output = output
         self.report = report
         self.executor = executor
         self._executors: dict[torch.device, Executor] = {}
+
+    def run(self, tensors: list[torch.Tensor]) -> tuple[Any, Report]:
+        bases: list[Optional[torch.Tensor]] = [None] * len(self.fresh)
+        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
+            for step in self.steps:
+                step.run(self, tensors, bases)
+        return self._rebuild(self.output, tensors, bases), self.report
+
+    def executor_for(self, device: torch.device) -> Executor:
+        found = self._executors.get(device)
+        if found is None:
+            found = self._executors[device] = get_executor(self.executor, device)
+        return found
+
+    def base(self, slot: Slot, tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> torch.Tensor:
+        kind, i = slot
+        if kind == "arg":
+            return tensors[i]
+        if kind == "const":
+            return self.constants[i]
+        base = bases[i]
+        if base is None:
+            shape, stride, dtype, device = self.fresh[i]
+            base = bases[i] = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        return base
+
+    def tensor(self, ref: Ref, tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> torch.Tensor:
+        slot, layout, _ = ref
+        t = self.base(slot, tensors, bases)
+        if layout is None or (tuple(t.shape), t.stride(), t.storage_offset()) == layout:
+            return t
+        return t.as_strided(*layout)
+
+    def _rebuild(self, template: Any, tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> Any:
+        kind = template[0]
+        if kind == "tensor":
+            return self.tensor(template[1], tensors, bases)
+        if kind == "const":
+            return template[1]
+        if kind is dict:
+            return dict(zip(template[1], (self._rebuild(v, tensors, bases) for v in template[2])))
+        return kind(self._rebuild(v, tensors, bases) for v in template[1])
+
+
+class _EagerStep:
+    """An op the recording ran eagerly (a fallback, a factory), called again on its slots."""
+
+    def __init__(self, func: Any, template: Any, outs: list[Optional[Slot]]) -> None:
+        self.func = func
+        self.template = template
+        self.outs = outs
+
+    def run(self, program: _Program, tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> None:
+        args, kwargs = self._arguments(self.template, program, tensors, bases)
+        for slot, t in zip(self.outs, _tree_tensors(self.func(*args, **kwargs))):
+            if slot is not None:
+                bases[slot[1]] = t
+
+    def _arguments(self, value: Any, program: _Program, tensors: list[torch.Tensor],
+                   bases: list[Optional[torch.Tensor]]) -> Any:
+        if isinstance(value, _Read):
+            return program.tensor(value.ref, tensors, bases)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._arguments(v, program, tensors, bases) for v in value)
+        if isinstance(value, dict):
+            return {k: self._arguments(v, program, tensors, bases) for k, v in value.items()}
+        return value
+
+
+class _FlushStep:
+    """One flush's plan, run the way the runtime runs it, minus what is the same on every call:
+    no report records (the plan decides them, so every replay shares the recorded report
+    object), input views computed once, and a result computed into fresh memory laid out like
+    its home becomes that home instead of being copied there."""
+
+    def __init__(self, plan: Plan, leaf_refs: list[tuple[Leaf, Ref]], homes: dict[Node, Slot]) -> None:
+        self.plan = plan
+        self.leaf_refs = leaf_refs  # each leaf the plan reads <- its slot (and layout)
+        self.homes = homes  # node written home -> its slot
+        writes_of = _writes_of(plan)  # a node may go to scratch first and home in a later copy
+        self._home_nodes = [{w.node for w in writes_of.get(k, []) if w.home} for k in range(len(plan.kernels))]
         self._views: dict[tuple, Optional[tuple]] = {}  # (input, layout read) -> strides, offset
         self._externs = {k.extern: (*extern_call(k), _argument_builder(k.extern.args))
                          for k in plan.kernels if k.extern is not None}
         self._relaunchers: dict[int, Any] = {}  # kernel index -> its Relauncher, after one run
 
-    @staticmethod
-    def build(session: Session, tensors: list[torch.Tensor], result: Any) -> _Program:
-        report = session.report
-        if report.fallbacks:
-            raise NotReplayable(f"fallback ({report.fallbacks[0].op}: {report.fallbacks[0].reason})")
-        if [f.reason for f in report.flushes] != ["exit"] or len(session.traces or ()) != 1:
-            reasons = ", ".join(f.reason for f in report.flushes) or "no ops"
-            raise NotReplayable(f"flushes other than one at exit ({reasons})")
-        trace: FlushTrace = session.traces[0]
-        args_of: dict[int, int] = {}
-        for i, t in enumerate(tensors):
-            if t.numel() == 0:
-                raise NotReplayable("an empty tensor argument")
-            args_of.setdefault(t.untyped_storage().data_ptr(), i)
-
-        cached = trace.plan
-        leaf_args = []  # the plan reads its own leaves: the cached ones, one per leaf of this call
-        for leaf, (_, t) in zip(cached.leaves, trace.leaves):
-            i = args_of.get(t.untyped_storage().data_ptr())
-            if i is None or t.numel() == 0:
-                raise NotReplayable("reads a tensor that is not one of its arguments")
-            same = t is tensors[i]
-            leaf_args.append((leaf, i, None if same else (leaf.shape, leaf.stride, leaf.offset)))
-
-        out_ptrs = {t.untyped_storage().data_ptr() for t in _tree_tensors(result)}
-        for ptr in trace.flags.alive.values():
-            if ptr not in args_of and ptr not in out_ptrs:
-                raise NotReplayable("keeps a tensor alive that it does not return")
-
-        fresh: list = []
-        fresh_of: dict[int, int] = {}  # storage data_ptr -> index in fresh
-        homes: dict[Node, tuple[bool, int]] = {}
-        for w in cached.plan.writes:
-            if not w.home:
-                continue
-            storage = w.node.holder()
-            ptr = storage.data_ptr()
-            if ptr in args_of:
-                homes[w.node] = (False, args_of[ptr])
-                continue
-            if ptr not in fresh_of:
-                fresh_of[ptr] = len(fresh)
-                fresh.append(_allocation(cached.nodes, storage))
-            homes[w.node] = (True, fresh_of[ptr])
-        bases_of = {ptr: fresh[g] for ptr, g in fresh_of.items()}
-        output = _template(result, tensors, args_of, fresh_of, bases_of)
-        return _Program(cached.plan, leaf_args, fresh, homes, output, report, session.executor)
-
-    def run(self, tensors: list[torch.Tensor]) -> tuple[Any, Report]:
-        bases: list[Optional[torch.Tensor]] = [None] * len(self.fresh)
-        leaves = {leaf: tensors[i] if layout is None else tensors[i].as_strided(*layout)
-                  for leaf, i, layout in self.leaf_args}
+    def run(self, program: _Program, tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> None:
+        leaves = {leaf: program.tensor(ref, tensors, bases) for leaf, ref in self.leaf_refs}
         buffers: dict[Node, torch.Tensor] = {}
-        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
-            for k, planned in enumerate(self.plan.kernels):
-                if planned.kernel is not None:
-                    kernel = planned.kernel
-                    inputs = [self._input(inp, kernel.input_shape(i), leaves, buffers)
-                              for i, inp in enumerate(planned.inputs)]
-                    if planned.backend == "cublaslt":
-                        outs = [cublaslt_matmul(kernel, inputs)]
-                    else:
-                        outs = self._launch(k, kernel, inputs)
-                    for node, value in zip(planned.outputs, outs):
-                        if value.numel() != numel(node.shape):  # a full-size value computed at reduced level
-                            value = value.expand(kernel.shape)
-                        self._store(node, value.reshape(node.shape), buffers, bases, tensors)
-                elif planned.extern is not None:
-                    node = planned.extern
-                    func, kwargs, arguments = self._externs[node]
-                    out = func(*arguments(leaves, buffers), **kwargs)
-                    self._store(planned.outputs[0], out, buffers, bases, tensors)
-                else:  # a scratch result copied home once nothing reads the old data
-                    (node,) = planned.outputs
-                    self._home(node, bases, tensors).copy_(buffers[node])
-        return _rebuild(self.output, tensors, bases), self.report
+        for k, planned in enumerate(self.plan.kernels):
+            if planned.kernel is not None:
+                kernel = planned.kernel
+                inputs = [self._input(inp, kernel.input_shape(i), leaves, buffers)
+                          for i, inp in enumerate(planned.inputs)]
+                if planned.backend == "cublaslt":
+                    outs = [cublaslt_matmul(kernel, inputs)]
+                else:
+                    outs = self._launch(program, k, kernel, inputs)
+                for node, value in zip(planned.outputs, outs):
+                    if value.numel() != numel(node.shape):  # a full-size value computed at reduced level
+                        value = value.expand(kernel.shape)
+                    self._store(program, k, node, value.reshape(node.shape), buffers, tensors, bases)
+            elif planned.extern is not None:
+                node = planned.extern
+                func, kwargs, arguments = self._externs[node]
+                out = func(*arguments(leaves, buffers), **kwargs)
+                self._store(program, k, planned.outputs[0], out, buffers, tensors, bases)
+            else:  # a scratch result copied home once nothing reads the old data
+                (node,) = planned.outputs
+                self._home(program, node, tensors, bases).copy_(buffers[node])
 
-    def _launch(self, k: int, kernel: Any, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    def _launch(self, program: _Program, k: int, kernel: Any, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         """Kernel ``k``'s outputs, computed into new tensors. Generated kernels are bound once
         and relaunched: the guards hold the inputs' layouts, so nothing else is re-examined."""
         relaunch = self._relaunchers.get(k)
         if relaunch is not None:
             return relaunch(inputs)
-        bound = self._executor(inputs[0].device if inputs else _CPU).bind(kernel, inputs)
+        bound = program.executor_for(inputs[0].device if inputs else _CPU).bind(kernel, inputs)
         outs = bound()
         if hasattr(bound, "relauncher"):  # the reference executor evaluates anew each time
             self._relaunchers[k] = bound.relauncher()
         return outs
-
-    def _executor(self, device: torch.device) -> Executor:
-        found = self._executors.get(device)
-        if found is None:
-            found = self._executors[device] = get_executor(self.executor, device)
-        return found
 
     def _input(self, inp: KernelInput, shape: tuple[int, ...], leaves: dict[Leaf, torch.Tensor],
                buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
@@ -279,33 +478,27 @@ class _Program:
         layout = self._views[key]
         return t if layout is None else t.as_strided(shape, *layout)
 
-    def _store(self, node: Node, value: torch.Tensor, buffers: dict[Node, torch.Tensor],
-               bases: list[Optional[torch.Tensor]], tensors: list[torch.Tensor]) -> None:
-        home = self.homes.get(node)
-        if home is None:  # scratch, laid out like the node: views of it are read by its strides
+    def _store(self, program: _Program, k: int, node: Node, value: torch.Tensor, buffers: dict[Node, torch.Tensor],
+               tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> None:
+        slot = self.homes[node] if node in self._home_nodes[k] else None
+        if slot is None:  # scratch, laid out like the node: views of it are read by its strides
             if value.stride() != node.stride and node.stride:
                 value = torch.empty_strided(node.shape, node.stride, dtype=node.dtype,
                                             device=value.device).copy_(value)
             buffers[node] = value
             return
-        is_fresh, i = home
-        if (is_fresh and bases[i] is None and value.stride() == node.stride and node.offset == 0
-                and value.storage_offset() == 0 and self.fresh[i][:3] == (node.shape, node.stride, node.dtype)):
+        kind, i = slot
+        if (kind == "fresh" and bases[i] is None and value.stride() == node.stride and node.offset == 0
+                and value.storage_offset() == 0 and program.fresh[i][:3] == (node.shape, node.stride, node.dtype)):
             bases[i] = buffers[node] = value  # computed in place of the storage it would be copied to
             return
-        target = self._home(node, bases, tensors)
+        target = self._home(program, node, tensors, bases)
         target.copy_(value)
         buffers[node] = target
 
-    def _home(self, node: Node, bases: list[Optional[torch.Tensor]], tensors: list[torch.Tensor]) -> torch.Tensor:
-        is_fresh, i = self.homes[node]
-        if is_fresh:
-            base = bases[i]
-            if base is None:
-                shape, stride, dtype, device = self.fresh[i]
-                base = bases[i] = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-        else:
-            base = tensors[i]
+    def _home(self, program: _Program, node: Node, tensors: list[torch.Tensor],
+              bases: list[Optional[torch.Tensor]]) -> torch.Tensor:
+        base = program.base(self.homes[node], tensors, bases)
         if (tuple(base.shape), base.stride(), base.storage_offset()) == (node.shape, node.stride, node.offset):
             return base
         return base.as_strided(node.shape, node.stride, node.offset)
@@ -363,45 +556,3 @@ def _tree_tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, dict):
         return [t for v in value.values() for t in _tree_tensors(v)]
     return []
-
-
-def _template(value: Any, tensors: list[torch.Tensor], args_of: dict[int, int],
-              fresh_of: dict[int, int], bases: dict[int, tuple]) -> Any:
-    """The result as a recipe: each tensor an argument, a new storage, or a view of either."""
-    if isinstance(value, torch.Tensor):
-        for i, t in enumerate(tensors):
-            if value is t:
-                return ("arg", i, None)
-        if value.numel() == 0:
-            raise NotReplayable("returns an empty tensor")
-        ptr = value.untyped_storage().data_ptr()
-        layout = (tuple(value.shape), value.stride(), value.storage_offset())
-        if ptr in args_of:
-            return ("arg", args_of[ptr], layout)
-        if ptr in fresh_of:
-            shape, stride, dtype, _ = bases[ptr]
-            same = layout == (shape, stride, 0) and value.dtype == dtype
-            if value.dtype != dtype:
-                raise NotReplayable("returns a reinterpreted view of a result")
-            return ("fresh", fresh_of[ptr], None if same else layout)
-        raise NotReplayable("returns a tensor that is neither an argument nor computed by its ops")
-    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
-        return (type(value), [_template(v, tensors, args_of, fresh_of, bases) for v in value])
-    if isinstance(value, dict) and type(value) is dict:
-        return (dict, list(value), [_template(v, tensors, args_of, fresh_of, bases) for v in value.values()])
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return ("const", value)
-    raise NotReplayable(f"returns a {type(value).__name__}")
-
-
-def _rebuild(template: Any, tensors: list[torch.Tensor], bases: list[torch.Tensor]) -> Any:
-    kind = template[0]
-    if kind == "arg" or kind == "fresh":
-        t = tensors[template[1]] if kind == "arg" else bases[template[1]]
-        layout = template[2]
-        return t if layout is None else t.as_strided(*layout)
-    if kind == "const":
-        return template[1]
-    if kind is dict:
-        return dict(zip(template[1], (_rebuild(v, tensors, bases) for v in template[2])))
-    return kind(_rebuild(v, tensors, bases) for v in template[1])

@@ -81,7 +81,7 @@ class Session:
         self.max_pending = max_pending
         self.report = Report(policy=policy, executor=executor)
         self.passthrough = False
-        self.traces: Optional[list[FlushTrace]] = None  # set by fusionrt.jit to see each flush
+        self.recorder: Any = None  # set by fusionrt.jit: told of each flush and each op run eagerly
         self._runner = shared_runner(executor)
         self._modes: tuple = ()
         self.lock = threading.RLock()  # held while recording or flushing
@@ -283,7 +283,7 @@ class Session:
               fallback_inputs: Sequence[Any] = (), always: bool = False) -> None:
         """Plan and run every pending op, write what must be written, forget the graph.
         Without pending ops nothing is recorded, unless ``always`` (a fallback is a flush point)."""
-        with self.lock:
+        with self.lock, self.eager():  # nothing the flush itself does is recorded or flushes
             self._flush(reason, source, sync, fallback_inputs, always)
 
     def _flush(self, reason: str, source: str, sync: Sequence[Any], fallback_inputs: Sequence[Any],
@@ -312,8 +312,9 @@ class Session:
                 leaves = {leaf: t for leaf, t in entries}
             else:
                 leaves = cached.rebind(nodes, [t for _, t in entries])
-            if self.traces is not None:
-                self.traces.append(FlushTrace(cached, entries, flags))
+            if self.recorder is not None:
+                with _no_python_dispatch():  # the recorder reads storages: no mode may see it
+                    self.recorder.flush(FlushTrace(cached, entries, flags))
             with self.eager(), torch.no_grad(), _no_python_dispatch():
                 records, writes = self._runner.execute(cached.plan, leaves, len(report.kernel_records), index)
         finally:
@@ -338,6 +339,7 @@ class Session:
         self.flush("fallback", source, fallback_inputs=inputs, always=True)
         with self.eager():
             out = func(*args, **kwargs)
+        self.ran_eagerly(func, args, kwargs, out, factory=False)
         outs = list(_tensors(out))
         name = func._overloadpacket.__name__
         report = self.report
@@ -354,6 +356,12 @@ class Session:
         self.count_eager(outs)
         return out
 
+
+    def ran_eagerly(self, func, args: tuple, kwargs: dict, out: Any, factory: bool) -> None:
+        """Tell ``fusionrt.jit``'s recorder of an op that ran eagerly (it becomes a step)."""
+        if self.recorder is not None:
+            with _no_python_dispatch():
+                self.recorder.eager(func, args, kwargs, out, factory)
 
     def view_fallback(self, func, base: torch.Tensor, source: str, reason: str) -> None:
         """A view fusionrt cannot map (``view(dtype)`` of a pending tensor): write ``base``

@@ -176,13 +176,13 @@ def test_jit_guards_record_again_when_metadata_changes():
 
 
 @pytest.mark.parametrize("fn, why", [
-    (lambda x: x * (x.sum() > 0).item(), "flushes"),                 # host sync
-    (lambda x: x * 2 if x.sum() > 0 else x * 3, "flushes"),  # value-dependent control flow
-    (lambda x: torch.cumsum(x * 2, 0) + 1, "fallback"),
-    (lambda x: x.mul_(2)[0].add_(x[1]) and x, "flushes"),           # reads what it wrote: alias flushes
+    (lambda x: x * (x.sum() > 0).item(), "host syncs (item)"),
+    (lambda x: x * 2 if x.sum() > 0 else x * 3, "host syncs (bool)"),  # value-dependent control flow
+    (lambda x: x.mul_(2)[0].add_(x[1]) and x, "host syncs (bool)"),
     (lambda x: x * 2 + _CLOSURE, "not one of its arguments"),
     (lambda x: _STASH.append(x * 2) or x + 1, "alive"),
-    (lambda x: torch.zeros(3) + x[:3], "not one of its arguments"),
+    (lambda x: _STASH.append(torch.cumsum(x, 0)) or x + 1, "alive"),  # a fallback's result kept
+    (lambda x: torch.cumsum(x + _CLOSURE, 0), "not one of its arguments"),
 ])
 def test_calls_the_guards_cannot_vouch_for_record_every_time(fn, why):
     fast = fusionrt.jit(fn)
@@ -197,6 +197,26 @@ def test_calls_the_guards_cannot_vouch_for_record_every_time(fn, why):
 
 _CLOSURE = rand(8)
 _STASH: list = []
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.cumsum(x * 2, 0) + 1,                        # a fallback between two plans
+    lambda x: (x.mul_(2)[0].add_(x[1]), x)[1] * 3,              # reads what it wrote: alias flushes
+    lambda x: (x[x > 0].mul_(0), x.index_put_((x < 0,), x.new_tensor(1.0)))[1] + 1,  # in-place fallback
+    lambda x: torch.zeros(3) + x[:3],                            # a factory
+    lambda x: x[torch.arange(0, 8, 2)] * torch.tensor(3.0) + 1,  # factory, constant, index fallback
+    lambda x: torch.sort(torch.cumsum(x, 0) * 2)[0].flip(0)[1:] - x[:-1],  # fallbacks in a row, views
+    lambda x: (torch.cumsum(x, 0), x.cummax(0)[1]),              # several fallback results returned
+])
+def test_calls_with_fallbacks_and_factories_replay_each_step(fn):
+    fast = fusionrt.jit(fn)
+    for seed in range(4):
+        x = rand(8, generator=torch.Generator().manual_seed(seed))
+        expected_x = x.clone()
+        expected = fn(expected_x)
+        assert_same(fast(x), expected, what=f"call {seed}")
+        assert_same(x, expected_x, what="argument after the call")
+    assert (fast.stats.recordings, fast.stats.replays) == (1, 3), fast.stats.last_recording
 
 
 def test_jit_inside_a_lazy_block_joins_the_block():
@@ -257,3 +277,44 @@ def test_random_programs_through_jit():
         assert reports[1].to_dict() == reports[0].to_dict(), source
         replayed += fast.stats.replays
     assert replayed >= 10
+
+
+class _Block(torch.nn.Module):
+    """An embedding, a norm, an MLP and an index: parameters, buffers, fallbacks and factories."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 16)
+        self.norm = torch.nn.LayerNorm(16)
+        self.up = torch.nn.Linear(16, 32)
+        self.down = torch.nn.Linear(32, 16)
+        self.register_buffer("scale", torch.linspace(0.5, 1.5, 16))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[-1])
+        h = self.embed(ids) + self.embed(positions)
+        h = h + self.down(F.gelu(self.up(self.norm(h)))) * self.scale
+        return torch.cumsum(h, -1)[..., -1]
+
+
+def test_jit_of_a_module_replays_and_reads_its_current_parameters():
+    torch.manual_seed(0)
+    block = _Block().eval()
+    fast = fusionrt.jit(block)
+    with torch.no_grad():
+        for seed in range(3):
+            ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(seed))
+            assert_same(fast(ids), block(ids), what=f"call {seed}")
+        assert (fast.stats.recordings, fast.stats.replays) == (1, 2), fast.stats.last_recording
+        block.up.weight.mul_(0.5)            # an optimizer step: in place
+        block.norm.weight = torch.nn.Parameter(torch.randn(16))  # a new parameter object
+        ids = torch.randint(0, 50, (2, 7))
+        assert_same(fast(ids), block(ids), what="after the parameters changed")
+        assert fast.stats.replays == 3
+        block.down.weight.data = torch.randn(16, 32, dtype=torch.float64)  # another dtype: records
+        block.double()
+        assert_same(fast(ids), block(ids), what="after a dtype change")
+        assert fast.stats.recordings == 2
+        block.train()
+        fast(ids)
+        assert fast.stats.recordings == 3  # the mode is guarded
