@@ -28,7 +28,8 @@ aten = torch.ops.aten
 BINDING = "_fusionrt"
 
 REDUCTION_OPS = {"sum", "mean", "amax", "amin", "prod"}
-COMPOSITE_OPS = {"_softmax", "_log_softmax", "native_layer_norm", "var", "std", "var_mean"}
+COMPOSITE_OPS = {"_softmax", "_log_softmax", "native_layer_norm", "var", "std", "var_mean",
+                 "native_batch_norm", "_native_batch_norm_legit_no_training", "cudnn_batch_norm"}
 # What every executor computes (complex and unsigned 16-64 bit types run eagerly).
 DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
                     torch.float16, torch.bfloat16, torch.float32, torch.float64})

@@ -1,4 +1,5 @@
-"""Softmax, log_softmax, layer_norm, var and std as element-wise ops and reductions.
+"""Softmax, log_softmax, layer_norm, var and std as element-wise ops and reductions; batch norm
+in eval mode as element-wise ops over its running statistics.
 
 Each decomposition re-reads its input after every reduction (``Use.recompute``) instead of
 keeping a full-size intermediate across it, so the planner keeps the whole composite in one
@@ -72,6 +73,8 @@ def decompose(session: Session, name: str, args: tuple, kwargs: dict, metas: tup
     from .capture import _reduce_dims
 
     x = args[0]
+    if name in BATCH_NORMS:
+        return _eval_batch_norm(session, name, args, metas, source)
     if name in ("_softmax", "_log_softmax"):
         b = _Builder(session, x, frozenset({args[1] % max(x.dim(), 1)}), source)
         top = b.reduce("amax", b.load())
@@ -113,3 +116,39 @@ def decompose(session: Session, name: str, args: tuple, kwargs: dict, metas: tup
     session.count_eager(outs)
     return outs[0] if len(outs) == 1 else tuple(outs)
 
+
+
+BATCH_NORMS = ("native_batch_norm", "_native_batch_norm_legit_no_training", "cudnn_batch_norm")
+
+
+def _eval_batch_norm(session: Session, name: str, args: tuple, metas: tuple, source: str) -> tuple:
+    """``(x - running_mean) * rsqrt(running_var + eps) * weight + bias`` per channel (dim 1).
+    The saved statistics are what eager returns in eval mode: never written (``native``: empty),
+    read only by a backward that inference does not run."""
+    from .capture import _Unsupported
+
+    if name == "_native_batch_norm_legit_no_training":
+        x, weight, bias, mean, var, _, eps = args
+    else:
+        x, weight, bias, mean, var, training, _, eps = args
+        if training:
+            raise _Unsupported("batch norm in training mode")
+    if mean is None or var is None or x.dim() < 2:
+        raise _Unsupported("batch norm without running statistics")
+    b = _Builder(session, x, frozenset(), source)
+    per_channel = (x.shape[1],) + (1,) * (x.dim() - 2)
+
+    def channel(p: torch.Tensor) -> Use:
+        return session.use(p.view(per_channel), b.space)
+
+    invstd = b.pw("rsqrt", b.pw("add", channel(var), eps))
+    value = b.pw("mul", b.pw("sub", b.load(), channel(mean)), invstd)
+    if weight is not None:
+        value = b.pw("mul", value, channel(weight))
+    if bias is not None:
+        value = b.pw("add", value, channel(bias))
+    out = b.finish(value, metas[0], name)
+    session.count_eager([out])
+    saved = [torch.empty((0,) if name == "native_batch_norm" else shape, dtype=dtype, device=x.device)
+             for shape, _, dtype in metas[1:]]
+    return (out, *saved)

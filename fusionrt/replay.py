@@ -223,14 +223,14 @@ class ProgramRecorder:
             return
         try:
             template = _eager_template((args, kwargs), self)
-            outs: list[Optional[Slot]] = []  # None: the output is an input written in place
+            outs: list[Optional[Slot]] = []  # None: an input written in place, or an empty tensor
             for t in _tree_tensors(out):
                 storage = t.untyped_storage()
                 found = self._slots.get(storage.data_ptr()) if t.numel() else None
-                if found is not None and found[1]() is storage:
-                    outs.append(None)
-                elif t.numel() == 0 or t.storage_offset() != 0 or storage.nbytes() < t.numel() * t.element_size():
-                    raise NotReplayable(f"{func._overloadpacket.__name__} returns a view or an empty tensor")
+                if t.numel() == 0 or (found is not None and found[1]() is storage):
+                    outs.append(None)  # an empty tensor is never read: a later step reading it refuses
+                elif t.storage_offset() != 0 or storage.nbytes() < t.numel() * t.element_size():
+                    raise NotReplayable(f"{func._overloadpacket.__name__} returns a view")
                 else:
                     outs.append(self._new_slot(storage, (tuple(t.shape), t.stride(), t.dtype, t.device)))
             self.steps.append(_EagerStep(func, template, outs))
