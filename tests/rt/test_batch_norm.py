@@ -77,3 +77,20 @@ def test_training_batch_norm_runs_eagerly_with_its_running_statistics():
     for mine, theirs in zip(block.buffers(), expected_block.buffers()):
         assert_same(mine, theirs, what="running statistics")
     assert {f.op for f in session.report.fallbacks} == {"native_batch_norm"}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype, layout", [(torch.float32, torch.contiguous_format),
+                                           (torch.bfloat16, torch.channels_last)])
+def test_a_conv_block_with_batch_norm_on_the_gpu(dtype, layout):
+    """cuDNN's batch norm op is the one the capture sees on CUDA."""
+    block = _conv_block().to(device="cuda", dtype=dtype, memory_format=layout)
+    fast = fusionrt.jit(block)
+    with torch.no_grad():
+        for seed in range(3):
+            x = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
+            x = x.to(device="cuda", dtype=dtype, memory_format=layout)
+            assert_same(fast(x), block(x), low_precision_inside=dtype == torch.bfloat16)
+    assert (fast.stats.recordings, fast.stats.replays) == (1, 2), fast.stats.last_recording
+    assert not fast.report.fallbacks

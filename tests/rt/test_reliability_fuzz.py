@@ -74,11 +74,11 @@ def _exec(lines: list[str], x: torch.Tensor) -> dict[str, torch.Tensor]:
     return {k: v for k, v in env.items() if isinstance(v, torch.Tensor)}
 
 
-def random_program(seed: int) -> tuple[torch.Tensor, list[str]]:
+def random_program(seed: int, device: str = "cpu") -> tuple[torch.Tensor, list[str]]:
     """Each candidate line is kept only if the program still runs eagerly with it."""
     rng = random.Random(seed)
     shape = tuple(rng.choice([2, 3, 5]) for _ in range(rng.choice([1, 2, 2, 3])))
-    x = rand(*shape, dtype=rng.choice(DTYPES), generator=torch.Generator().manual_seed(seed))
+    x = rand(*shape, dtype=rng.choice(DTYPES), generator=torch.Generator().manual_seed(seed)).to(device)
     lines, names = ["e0 = x * 1"], ["e0"]
     live = list(_exec(lines, x.clone()))
     for _ in range(rng.choice([6, 10, 14])):
@@ -99,8 +99,19 @@ def random_program(seed: int) -> tuple[torch.Tensor, list[str]]:
 
 @pytest.mark.parametrize("chunk", range(4))
 def test_random_programs_with_escapes_give_eager_results(chunk):
-    for seed in range(chunk * 25, chunk * 25 + 25):
-        x, lines = random_program(seed)
+    _check_programs(range(chunk * 25, chunk * 25 + 25), "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_random_programs_with_escapes_on_the_gpu():
+    """The generated Triton kernels, CUDA's allocator and its streams."""
+    _check_programs(range(40), "cuda")
+
+
+def _check_programs(seeds: range, device: str) -> None:
+    for seed in seeds:
+        x, lines = random_program(seed, device)
         program = "\n".join(lines)
         expected = _exec(lines, x.clone())
         with fusionrt.lazy() as session:

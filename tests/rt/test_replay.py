@@ -318,3 +318,16 @@ def test_jit_of_a_module_replays_and_reads_its_current_parameters():
         block.train()
         fast(ids)
         assert fast.stats.recordings == 3  # the mode is guarded
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_jit_of_a_module_with_fallbacks_on_the_gpu():
+    torch.manual_seed(0)
+    block = _Block().eval().cuda()
+    fast = fusionrt.jit(block)
+    with torch.no_grad():
+        for seed in range(3):
+            ids = torch.randint(0, 50, (4, 33), generator=torch.Generator().manual_seed(seed)).cuda()
+            assert_same(fast(ids), block(ids), what=f"call {seed}")
+    assert (fast.stats.recordings, fast.stats.replays) == (1, 2), fast.stats.last_recording
