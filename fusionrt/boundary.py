@@ -110,9 +110,14 @@ class ThreadGuard:
 
 
 def _flush_owners(values: Any) -> None:
+    """Flush the blocks of other threads that still owe a tensor in ``values``. When this
+    thread is in a block of its own, the ops seen here are that block's own eager work (views,
+    fallbacks), and its capture already settles what they read."""
     from .capture import BINDING, _flat, user_source
-    from .session import flush_owner
+    from .session import current, flush_owner
 
+    if current() is not None:
+        return
     for t in _flat(values):
         if isinstance(t, torch.Tensor):
             binding = t.__dict__.get(BINDING)

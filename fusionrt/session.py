@@ -374,8 +374,8 @@ def flush_owner(binding: tuple, source: str) -> None:
     """Write what another thread's block still owes a tensor this thread reads. The owner
     records under its lock, so the flush waits for the op it is in the middle of."""
     owner = _live.get(binding[0])
-    if owner is None:
-        return  # that block has ended: the binding is left over, the memory is written
+    if owner is None or owner is current():
+        return  # that block has ended (the memory is written), or it is this thread's own
     if not owner.lock.acquire(timeout=FOREIGN_FLUSH_TIMEOUT_S):
         raise RuntimeError("fusionrt: a tensor pending in another thread's lazy block was read while "
                            "that thread waits on this one; call fusionrt.sync() before handing it over")

@@ -297,6 +297,31 @@ def test_blocks_in_several_threads_at_once():
     assert sums == {k: pytest.approx(float((x * k + 1).sum()), rel=1e-5) for k in (2, 3, 4)}
 
 
+def test_blocks_in_threads_started_while_other_blocks_are_open_stay_their_own():
+    """A thread started while another block is open is guarded; its own block's eager work
+    (views, fallbacks) must not be taken for reads of another thread's pending tensors."""
+    x = fresh(64)
+    expected = {k: (x.view(8, 8).t() * k + 1).cumsum(0)[::2] for k in (2, 3, 4)}
+    for _ in range(60):
+        results, errors = {}, []
+
+        def own_block(k: int) -> None:
+            try:
+                with fusionrt.lazy():
+                    results[k] = (x.view(8, 8).t() * k + 1).cumsum(0)[::2]
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=own_block, args=(k,)) for k in (2, 3, 4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        for k in (2, 3, 4):
+            torch.testing.assert_close(results[k], expected[k])
+
+
 def test_blocks_still_do_not_nest_in_one_thread():
     with fusionrt.lazy():
         with pytest.raises(RuntimeError, match="do not nest"):
