@@ -41,7 +41,7 @@ from fusionlint.config import find_config_file, load_config
 from fusionlint.engine import lint_source
 from fusionlint.model import Finding, FixMode, LintOptions
 from fusionlint.notebook import code_cells, unmask
-from fusionrt.executors import EXECUTORS
+from fusionrt.executors import EXECUTORS, MissingTriton, require
 from fusionrt.report import Comparison, Report, mimebundle
 from fusionrt.schedule import POLICIES
 
@@ -500,6 +500,11 @@ class FuseMagics(Magics):
             raise UsageError("--compare and -o need a run: drop --no-run")
         if args.output and not args.output.isidentifier():
             raise UsageError(f"-o needs a variable name, not {args.output!r}")
+        if not args.no_run:
+            try:
+                require(args.executor)  # a missing triton is one line, not a traceback
+            except MissingTriton as exc:
+                raise UsageError(str(exc)) from None
         shell = self.shell
         namespace = shell.user_ns
         result = FuseResult()

@@ -26,7 +26,7 @@ from typing import TextIO
 from rich.console import Console, RenderableType
 
 from . import lazy
-from .executors import EXECUTORS
+from .executors import EXECUTORS, MissingTriton, require
 from .report import PLAIN_WIDTH, Report, compare
 from .schedule import POLICIES
 
@@ -242,5 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.command is None:
         parser.print_help(sys.stderr)
+        return 2
+    try:
+        require(options.executor)  # a missing triton is one line, before the script runs
+    except MissingTriton as exc:
+        print(exc, file=sys.stderr)
         return 2
     return options.handler(options)

@@ -112,3 +112,24 @@ def test_fuse_magic_without_triton():
     """)
     assert out.returncode == 0, out.stderr + out.stdout
     assert out.stdout.strip().splitlines()[-1] == "ok"
+
+
+def test_asking_for_generated_kernels_without_triton_is_one_line_in_the_cli_and_the_magic(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text("print('the script ran')\n")
+    out = _run("""
+        from fusionrt.cli import main
+        code = main(["run", "--executor", "interpret", sys.argv[1]])
+        from IPython.testing import globalipapp
+
+        shell = globalipapp.start_ipython() or globalipapp.get_ipython()
+        shell.run_line_magic("load_ext", "fusionrt")
+        result = shell.run_cell("%%fuse --executor triton\\ny = 1\\n")
+        print("exit", code, type(result.error_in_exec).__name__, "y" in shell.user_ns)
+    """, str(script))
+    assert out.returncode == 0, out.stderr
+    assert "the script ran" not in out.stdout and "Traceback" not in out.stderr + out.stdout
+    assert out.stderr.strip().splitlines() == [
+        "fusionrt: the 'interpret' executor needs triton (pip install triton)",
+        "UsageError: fusionrt: the 'triton' executor needs triton (pip install triton)"]
+    assert out.stdout.strip().splitlines()[-1] == "exit 2 UsageError False"
