@@ -12,6 +12,7 @@ docs/replay.md states what the guards cover and what they do not.
 from __future__ import annotations
 
 import functools
+import gc
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
@@ -184,6 +185,7 @@ class ProgramRecorder:
         self.steps: list[Any] = []
         self.fresh: list[tuple] = []  # storages the call creates: (shape, stride, dtype, device)
         self._holders: list[weakref.ref] = []  # each fresh storage, to see what outlives the call
+        self._made_by: list[str] = []  # what made each fresh storage, for the reason a call is refused
         self.constants: list[Optional[torch.Tensor]] = []  # a copy of each constant's storage
         self._constant_holders: list[weakref.ref] = []
         self._slots: dict[int, tuple[Slot, weakref.ref]] = {}  # storage data_ptr -> slot, its storage
@@ -212,7 +214,8 @@ class ProgramRecorder:
                     if found is not None and found[1]() is storage:
                         homes[w.node] = found[0]
                     else:
-                        homes[w.node] = self._new_slot(storage, _allocation(trace.plan.nodes, storage))
+                        homes[w.node] = self._new_slot(storage, _allocation(trace.plan.nodes, storage),
+                                                       f"{w.node.record or w.node.op} at {w.node.source}")
             self.steps.append(_FlushStep(trace.plan.plan, leaf_refs, homes))
         except NotReplayable as why:
             self.refuse(str(why))
@@ -232,7 +235,8 @@ class ProgramRecorder:
                 elif t.storage_offset() != 0 or storage.nbytes() < t.numel() * t.element_size():
                     raise NotReplayable(f"{func._overloadpacket.__name__} returns a view")
                 else:
-                    outs.append(self._new_slot(storage, (tuple(t.shape), t.stride(), t.dtype, t.device)))
+                    outs.append(self._new_slot(storage, (tuple(t.shape), t.stride(), t.dtype, t.device),
+                                               func._overloadpacket.__name__))
             self.steps.append(_EagerStep(func, template, outs))
         except NotReplayable as why:
             self.refuse(str(why))
@@ -249,10 +253,13 @@ class ProgramRecorder:
         if not self.steps:
             raise NotReplayable("no ops")
         out_ptrs = {_ptr(t) for t in _tree_tensors(result)}
-        for holder in self._holders:
+        if any(h() is not None and h().data_ptr() not in out_ptrs for h in (*self._holders, *self._constant_holders)):
+            gc.collect()  # frames caught in a reference cycle (hooks, closures) hold tensors until collected
+        for holder, made_by, (shape, _, dtype, _) in zip(self._holders, self._made_by, self.fresh):
             storage = holder()
             if storage is not None and storage.data_ptr() not in out_ptrs:
-                raise NotReplayable("keeps a tensor alive that it does not return")
+                raise NotReplayable(f"keeps a tensor alive that it does not return ({tuple(shape)} "
+                                    f"{str(dtype).removeprefix('torch.')}, made by {made_by})")
         for holder, copy in zip(self._constant_holders, self.constants):
             if holder() is not None:
                 raise NotReplayable("reads a tensor that is not one of its arguments (a global, a closure "
@@ -264,9 +271,10 @@ class ProgramRecorder:
 
     # -- slots ------------------------------------------------------------------------------------
 
-    def _new_slot(self, storage: Any, allocation: tuple) -> Slot:
+    def _new_slot(self, storage: Any, allocation: tuple, made_by: str) -> Slot:
         slot = ("fresh", len(self.fresh))
         self.fresh.append(allocation)
+        self._made_by.append(made_by)
         self._holders.append(weakref.ref(storage))
         self._slots[storage.data_ptr()] = (slot, self._holders[-1])
         return slot

@@ -3,6 +3,7 @@ report exactly what a planned call reports; anything the guards cannot vouch for
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 
 import pytest
@@ -331,3 +332,31 @@ def test_jit_of_a_module_with_fallbacks_on_the_gpu():
             ids = torch.randint(0, 50, (4, 33), generator=torch.Generator().manual_seed(seed)).cuda()
             assert_same(fast(ids), block(ids), what=f"call {seed}")
     assert (fast.stats.recordings, fast.stats.replays) == (1, 2), fast.stats.last_recording
+
+
+def test_a_tensor_held_only_by_a_reference_cycle_does_not_stop_replay():
+    """Hooks and closures (transformers' output capturing) leave frames in cycles: what they
+    hold is garbage, not kept alive, once the collector runs."""
+    def with_cycle(x):
+        h = x * 2
+        box: dict = {"h": h}
+        box["self"] = box
+        return h.sum(-1) + 1
+
+    fast = fusionrt.jit(with_cycle)
+    gc.disable()
+    try:
+        for seed in range(3):
+            x = rand(4, 8, generator=torch.Generator().manual_seed(seed))
+            assert_same(fast(x), with_cycle(x))
+    finally:
+        gc.enable()
+    assert (fast.stats.recordings, fast.stats.replays) == (1, 2), fast.stats.last_recording
+
+
+def test_the_refusal_names_what_is_kept_alive():
+    fast = fusionrt.jit(lambda x: _STASH.append(x * 2) or x + 1)
+    fast(rand(8))
+    fast(rand(8))  # the second call says why the first one could not be replayed
+    _STASH.clear()
+    assert "(8,) float32, made by mul at" in fast.stats.last_recording
