@@ -292,7 +292,7 @@ class _Block(torch.nn.Module):
         self.register_buffer("scale", torch.linspace(0.5, 1.5, 16))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(ids.shape[-1])
+        positions = torch.arange(ids.shape[-1], device=ids.device)
         h = self.embed(ids) + self.embed(positions)
         h = h + self.down(F.gelu(self.up(self.norm(h)))) * self.scale
         return torch.cumsum(h, -1)[..., -1]
