@@ -14,13 +14,13 @@ runs a fresh plan, so a replayed flush launches the same kernels and reports the
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
 
+from .bounded import LRUCache
 from .graph import Leaf, Node, Use
 from .plan import Flags, Plan
 
@@ -56,13 +56,13 @@ class PlanCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
         self.stats = CacheStats()
-        self._plans: OrderedDict[tuple, CachedPlan] = OrderedDict()
+        self._plans: LRUCache[CachedPlan] = LRUCache(max_entries)
 
     def __len__(self) -> int:
         return len(self._plans)
 
     def clear(self) -> None:
-        self._plans.clear()
+        self._plans = LRUCache(self.max_entries)
         self.stats = CacheStats()
 
     def get(self, key: tuple) -> Optional[CachedPlan]:
@@ -73,18 +73,15 @@ class PlanCache:
             return None
         if found is None:
             self.stats.misses += 1
-            return None
-        self.stats.hits += 1
-        self._plans.move_to_end(key)
+        else:
+            self.stats.hits += 1
         return found
 
     def put(self, key: tuple, entry: CachedPlan) -> None:
         try:
-            self._plans[key] = entry
+            self._plans.put(key, entry)
         except TypeError:
-            return
-        if len(self._plans) > self.max_entries:
-            self._plans.popitem(last=False)
+            pass
 
 
 PLANS = PlanCache()

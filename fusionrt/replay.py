@@ -23,7 +23,7 @@ from .executors import Executor, get_executor
 from .graph import Leaf, Node, Use, numel
 from .plan import KernelInput, Plan
 from .report import Report
-from .runtime import _writes_of, cublaslt_matmul, extern_call, tensor_of
+from .runtime import cublaslt_matmul, extern_call, tensor_of, writes_of
 from .session import FlushTrace, Session, current
 
 MAX_PROGRAMS = 64  # argument signatures remembered per function
@@ -431,8 +431,8 @@ class _FlushStep:
         self.plan = plan
         self.leaf_refs = leaf_refs  # each leaf the plan reads <- its slot (and layout)
         self.homes = homes  # node written home -> its slot
-        writes_of = _writes_of(plan)  # a node may go to scratch first and home in a later copy
-        self._home_nodes = [{w.node for w in writes_of.get(k, []) if w.home} for k in range(len(plan.kernels))]
+        writes = writes_of(plan)  # a node may go to scratch first and home in a later copy
+        self._home_nodes = [{w.node for w in writes.get(k, []) if w.home} for k in range(len(plan.kernels))]
         self._views: dict[tuple, Optional[tuple]] = {}  # (input, layout read) -> strides, offset
         self._externs = {k.extern: (*extern_call(k), _argument_builder(k.extern.args))
                          for k in plan.kernels if k.extern is not None}

@@ -51,11 +51,11 @@ class Runner:
                 flush: int) -> tuple[list[KernelRecord], list[Write]]:
         bound = self.bind(plan, leaves)
         bound()
-        writes_of = _writes_of(plan)
+        writes_by_kernel = writes_of(plan)
         records: list[KernelRecord] = []
         writes: list[Write] = []
         for k, planned in enumerate(plan.kernels):
-            kernel_writes = writes_of.get(k, [])
+            kernel_writes = writes_by_kernel.get(k, [])
             index = first_kernel + k
             for w in kernel_writes:
                 writes.append(Write(tuple(w.node.shape), dtype_name(w.node.dtype), w.node.nbytes,
@@ -73,11 +73,11 @@ class Runner:
         """Resolve every kernel's inputs and destinations (home tensors, or scratch laid out
         like them); nothing runs until the result is called."""
         buffers: dict[Node, torch.Tensor] = {}
-        writes_of = _writes_of(plan)
+        writes = writes_of(plan)
         steps: list[Callable[[], Any]] = []
         read: list[int] = []
         for k, planned in enumerate(plan.kernels):
-            home = {w.node for w in writes_of.get(k, []) if w.home}
+            home = {w.node for w in writes.get(k, []) if w.home}
             if planned.kernel is not None:
                 step, n = self._fused(planned, leaves, buffers, home)
             elif planned.extern is not None:
@@ -194,11 +194,12 @@ def conv_relu(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
                              groups).relu_()
 
 
-def _writes_of(plan: Plan) -> dict[int, list[PlannedWrite]]:
-    writes_of: dict[int, list[PlannedWrite]] = {}
+def writes_of(plan: Plan) -> dict[int, list[PlannedWrite]]:
+    """Kernel index -> the writes it makes (a node may go to scratch in one, home in a later copy)."""
+    writes: dict[int, list[PlannedWrite]] = {}
     for w in plan.writes:
-        writes_of.setdefault(w.kernel, []).append(w)
-    return writes_of
+        writes.setdefault(w.kernel, []).append(w)
+    return writes
 
 
 def _destination(node: Node, home: bool, device: torch.device) -> torch.Tensor:
