@@ -15,6 +15,7 @@ import functools
 import gc
 import weakref
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any, Callable, Optional, Union
 
 import torch
@@ -352,12 +353,15 @@ class _Program:
         self.report = report
         self.executor = executor
         self._executors: dict[torch.device, Executor] = {}
+        self.frees = _last_uses(steps, output)  # step index -> fresh storages no later step touches
 
     def run(self, tensors: list[torch.Tensor]) -> tuple[Any, Report]:
         bases: list[Optional[torch.Tensor]] = [None] * len(self.fresh)
         with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
-            for step in self.steps:
+            for step, done in zip(self.steps, self.frees):
                 step.run(self, tensors, bases)
+                for i in done:  # as eager frees an intermediate once Python drops it
+                    bases[i] = None
         return self._rebuild(self.output, tensors, bases), self.report
 
     def executor_for(self, device: torch.device) -> Executor:
@@ -396,6 +400,35 @@ class _Program:
         return kind(self._rebuild(v, tensors, bases) for v in template[1])
 
 
+def _last_uses(steps: list[Any], output: Any) -> list[list[int]]:
+    """For each step, the fresh storages it is the last to touch (the result's are kept)."""
+    kept = {i for kind, i in _template_slots(output, result=True) if kind == "fresh"}
+    last: dict[int, int] = {}
+    for j, step in enumerate(steps):
+        for kind, i in step.slots():
+            if kind == "fresh":
+                last[i] = j
+    frees: list[list[int]] = [[] for _ in steps]
+    for i, j in last.items():
+        if i not in kept:
+            frees[j].append(i)
+    return frees
+
+
+def _template_slots(value: Any, result: bool = False) -> Iterator[Slot]:
+    """The slots a template reads: an eager step's arguments, or (``result``) the result's recipe."""
+    if isinstance(value, _Read):
+        yield value.ref[0]
+    elif result and isinstance(value, tuple) and len(value) == 2 and value[0] == "tensor":
+        yield value[1][0]
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _template_slots(v, result)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _template_slots(v, result)
+
+
 class _EagerStep:
     """An op the recording ran eagerly (a fallback, a factory), called again on its slots."""
 
@@ -403,6 +436,10 @@ class _EagerStep:
         self.func = func
         self.template = template
         self.outs = outs
+
+    def slots(self) -> Iterator[Slot]:
+        yield from _template_slots(self.template)
+        yield from (slot for slot in self.outs if slot is not None)
 
     def run(self, program: _Program, tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> None:
         args, kwargs = self._arguments(self.template, program, tensors, bases)
@@ -437,6 +474,10 @@ class _FlushStep:
         self._externs = {k.extern: (*extern_call(k), _argument_builder(k.extern.args))
                          for k in plan.kernels if k.extern is not None}
         self._relaunchers: dict[int, Any] = {}  # kernel index -> its Relauncher, after one run
+
+    def slots(self) -> Iterator[Slot]:
+        yield from (ref[0] for _, ref in self.leaf_refs)
+        yield from self.homes.values()
 
     def run(self, program: _Program, tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> None:
         leaves = {leaf: program.tensor(ref, tensors, bases) for leaf, ref in self.leaf_refs}
