@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Union
 import torch
 
 from .executors import Executor, get_executor
-from .graph import Leaf, Node, Use, numel
+from .graph import Leaf, Node, Use, View, numel
 from .plan import KernelInput, Plan
 from .report import Report
 from .runtime import cublaslt_matmul, extern_call, tensor_of, writes_of
@@ -458,6 +458,34 @@ class _EagerStep:
         return value
 
 
+def _last_readers(plan: Plan) -> list[list[Node]]:
+    """For each kernel, the nodes it is the last to produce or read."""
+    last: dict[Node, int] = {}
+
+    def read(src: Any, k: int) -> None:
+        if isinstance(src, Use):
+            src = src.src
+        if isinstance(src, View):
+            src = src.root
+        if isinstance(src, Node):
+            last[src] = k
+        elif isinstance(src, (list, tuple)):
+            for x in src:
+                read(x, k)
+
+    for k, planned in enumerate(plan.kernels):
+        for node in planned.outputs:
+            last[node] = k
+        for inp in planned.inputs:
+            read(inp.view or inp.src, k)
+        if planned.extern is not None:
+            read(planned.extern.args, k)
+    drops: list[list[Node]] = [[] for _ in plan.kernels]
+    for node, k in last.items():
+        drops[k].append(node)
+    return drops
+
+
 class _FlushStep:
     """One flush's plan, run the way the runtime runs it, minus what is the same on every call:
     no report records (the plan decides them, so every replay shares the recorded report
@@ -470,6 +498,7 @@ class _FlushStep:
         self.homes = homes  # node written home -> its slot
         writes = writes_of(plan)  # a node may go to scratch first and home in a later copy
         self._home_nodes = [{w.node for w in writes.get(k, []) if w.home} for k in range(len(plan.kernels))]
+        self._drops = _last_readers(plan)  # kernel -> nodes whose buffers no later kernel reads
         self._views: dict[tuple, Optional[tuple]] = {}  # (input, layout read) -> strides, offset
         self._externs = {k.extern: (*extern_call(k), _argument_builder(k.extern.args))
                          for k in plan.kernels if k.extern is not None}
@@ -503,6 +532,8 @@ class _FlushStep:
             else:  # a scratch result copied home once nothing reads the old data
                 (node,) = planned.outputs
                 self._home(program, node, tensors, bases).copy_(buffers[node])
+            for node in self._drops[k]:  # scratch goes as soon as nothing reads it
+                buffers.pop(node, None)
 
     def _launch(self, program: _Program, k: int, kernel: Any, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         """Kernel ``k``'s outputs, computed into new tensors. Generated kernels are bound once

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import fusionrt
+from fusionrt.graph import Leaf
 from fusionrt.plan_cache import PLANS
 
 from .differential import LOW_PRECISION, assert_same, clone_tree, rand
@@ -381,3 +382,34 @@ def test_a_replay_frees_each_intermediate_after_its_last_reader():
         y = rand(64, generator=torch.Generator().manual_seed(seed))
         assert_same(fast(y), chain(y))
     assert fast.stats.replays == 3
+
+
+def test_a_replayed_plan_drops_each_scratch_buffer_after_its_last_reader():
+    """Inside one plan too: a kernel's scratch result goes once no later kernel reads it."""
+    from fusionrt.replay import _FlushStep, _last_readers
+
+    checked = 0
+    for seed in range(40):
+        x, lines, last = random_program(seed)
+        source = "def program(x):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {last}\n"
+        env = {"torch": torch, "F": F, "fusionrt": fusionrt}
+        exec(source, env)
+        fast = fusionrt.jit(env["program"])
+        with contextlib.redirect_stdout(io.StringIO()):
+            fast(x.clone())
+        program = next(iter(fast._programs.values()))
+        if isinstance(program, str):
+            continue
+        for step in program.steps:
+            if not isinstance(step, _FlushStep):
+                continue
+            dropped_at = {node: k for k, nodes in enumerate(_last_readers(step.plan)) for node in nodes}
+            for k, planned in enumerate(step.plan.kernels):
+                for node in planned.outputs:
+                    assert dropped_at[node] >= k
+                for inp in planned.inputs:
+                    src = (inp.view.root if inp.view is not None else inp.src)
+                    if not isinstance(src, Leaf):
+                        assert dropped_at[src] >= k, source
+                checked += 1
+    assert checked > 50
