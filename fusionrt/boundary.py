@@ -32,10 +32,10 @@ _stance: Any = None  # the compiler stance set while blocks are open, undone at 
 HANDOVERS = (("queue", "Queue", "put"), ("concurrent.futures.thread", "ThreadPoolExecutor", "submit"))
 
 
-def enter() -> None:
+def block_opened() -> None:
     """The first open block installs the wrappers (once per process: installing and removing
     them around every block cost more than recording a small block) and sets the stance."""
-    global _open_blocks, _stance
+    global _open_blocks
     with _lock:
         _open_blocks += 1
         if _open_blocks > 1:
@@ -49,7 +49,7 @@ def enter() -> None:
         _compile_eagerly()
 
 
-def exit() -> None:
+def block_closed() -> None:
     global _open_blocks, _stance
     with _lock:
         _open_blocks -= 1

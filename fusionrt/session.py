@@ -93,7 +93,7 @@ class Session:
         if current() is not None:
             raise RuntimeError("fusionrt.lazy blocks do not nest (this thread is already in one)")
         self._modes = (SyncCapture(self), DispatchCapture(self))
-        boundary.enter()
+        boundary.block_opened()
         for mode in self._modes:
             mode.__enter__()
         _thread.session = self
@@ -109,7 +109,7 @@ class Session:
             for mode in reversed(self._modes):
                 mode.__exit__(None, None, None)
             self._modes = ()
-            boundary.exit()
+            boundary.block_closed()
 
     @contextlib.contextmanager
     def eager(self) -> Iterator[None]:
