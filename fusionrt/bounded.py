@@ -27,12 +27,15 @@ class LRUCache(Generic[V]):
     def get(self, key: Hashable, default: Optional[V] = None) -> Optional[V]:
         """The value for ``key`` (now the most recently used), or ``default``; an unhashable key
         raises TypeError, as a dict does."""
-        with self._lock:
-            try:
-                self._data.move_to_end(key)
-            except KeyError:
-                return default
-            return self._data[key]
+        try:  # no lock: each OrderedDict call is atomic, and a hit is on every recorded op
+            value = self._data[key]
+        except KeyError:
+            return default
+        try:
+            self._data.move_to_end(key)
+        except KeyError:
+            pass  # another thread evicted it meanwhile: the value is still right
+        return value
 
     def put(self, key: Hashable, value: V) -> None:
         """Store ``value``, forgetting the least recently used entry past the bound."""

@@ -108,9 +108,12 @@ class SyncCapture(TorchFunctionMode):
             return func(*args, **kwargs)
         reason = SYNC_METHODS.get(func)
         if reason is None:
-            reason, reads_only = MEMORY_METHODS.get(func, (None, False))
+            memory = MEMORY_METHODS.get(func)
+            if memory is None:
+                return func(*args, **kwargs)
+            reason, reads_only = memory
             pending = session.owes_write if reads_only else session.holds_pending
-            if reason is None or not any(isinstance(t, torch.Tensor) and pending(t) for t in args[:2]):
+            if not any(isinstance(t, torch.Tensor) and pending(t) for t in args[:2]):
                 return func(*args, **kwargs)
         with session.lock:
             session.flush(reason, user_source(), sync=[a for a in args[:2] if isinstance(a, torch.Tensor)])
