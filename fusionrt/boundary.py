@@ -40,13 +40,15 @@ def block_opened() -> None:
         _open_blocks += 1
         if _open_blocks > 1:
             return
+        _compile_eagerly()
+        if len(_patched) == 3 + len(HANDOVERS):
+            return  # every wrapper is in place
         _patch(threading.Thread, "start", _guarded_start)
         for module, owner, name in HANDOVERS:
             if module in sys.modules:  # not imported yet: no object of it can exist
                 _patch(getattr(sys.modules[module], owner), name, _flushing_first)
         _patch(torch.utils.dlpack, "to_dlpack", _flushing_dlpack)
         _patch(torch, "compile", _compiling_eagerly)
-        _compile_eagerly()
 
 
 def block_closed() -> None:
