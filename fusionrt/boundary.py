@@ -41,13 +41,14 @@ def block_opened() -> None:
         if _open_blocks > 1:
             return
         _compile_eagerly()
-        if len(_patched) == 3 + len(HANDOVERS):
+        if len(_patched) == 4 + len(HANDOVERS):
             return  # every wrapper is in place
         _patch(threading.Thread, "start", _guarded_start)
         for module, owner, name in HANDOVERS:
             if module in sys.modules:  # not imported yet: no object of it can exist
                 _patch(getattr(sys.modules[module], owner), name, _flushing_first)
         _patch(torch.utils.dlpack, "to_dlpack", _flushing_dlpack)
+        _patch(torch.utils, "swap_tensors", _flushing_swap)
         _patch(torch, "compile", _compiling_eagerly)
 
 
@@ -179,6 +180,22 @@ def _flushing_dlpack(original: Callable) -> Callable:
         return original(tensor)
 
     return to_dlpack
+
+
+def _flushing_swap(original: Callable) -> Callable:
+    def swap_tensors(t1: torch.Tensor, t2: torch.Tensor) -> None:
+        """Swapping two tensors' insides (``Module._apply`` in swap mode) swaps what a pending
+        node's home or a remembered leaf stands for: what involves them runs first."""
+        from .session import current
+
+        session = current()
+        if session is not None and not session.passthrough and (session.holds_pending(t1) or session.holds_pending(t2)):
+            from .capture import user_source
+
+            session.flush("data", user_source(), sync=[t1, t2])
+        return original(t1, t2)
+
+    return swap_tensors
 
 
 def _compiling_eagerly(original: Callable) -> Callable:

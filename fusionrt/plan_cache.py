@@ -49,6 +49,12 @@ class CachedPlan:
             old.holder, old.home, old.storage, old.source = new.holder, new.home, new.storage, new.source
         return dict(zip(self.leaves, leaf_tensors))
 
+    def release(self) -> None:
+        """Forget the tensors of the flush that ran it: a weak reference kept in the cache would
+        make them impossible to ``torch.utils.swap_tensors`` for as long as the plan is cached."""
+        for node in self.nodes:
+            node.holder = node.home = None
+
 
 class PlanCache:
     """Relative stream key -> ``CachedPlan``, least recently used first out."""

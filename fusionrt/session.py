@@ -302,6 +302,7 @@ class Session:
         entries = list(self._leaves.values())
         report = self.report
         index = len(report.flushes)
+        cached = None
         try:
             key = stream_key(self.policy, nodes, entries, flags)
             cached = PLANS.get(key)
@@ -317,13 +318,15 @@ class Session:
                     self.recorder.flush(FlushTrace(cached, entries, flags))
             with self.eager(), torch.no_grad(), _no_python_dispatch():
                 records, writes = self._runner.execute(cached.plan, leaves, len(report.kernel_records), index)
+            if records and report.executor == "auto":
+                report.executor = resolve_executor("auto", _device_of(leaves, cached.plan))
         finally:
+            if cached is not None:
+                cached.release()
             self._reset()
         report.flushes.append(Flush(reason, source, len(nodes)))
         report.kernel_records.extend(records)
         report.materialized.extend(writes)
-        if records and report.executor == "auto":
-            report.executor = resolve_executor("auto", _device_of(leaves, cached.plan))
 
     def _roots(self, tensors: Sequence[Any]) -> frozenset[Node]:
         out = set()

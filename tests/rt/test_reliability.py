@@ -104,6 +104,37 @@ def test_module_dtype_conversion_inside_a_block(convert):
         torch.testing.assert_close(out, expected)
 
 
+def test_module_conversion_in_swap_mode_and_swap_tensors_of_pending_tensors():
+    """``Module._apply`` swaps tensors' insides when asked to; so can users, with swap_tensors."""
+    torch.manual_seed(0)
+    model, expected_model = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    expected_model.load_state_dict(model.state_dict())
+    x = fresh(3, 4)
+    saved = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        with torch.no_grad(), fusionrt.lazy():
+            model.double()
+            y = model(x.double())
+            a, b = x * 2, x * 3
+            torch.utils.swap_tensors(a, b)
+            z = a + b * 10
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(saved)
+    with torch.no_grad():
+        torch.testing.assert_close(y, expected_model.double()(x.double()))
+    torch.testing.assert_close(z, x * 3 + x * 20)
+
+
+def test_results_of_fusionrt_can_be_swapped_afterwards():
+    """The plan cache keeps no weak reference to a flush's tensors (swap_tensors refuses those)."""
+    x = fresh(8)
+    out, _ = fusionrt.measure(lambda t: t * 2 + 1, x)
+    other = fresh(8)
+    torch.utils.swap_tensors(out, other)
+    torch.testing.assert_close(other, x * 2 + 1)
+
+
 # -- memory reached without dispatch ------------------------------------------------------------
 
 class _Capsule:
