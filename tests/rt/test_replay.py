@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+from typing import Any, Callable
 
 import pytest
 import torch
@@ -258,20 +259,26 @@ def test_jit_under_the_interpreter_counts_like_the_reference():
     assert counts(fast.report) == counts(reference) and fast.report.executor == "interpret"
 
 
+def _random_function(seed: int) -> tuple[torch.Tensor, str, Callable[[torch.Tensor], Any]]:
+    """The differential suite's random program ``seed`` as a function of its input."""
+    x, lines, last = random_program(seed)
+    source = "def program(x):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {last}\n"
+    env = {"torch": torch, "F": F, "fusionrt": fusionrt}
+    exec(source, env)
+    return x, source, env["program"]
+
+
 def test_random_programs_through_jit():
     """The differential suite's random programs as functions: a second call on fresh inputs
     replays when the first was replayable, and always matches eager and the recorded report."""
     replayed = 0
     for seed in range(60):
-        x, lines, last = random_program(seed)
-        source = "def program(x):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {last}\n"
-        env = {"torch": torch, "F": F, "fusionrt": fusionrt}
-        exec(source, env)
-        fast = fusionrt.jit(env["program"])
+        x, source, program = _random_function(seed)
+        fast = fusionrt.jit(program)
         y = _fresh(x, seed + 2000)
         reports = []
         with contextlib.redirect_stdout(io.StringIO()):
-            expected = env["program"](y.clone())
+            expected = program(y.clone())
             for inp in (x.clone(), y.clone()):  # one call site: the same source lines
                 got = fast(inp)
                 reports.append(fast.report)
@@ -390,11 +397,8 @@ def test_a_replayed_plan_drops_each_scratch_buffer_after_its_last_reader():
 
     checked = 0
     for seed in range(40):
-        x, lines, last = random_program(seed)
-        source = "def program(x):\n" + "".join(f"    {line}\n" for line in lines) + f"    return {last}\n"
-        env = {"torch": torch, "F": F, "fusionrt": fusionrt}
-        exec(source, env)
-        fast = fusionrt.jit(env["program"])
+        x, source, program = _random_function(seed)
+        fast = fusionrt.jit(program)
         with contextlib.redirect_stdout(io.StringIO()):
             fast(x.clone())
         program = next(iter(fast._programs.values()))
