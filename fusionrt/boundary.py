@@ -170,13 +170,7 @@ if hasattr(os, "register_at_fork"):
 
 def _flushing_dlpack(original: Callable) -> Callable:
     def to_dlpack(tensor: torch.Tensor) -> Any:
-        from .session import current
-
-        session = current()
-        if session is not None and not session.passthrough and session.holds_pending(tensor):
-            from .capture import user_source
-
-            session.flush("dlpack", user_source(), sync=[tensor])
+        _before_memory_access("dlpack", (tensor,))
         return original(tensor)
 
     return to_dlpack
@@ -186,16 +180,18 @@ def _flushing_swap(original: Callable) -> Callable:
     def swap_tensors(t1: torch.Tensor, t2: torch.Tensor) -> None:
         """Swapping two tensors' insides (``Module._apply`` in swap mode) swaps what a pending
         node's home or a remembered leaf stands for: what involves them runs first."""
-        from .session import current
-
-        session = current()
-        if session is not None and not session.passthrough and (session.holds_pending(t1) or session.holds_pending(t2)):
-            from .capture import user_source
-
-            session.flush("data", user_source(), sync=[t1, t2])
+        _before_memory_access("data", (t1, t2))
         return original(t1, t2)
 
     return swap_tensors
+
+
+def _before_memory_access(reason: str, tensors: tuple) -> None:
+    from .session import current
+
+    session = current()
+    if session is not None:
+        session.before_memory_access(reason, tensors, reads_only=False)
 
 
 def _compiling_eagerly(original: Callable) -> Callable:

@@ -112,9 +112,11 @@ class SyncCapture(TorchFunctionMode):
             if memory is None:
                 return func(*args, **kwargs)
             reason, reads_only = memory
-            pending = session.owes_write if reads_only else session.holds_pending
-            if not any(isinstance(t, torch.Tensor) and pending(t) for t in args[:2]):
-                return func(*args, **kwargs)
+            with session.lock:
+                if not session.before_memory_access(reason, args[:2], reads_only):
+                    return func(*args, **kwargs)
+                with session.eager():
+                    return func(*args, **kwargs)
         with session.lock:
             session.flush(reason, user_source(), sync=[a for a in args[:2] if isinstance(a, torch.Tensor)])
             with session.eager():

@@ -25,7 +25,8 @@ from .graph import Leaf, Node, Use, View, numel
 from .plan import KernelInput, Plan
 from .report import Report
 from .runtime import cublaslt_matmul, extern_call, tensor_of, writes_of
-from .session import FlushTrace, Session, current
+from .plan_cache import CachedPlan
+from .session import Session, current
 
 MAX_PROGRAMS = 64  # argument signatures remembered per function
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]  # shape, stride, storage offset
@@ -201,23 +202,24 @@ class ProgramRecorder:
 
     # -- events (called by the session while the call records) -----------------------------
 
-    def flush(self, trace: FlushTrace) -> None:
+    def flush(self, cached: CachedPlan, entries: list[tuple[Leaf, torch.Tensor]]) -> None:
+        """A flush about to run ``cached`` over the leaves ``entries`` (this flush's own)."""
         if self.why_not is not None:
             return
         try:
             # the plan reads its own leaves: the cached ones, one per leaf of this flush
-            leaf_refs = [(leaf, self._ref(t)) for leaf, (_, t) in zip(trace.plan.leaves, trace.leaves)]
+            leaf_refs = [(leaf, self._ref(t)) for leaf, (_, t) in zip(cached.leaves, entries)]
             homes: dict[Node, Slot] = {}
-            for w in trace.plan.plan.writes:
+            for w in cached.plan.writes:
                 if w.home:
                     storage = w.node.holder()
                     found = self._slots.get(storage.data_ptr())
                     if found is not None and found[1]() is storage:
                         homes[w.node] = found[0]
                     else:
-                        homes[w.node] = self._new_slot(storage, _allocation(trace.plan.nodes, storage),
+                        homes[w.node] = self._new_slot(storage, _allocation(cached.nodes, storage),
                                                        f"{w.node.record or w.node.op} at {w.node.source}")
-            self.steps.append(_FlushStep(trace.plan.plan, leaf_refs, homes))
+            self.steps.append(_FlushStep(cached.plan, leaf_refs, homes))
         except NotReplayable as why:
             self.refuse(str(why))
 

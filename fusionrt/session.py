@@ -18,7 +18,6 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import torch
@@ -56,15 +55,6 @@ def shared_runner(executor: str) -> Runner:
     if runner is None:
         runner = _runners[key] = Runner(executor)
     return runner
-
-
-@dataclass(eq=False)
-class FlushTrace:
-    """One flush as run: its (possibly reused) plan, the leaves it read and the flags."""
-
-    plan: CachedPlan
-    leaves: list[tuple[Leaf, torch.Tensor]]
-    flags: Flags
 
 
 class Session:
@@ -213,6 +203,17 @@ class Session:
         pending op (or a leaf remembered for ``t``) has yet to read."""
         return id(t) in self._leaves or self.owes_write(t)
 
+    def before_memory_access(self, reason: str, tensors: Sequence[Any], reads_only: bool) -> bool:
+        """Flush before code reaches these tensors' memory without dispatch, when it would see a
+        value not written yet (or, unless ``reads_only``, change one a pending op has yet to
+        read). True when it flushed."""
+        tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+        pending = self.owes_write if reads_only else self.holds_pending
+        if self.passthrough or not any(pending(t) for t in tensors):
+            return False
+        self.flush(reason, _source(), sync=tensors)
+        return True
+
     def use(self, t: torch.Tensor, shape: tuple[int, ...], recompute: bool = False) -> Use:
         return Use(self.read(t), IndexMap.broadcast(shape, t.shape), recompute)
 
@@ -315,8 +316,8 @@ class Session:
                 leaves = cached.rebind(nodes, [t for _, t in entries])
             if self.recorder is not None:
                 with _no_python_dispatch():  # the recorder reads storages: no mode may see it
-                    self.recorder.flush(FlushTrace(cached, entries, flags))
-            with self.eager(), torch.no_grad(), _no_python_dispatch():
+                    self.recorder.flush(cached, entries)
+            with torch.no_grad(), _no_python_dispatch():
                 records, writes = self._runner.execute(cached.plan, leaves, len(report.kernel_records), index)
             if records and report.executor == "auto":
                 report.executor = resolve_executor("auto", _device_of(leaves, cached.plan))
