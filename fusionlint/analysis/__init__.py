@@ -1,0 +1,69 @@
+"""What the rules know about a file: torch imports, tensor names, op classes and liveness.
+
+Heuristics (documented in docs/engine.md), all static and local to one file:
+
+- torch names come from the file's imports (``import torch as th``, ``import torch.nn.functional
+  as F``, ``from torch import Tensor, matmul``); a file that never imports torch has no tensors.
+- a name holds a tensor when it is a parameter annotated ``Tensor``/``torch.*Tensor`` (also inside
+  ``Optional[...]`` or ``... | None``), an argument of ``forward`` (unless annotated otherwise or
+  defaulting to a non-``None`` constant), or is assigned from a tensor expression anywhere in its
+  scope (flow-insensitive, to a fixpoint): a torch / ``F.*`` call that returns tensors, a tensor
+  method or tensor attribute (``.T``, ``.data``) of a tensor, arithmetic and indexing with a tensor
+  operand. ``self.<attr>`` is a (concrete) tensor when the class assigns it an ``nn.Parameter`` or
+  a torch call, or registers it as a buffer.
+- liveness is conservative along straight-line statement sequences: a read in a later statement,
+  in a loop that repeats the statement, in an exception handler that may follow, in a nested
+  function or lambda (a closure), or after ``locals()``/``eval`` keeps a name alive.
+
+One module per idea: ``facts`` (the file's imports and classes), ``scope`` (scopes, blocks and
+statements), ``nodes`` (small helpers over libcst nodes), ``collect`` (the one pass that builds
+the scopes), ``flow`` (statements in flow order), ``compute`` (compute-bound statements and the
+element-wise work that may move past them).
+"""
+from fusionlint.analysis.collect import collect_scopes
+from fusionlint.analysis.compute import (
+    ComputeSite,
+    compute_statements,
+    elementwise_assignment,
+    is_elementwise_expr,
+)
+from fusionlint.analysis.facts import ModuleFacts, module_facts
+from fusionlint.analysis.flow import inner_blocks, own_parts, scope_statements, statements_after, statements_before
+from fusionlint.analysis.nodes import (
+    ancestors,
+    children,
+    count_name,
+    dotted_name,
+    is_method_call,
+    names_of,
+    reaching_value,
+    root_name,
+)
+from fusionlint.analysis.scope import Block, Scope, Site, StatementRef
+
+__all__ = [
+    "Block",
+    "ComputeSite",
+    "ModuleFacts",
+    "Scope",
+    "Site",
+    "StatementRef",
+    "ancestors",
+    "children",
+    "collect_scopes",
+    "compute_statements",
+    "count_name",
+    "dotted_name",
+    "elementwise_assignment",
+    "inner_blocks",
+    "is_elementwise_expr",
+    "is_method_call",
+    "module_facts",
+    "names_of",
+    "own_parts",
+    "reaching_value",
+    "root_name",
+    "scope_statements",
+    "statements_after",
+    "statements_before",
+]

@@ -1,0 +1,204 @@
+"""Small helpers over libcst nodes: names, children, a read-only walker, reads and stores."""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+if TYPE_CHECKING:
+    from fusionlint.analysis.scope import StatementRef
+
+
+
+def dotted_name(expr: cst.BaseExpression) -> str | None:
+    """``torch.nn.functional.linear`` for a chain of names and attributes, else None."""
+    parts = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not isinstance(expr, cst.Name):
+        return None
+    parts.append(expr.value)
+    return ".".join(reversed(parts))
+
+
+def root_name(expr: cst.BaseExpression) -> str | None:
+    """``a`` for ``a``, ``a[0]``, ``a.b[1:]``: the variable an in-place write through ``expr`` hits."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+_SKIPPED_FIELDS = frozenset(
+    """lpar rpar leading_lines lines_after_decorators trailing_whitespace comma equal semicolon colon
+    dot lbracket rbracket lbrace rbrace operator asynchronous header footer newline star keyword
+    attr name""".split()
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The child nodes that hold code (no whitespace, punctuation, attribute or keyword names).
+
+    libcst's own traversal rebuilds every node it passes, several times slower than reading
+    the dataclass fields; the rules only read, so this is all they need.
+    """
+    fields = _CHILD_FIELDS.get(type(node))
+    if fields is None:
+        fields = _CHILD_FIELDS[type(node)] = tuple(
+            f.name for f in dataclasses.fields(node) if f.name not in _SKIPPED_FIELDS and "whitespace" not in f.name
+        )
+    found = []
+    for name in fields:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            found.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return found
+
+
+_HANDLERS: dict[tuple[type, type], tuple] = {}
+
+
+class Walker:
+    """A read-only visitor over ``children``: ``visit_<Node>`` (False skips the children) and
+    ``leave_<Node>`` methods, like libcst's ``CSTVisitor``."""
+
+    def walk(self, node: cst.CSTNode) -> None:
+        key = (type(self), type(node))
+        handlers = _HANDLERS.get(key)
+        if handlers is None:
+            name = type(node).__name__
+            handlers = _HANDLERS[key] = (getattr(type(self), f"visit_{name}", None), getattr(type(self), f"leave_{name}", None))
+        visit, leave = handlers
+        if visit is None or visit(self, node) is not False:
+            for child in children(node):
+                self.walk(child)
+        if leave is not None:
+            leave(self, node)
+
+
+def count_name(node: cst.CSTNode, name: str) -> int:
+    """How often the variable ``name`` occurs in ``node`` (attribute names are not variables)."""
+    if isinstance(node, cst.Name):
+        return int(node.value == name)
+    return sum(count_name(child, name) for child in children(node))
+
+
+def names_of(statement: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
+    """(names read, names assigned unconditionally) by a statement; reads include closures."""
+    use = _NameUse()
+    use.walk(statement)
+    defs = frozenset(use.stores) if isinstance(statement, cst.SimpleStatementLine) else frozenset()
+    return frozenset(use.reads), defs
+
+
+def reaching_value(ref: StatementRef, name: str) -> cst.BaseExpression | None:
+    """The value of the nearest ``name = value`` before ``ref`` in its block, if that is surely
+    what ``name`` holds at ``ref``: only simple statements between, none assigning ``name``."""
+    for earlier in ref.earlier():
+        if not isinstance(earlier.node, cst.SimpleStatementLine):
+            return None
+        if name not in names_of(earlier.node)[1]:
+            continue
+        small = earlier.simple
+        if (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+            and small.targets[0].target.value == name
+        ):
+            return small.value
+        return None
+    return None
+
+
+def ancestors(root: cst.CSTNode, node: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The nodes from ``node``'s parent up to ``root``, nearest first; None if ``node`` is not in it."""
+    if root is node:
+        return []
+    for child in children(root):
+        path = ancestors(child, node)
+        if path is not None:
+            return [*path, root]
+    return None
+
+
+class _NameUse(Walker):
+    """Reads and plain-name stores; over-approximates reads (conservative for liveness)."""
+
+    def __init__(self) -> None:
+        self.reads: set[str] = set()
+        self.stores: set[str] = set()
+
+    def _store(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.stores.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._store(el.value)
+        elif isinstance(target, cst.StarredElement):
+            self._store(target.value)
+        else:
+            self.walk(target)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.reads.add(node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> bool:
+        self.walk(node.value)
+        for target in node.targets:
+            self._store(target.target)
+        return False
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
+        if node.value is not None:
+            self.walk(node.value)
+        self._store(node.target)
+        return False
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> bool:
+        self.walk(node.value)
+        self.walk(node.target)
+        self._store(node.target)
+        return False
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
+        self.walk(node.value)
+        self._store(node.target)
+        return False
+
+    def visit_For(self, node: cst.For) -> bool:
+        self.walk(node.iter)
+        self.walk(node.body)
+        if node.orelse is not None:
+            self.walk(node.orelse)
+        return False
+
+    def visit_Param(self, node: cst.Param) -> bool:
+        if node.default is not None:
+            self.walk(node.default)
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.walk(node.params)
+        self.walk(node.body)
+        for decorator in node.decorators:
+            self.walk(decorator)
+        return False
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+
+def is_method_call(expr: cst.BaseExpression, name: str) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == name
+
+
+def is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"

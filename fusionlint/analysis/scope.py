@@ -1,0 +1,300 @@
+"""Scopes and blocks: a function or module body, its statements, and what the rules ask about it
+(which names hold tensors, which op a node is, whether a value is read later)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis.facts import ModuleFacts
+from fusionlint.analysis.nodes import dotted_name, names_of
+from fusionlint.ops import COMPUTE, VIEW, VIEW_ATTRIBUTES, OpTables
+
+_TORCH_OP_MODULES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg", "torch.fft")
+_NON_TENSOR_TORCH_PREFIXES = tuple(
+    f"torch.{m}."
+    for m in """nn cuda backends distributed jit utils fx onnx compiler _dynamo autograd optim testing
+    library hub distributions profiler amp cpu mps xpu export func overrides""".split()
+)
+_NON_TENSOR_TORCH = frozenset(
+    "torch." + n
+    for n in """device dtype Size finfo iinfo is_tensor is_floating_point is_complex is_grad_enabled
+    get_default_dtype set_default_dtype manual_seed seed Generator no_grad enable_grad
+    inference_mode set_grad_enabled autocast compile save load numel broadcast_shapes result_type
+    promote_types can_cast typename is_autocast_enabled is_storage use_deterministic_algorithms
+    set_printoptions get_rng_state set_rng_state is_nonzero""".split()
+)
+_TENSOR_TORCH_NN = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
+_NON_TENSOR_METHODS = frozenset(
+    """item tolist size dim ndimension numel nelement stride data_ptr is_contiguous element_size
+    numpy get_device storage untyped_storage is_floating_point is_complex equal type register_hook
+    backward dim_order nbytes itemsize is_set_to __len__ __repr__ __str__""".split()
+)
+_TENSOR_ATTRIBUTES = VIEW_ATTRIBUTES | {"data", "grad", "real", "imag"}
+
+
+
+@dataclass(eq=False)
+class Block:
+    """A straight-line statement sequence: a module body or an indented block."""
+
+    statements: Sequence[cst.BaseStatement]
+    scope: "Scope"
+    parent: "StatementRef | None"  # the compound statement owning this block; None at scope level
+    node: cst.CSTNode
+
+
+@dataclass(frozen=True, eq=False)
+class StatementRef:
+    node: cst.BaseStatement
+    block: Block
+    index: int
+
+    @property
+    def simple(self) -> cst.BaseSmallStatement | None:
+        """The only small statement of a one-statement line, else None (no fix touches the rest)."""
+        if isinstance(self.node, cst.SimpleStatementLine) and len(self.node.body) == 1:
+            return self.node.body[0]
+        return None
+
+    def later(self) -> Iterator["StatementRef"]:
+        block = self.block
+        for i in range(self.index + 1, len(block.statements)):
+            yield StatementRef(block.statements[i], block, i)
+
+    def earlier(self) -> Iterator["StatementRef"]:
+        """Statements before this one in its block, nearest first."""
+        block = self.block
+        for i in range(self.index - 1, -1, -1):
+            yield StatementRef(block.statements[i], block, i)
+
+
+@dataclass(frozen=True)
+class Site:
+    """An interesting node (a call, a ``.T``, an ``@``) and the statement holding it."""
+
+    node: cst.CSTNode
+    statement: StatementRef
+    conditional: bool  # inside a lambda, comprehension, conditional expression or and/or
+
+
+@dataclass(eq=False)
+class Scope:
+    """A function body or the module body, with what the rules ask about it."""
+
+    node: cst.Module | cst.FunctionDef
+    facts: ModuleFacts
+    ops: OpTables
+    class_name: str | None = None
+    unit: cst.BaseStatement | None = None  # the top-level statement holding a function scope
+    tensors: set[str] = field(default_factory=set)
+    params: set[str] = field(default_factory=set)
+    escaped: set[str] = field(default_factory=set)  # read by a closure or declared global/nonlocal
+    inplace: set[str] = field(default_factory=set)  # written in place somewhere in the scope
+    # mentions backward/requires_grad_/detach/... (a detach cloned at once does not count): clones may be needed
+    autograd: bool = False
+    dynamic: bool = False  # locals()/vars()/eval/exec: liveness unknowable
+    sites: dict[str, list[Site]] = field(default_factory=lambda: defaultdict(list))
+    assignments: list[tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)
+
+    @property
+    def is_module(self) -> bool:
+        return isinstance(self.node, cst.Module)
+
+    # --- tensors and op classes -------------------------------------------------------------
+
+    def torch_name(self, expr: cst.BaseExpression) -> str | None:
+        dotted = dotted_name(expr)
+        return self.facts.canonical(dotted) if dotted else None
+
+    def op(self, node: cst.CSTNode) -> tuple[str, str | None, cst.BaseExpression | None] | None:
+        """(op name, op class, main tensor operand) of a torch op node, or None.
+
+        The main operand is the receiver of a method (``x`` in ``x.sum()``) or the first
+        positional argument of a function (``x`` in ``torch.sum(x)``).
+        """
+        if isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, cst.MatrixMultiply) and (
+                self.is_tensor(node.left) or self.is_tensor(node.right)
+            ):
+                return "@", COMPUTE, node.left
+            return None
+        if isinstance(node, cst.Attribute):
+            if node.attr.value in VIEW_ATTRIBUTES and self.is_tensor(node.value):
+                return node.attr.value, VIEW, node.value
+            return None
+        if not isinstance(node, cst.Call):
+            return None
+        func = node.func
+        if isinstance(func, cst.Attribute) and self.is_tensor(func.value):
+            name = func.attr.value
+            return name, self.ops.op_class(name), func.value
+        canonical = self.torch_name(func)
+        if canonical is None:
+            return None
+        module, _, name = canonical.rpartition(".")
+        if module not in _TORCH_OP_MODULES:
+            return None
+        first = node.args[0].value if node.args and node.args[0].keyword is None and not node.args[0].star else None
+        return name, self.ops.op_class(name), first
+
+    def is_tensor(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Name):
+            return expr.value in self.tensors
+        if isinstance(expr, cst.Attribute):
+            if isinstance(expr.value, cst.Name) and expr.value.value == "self" and self.class_name:
+                return expr.attr.value in self.facts.class_tensor_attrs.get(self.class_name, ())
+            return expr.attr.value in _TENSOR_ATTRIBUTES and self.is_tensor(expr.value)
+        if isinstance(expr, cst.Call):
+            return self._call_returns_tensor(expr)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_tensor(expr.left) or self.is_tensor(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return not isinstance(expr.operator, cst.Not) and self.is_tensor(expr.expression)
+        if isinstance(expr, cst.Subscript):
+            return self.is_tensor(expr.value)
+        if isinstance(expr, cst.Comparison):
+            return self.is_tensor(expr.left) or any(self.is_tensor(c.comparator) for c in expr.comparisons)
+        if isinstance(expr, cst.IfExp):
+            return self.is_tensor(expr.body) or self.is_tensor(expr.orelse)
+        return False
+
+    def _call_returns_tensor(self, call: cst.Call) -> bool:
+        func = call.func
+        if isinstance(func, cst.Attribute) and self.is_tensor(func.value):
+            return func.attr.value not in _NON_TENSOR_METHODS
+        canonical = self.torch_name(func)
+        if canonical is None:
+            return False
+        if canonical in _TENSOR_TORCH_NN:
+            return True
+        if canonical.startswith("torch.nn.functional."):
+            return True
+        return (
+            canonical.startswith("torch.")
+            and canonical not in _NON_TENSOR_TORCH
+            and not canonical.startswith(_NON_TENSOR_TORCH_PREFIXES)
+        )
+
+    def is_tensor_annotation(self, annotation: cst.BaseExpression) -> bool:
+        if isinstance(annotation, cst.SimpleString):
+            text = annotation.evaluated_value
+            return isinstance(text, str) and self._is_tensor_type(text.strip())
+        if isinstance(annotation, cst.Subscript):  # Optional[Tensor], Union[Tensor, None]
+            return any(
+                isinstance(el.slice, cst.Index) and self.is_tensor_annotation(el.slice.value)
+                for el in annotation.slice
+            ) and dotted_name(annotation.value) in ("Optional", "Union", "typing.Optional", "typing.Union")
+        if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+            return self.is_tensor_annotation(annotation.left) or self.is_tensor_annotation(annotation.right)
+        dotted = dotted_name(annotation)
+        return dotted is not None and self._is_tensor_type(dotted)
+
+    def _is_tensor_type(self, dotted: str) -> bool:
+        canonical = self.facts.canonical(dotted)
+        if canonical is None:
+            return False
+        last = canonical.rpartition(".")[2]
+        return last.endswith("Tensor") or last == "Parameter"
+
+    def resolve_tensors(self) -> None:
+        """Grow ``tensors`` from the parameters over the scope's assignments to a fixpoint."""
+        self.tensors |= self.params
+        pending = list(self.assignments)
+        changed = True
+        while changed and pending:
+            changed = False
+            rest = []
+            for target, value in pending:
+                names = self._tensor_targets(target, value)
+                if names:
+                    self.tensors |= names
+                    changed = True
+                else:
+                    rest.append((target, value))
+            pending = rest
+
+    def _tensor_targets(self, target: cst.BaseExpression, value: cst.BaseExpression) -> set[str]:
+        if isinstance(target, cst.Name):
+            return {target.value} if self.is_tensor(value) else set()
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = [el.value for el in target.elements if not isinstance(el, cst.StarredElement)]
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+                found = set()
+                for t, v in zip(target.elements, value.elements):
+                    found |= self._tensor_targets(t.value, v.value)
+                return found
+            if isinstance(value, cst.Call) and self._call_returns_tensor(value):  # split, chunk, max(dim)
+                return {el.value for el in elements if isinstance(el, cst.Name)}
+        return set()
+
+    # --- view chains ---------------------------------------------------------------------------
+
+    def view_chain(self, expr: cst.BaseExpression) -> tuple[cst.Name, list[str]] | None:
+        """``x.transpose(1, 2).unsqueeze(0)`` -> (x, ["transpose", "unsqueeze"]) for a tensor name x."""
+        ops: list[str] = []
+        while True:
+            op = self.op(expr)
+            if op is None or op[1] != VIEW or op[2] is None:
+                break
+            ops.append(op[0])
+            expr = op[2]
+        if ops and isinstance(expr, cst.Name) and expr.value in self.tensors:
+            return expr, ops[::-1]
+        return None
+
+    # --- liveness ------------------------------------------------------------------------------
+
+    def read_after(self, ref: StatementRef, name: str) -> bool:
+        """May the value ``name`` holds right after ``ref`` be read later? Conservative: True if unsure."""
+        if self.dynamic or name in self.escaped:
+            return True
+        while True:
+            for later in ref.later():
+                reads, defs = names_of(later.node)
+                if name in reads:
+                    return True
+                if name in defs:
+                    return False
+            parent = ref.block.parent
+            if parent is None:
+                return self.is_module  # module globals may be read by anything later
+            if parent.node is self.node:
+                return False  # the end of the function: its locals die (closures are `escaped`)
+            owner = parent.node
+            if isinstance(owner, (cst.For, cst.While)) and ref.block.node is owner.body:
+                if not _defined_before_read(ref, name):
+                    return True
+            elif isinstance(owner, (cst.Try, cst.TryStar)):
+                if name in _reads_after_block(owner, ref.block.node):
+                    return True
+            ref = parent
+
+
+def _defined_before_read(ref: StatementRef, name: str) -> bool:
+    """In a loop body: is ``name`` assigned at block level before ``ref`` without an earlier read,
+    so that the next iteration cannot see the value ``ref`` leaves behind?"""
+    for i in range(ref.index):
+        reads, defs = names_of(ref.block.statements[i])
+        if name in reads:
+            return False
+        if name in defs:
+            return True
+    return False
+
+
+def _reads_after_block(owner: cst.Try | cst.TryStar, block: cst.CSTNode) -> set[str]:
+    """Names the handlers/else/finally of a ``try`` may read after ``block`` ran (partly)."""
+    parts: list[cst.CSTNode] = []
+    if owner.body is block:
+        parts += list(owner.handlers)
+        if owner.orelse is not None:
+            parts.append(owner.orelse)
+    if owner.finalbody is not None and owner.finalbody.body is not block:
+        parts.append(owner.finalbody)
+    reads: set[str] = set()
+    for part in parts:
+        reads |= names_of(part)[0]
+    return reads
