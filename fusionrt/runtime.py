@@ -162,7 +162,7 @@ class Runner:
 
 def cublaslt_matmul(kernel: MatmulKernel, inputs: list[torch.Tensor], out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """A matmul kernel the planner gave to cuBLASLt (``act(a @ b + bias)``, see
-    ``schedule._cublaslt_activation``) through torch's ``_addmm_activation``: on CUDA one cuBLAS
+    ``backends.cublaslt_activation``) through torch's ``_addmm_activation``: on CUDA one cuBLAS
     kernel with the bias and activation in its epilogue; elsewhere addmm, then the activation."""
     a, b, bias = inputs
     gelu = kernel.epilogue.instrs[-1].op == "gelu"

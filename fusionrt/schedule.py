@@ -1,81 +1,29 @@
 """The ``stream`` planner: pending nodes in program order in, kernels and writes out.
 
 Pure: it reads only the graph and the ``Flags`` taken at the flush, so it is tested on
-hand-built graphs. ``docs/semantics.md`` states the policy this implements, rule by rule.
+hand-built graphs. ``docs/semantics.md`` states the policy this implements, rule by rule. It
+decides blocks and writes; ``kernel_emit`` turns each block into kernel IR and ``backends``
+matches kernels that a library kernel runs better.
 """
 from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional
 
-import torch
-
 from . import cost
+from .backends import extern_decision, matmul_backend
+from .blocks import Block, matmul_operands, tensor_uses
 from .graph import IndexMap, Leaf, Node, Use, View, numel
-from .kernel_ir import FusedKernel, Input, Instr, MatmulKernel, Value
-from .plan import Flags, KernelInput, Plan, PlannedKernel, PlannedWrite
+from .kernel_emit import emit_fused, emit_matmul
+from .plan import Flags, Plan, PlannedKernel, PlannedWrite
 
 POLICIES = ("stream",)
 
 # First reason wins (docs/semantics.md, section 7).
 REASON_ORDER = ("sync", "output", "fallback-input", "view-break", "consumed-later", "alive")
 
-
-class _Block:
-    """An open or closed block: the nodes of one future kernel and where each sits in it."""
-
-    def __init__(self, space: tuple[int, ...], kind: str = "fused") -> None:
-        self.space = space
-        self.kind = kind  # fused | reduction | matmul | conv | copy
-        self.template = False  # a matmul planned as the template: its epilogue may join it
-        self.dims: Optional[frozenset[int]] = None
-        self.phase = 0
-        self.nodes: list[Node] = []
-        self.canon: dict[Node, IndexMap] = {}
-        self.phase_of: dict[Node, int] = {}
-        self.reduced: set[Node] = set()
-        # matmul blocks: the element-wise block before it (whose values it computes on read),
-        # what each operand computed on read loads (0: left, 1: right), what its epilogue loads
-        self.producer: Optional[_Block] = None
-        self.prologue_loads: dict[int, list[tuple[Any, IndexMap]]] = {}
-        self.epilogue_loads: dict[tuple[int, IndexMap], tuple[Any, IndexMap]] = {}
-
-    @property
-    def fusible(self) -> bool:
-        return self.kind in ("fused", "reduction") or self.template
-
-    @property
-    def real_dims(self) -> frozenset[int]:
-        """Reduce dims that have extent: only they make a value 'reduced'."""
-        return frozenset(d for d in self.dims or () if self.space[d] != 1)
-
-    def add(self, node: Node, canon: IndexMap, reduced: bool) -> None:
-        self.nodes.append(node)
-        self.canon[node] = canon
-        self.phase_of[node] = self.phase
-        if reduced:
-            self.reduced.add(node)
-
-
-def tensor_uses(args: Any) -> Iterator[Use]:
-    """Every ``Use`` in an argument tree (extern ops take lists of tensors)."""
-    for a in args:
-        if isinstance(a, Use):
-            yield a
-        elif isinstance(a, (list, tuple)):
-            yield from tensor_uses(a)
-
-
-def matmul_operands(node: Node) -> tuple[Optional[Use], Use, Use, Any, Any]:
-    """(bias, left, right, beta, alpha) of ``mm``, ``bmm``, ``addmm`` and ``baddbmm``."""
-    if node.op in ("mm", "bmm"):
-        a, b = node.args[:2]
-        return None, a, b, 0, 1
-    attrs = dict(node.attrs)
-    bias, a, b = node.args[:3]
-    return bias, a, b, attrs.get("beta", 1), attrs.get("alpha", 1)
 
 
 class _Planner:
@@ -84,8 +32,8 @@ class _Planner:
         self.nodes = nodes
         self.flags = flags
         self.torch_matmuls = torch_matmuls or {}  # matmuls the cost model sent to torch
-        self.blocks: list[_Block] = []
-        self.owner: dict[Node, _Block] = {}
+        self.blocks: list[Block] = []
+        self.owner: dict[Node, Block] = {}
         self.needs: dict[Node, str] = {}  # node -> view-break | consumed-later
         self.covered: set[Node] = set()  # alive writes hidden by a later write of the same region
         self.floating: set[Node] = set()  # concrete-data producers each consumer recomputes
@@ -104,17 +52,17 @@ class _Planner:
     # -- building blocks -----------------------------------------------------------------------
 
     @property
-    def open(self) -> Optional[_Block]:
+    def open(self) -> Optional[Block]:
         return self.blocks[-1] if self.blocks and self.blocks[-1].fusible else None
 
-    def new_block(self, space: tuple[int, ...], kind: str = "fused") -> _Block:
-        block = _Block(space, kind)
+    def new_block(self, space: tuple[int, ...], kind: str = "fused") -> Block:
+        block = Block(space, kind)
         self.blocks.append(block)
         if kind == "fused":
             self.adopt(block)
         return block
 
-    def adopt(self, block: _Block) -> None:
+    def adopt(self, block: Block) -> None:
         """A new block computes the floating producers laid out like its space (so one that must
         be written is written by it, not by a kernel of its own), unless a kernel before it
         already had to read one from memory."""
@@ -144,7 +92,7 @@ class _Planner:
                     stack.append(use.src)
         return True
 
-    def readable(self, block: _Block, src: Any, m: IndexMap, phase: int,
+    def readable(self, block: Block, src: Any, m: IndexMap, phase: int,
                  recompute: bool = False) -> Optional[str]:
         """None when ``block`` can read ``src`` at ``m`` (from its space); else why not:
         'view' when the obstacle was reached through a view, 'value' otherwise."""
@@ -168,7 +116,7 @@ class _Planner:
                 return why
         return None
 
-    def mark(self, block: _Block, src: Any, m: IndexMap, view_broke: bool, via_view: bool = False) -> None:
+    def mark(self, block: Block, src: Any, m: IndexMap, view_broke: bool, via_view: bool = False) -> None:
         """Record that nodes of other kernels read by ``block`` at ``m`` must be written."""
         if isinstance(src, View):
             if src.map is None:
@@ -200,14 +148,14 @@ class _Planner:
         elif isinstance(src, Node):
             self.need(src, "consumed-later")
 
-    def join(self, block: _Block, node: Node, canon: IndexMap, reduced: bool,
+    def join(self, block: Block, node: Node, canon: IndexMap, reduced: bool,
              uses: list[tuple[Use, IndexMap]], view_broke: bool) -> None:
         for use, m in uses:
             self.mark(block, use.src, m, view_broke)
         block.add(node, canon, reduced)
         self.owner[node] = block
 
-    def try_join(self, block: Optional[_Block], node: Node, canon: Optional[IndexMap],
+    def try_join(self, block: Optional[Block], node: Node, canon: Optional[IndexMap],
                  uses: list[tuple[Use, IndexMap]]) -> tuple[bool, bool]:
         """(joined?, did a view stop it?)"""
         if block is None or canon is None:
@@ -219,7 +167,7 @@ class _Planner:
             return False, False
         return True, False
 
-    def epilogue_fits(self, block: _Block, uses: list[tuple[Use, IndexMap]]) -> bool:
+    def epilogue_fits(self, block: Block, uses: list[tuple[Use, IndexMap]]) -> bool:
         """The register-pressure proxy of an epilogue: its ops and the tensors it loads."""
         if len(block.nodes) > cost.MAX_EPILOGUE_OPS:
             return False
@@ -319,11 +267,11 @@ class _Planner:
         block.add(node, IndexMap.identity(node.shape), False)
         self.owner[node] = block
 
-    def recomputable(self, node: Node, producer: Optional[_Block]) -> bool:
+    def recomputable(self, node: Node, producer: Optional[Block]) -> bool:
         return node in self.floating or (
             producer is not None and self.owner.get(node) is producer and node.kind == "pointwise")
 
-    def prologue(self, producer: Optional[_Block], src: Any, m: IndexMap) -> Optional[list[tuple[Any, IndexMap]]]:
+    def prologue(self, producer: Optional[Block], src: Any, m: IndexMap) -> Optional[list[tuple[Any, IndexMap]]]:
         """What an operand computed on read loads, or None when nothing would be computed or
         the prologue is over the cost model's budget."""
         loads: list[tuple[Any, IndexMap]] = []
@@ -363,7 +311,7 @@ class _Planner:
                 out[block.nodes[0]] = cost.choose_matmul(self.matmul_work(block, reasons))
         return out
 
-    def matmul_work(self, block: _Block, reasons: dict[Node, str]) -> cost.MatmulWork:
+    def matmul_work(self, block: Block, reasons: dict[Node, str]) -> cost.MatmulWork:
         node = block.nodes[0]
         bias, a, b, beta, _ = matmul_operands(node)
         operands = (a, b)
@@ -417,15 +365,15 @@ class _Planner:
         self._reasons = out
         return out
 
-    def side_blocks(self, reasons: dict[Node, str]) -> list[_Block]:
+    def side_blocks(self, reasons: dict[Node, str]) -> list[Block]:
         """Floating producers that must be written and that no block adopted: one kernel per
         shape, first in the plan (they read concrete data only)."""
-        blocks: dict[tuple[int, ...], _Block] = {}
+        blocks: dict[tuple[int, ...], Block] = {}
         for node in self.nodes:
             if node in self.floating and node in reasons and node not in self.owner:
                 block = blocks.get(node.shape)
                 if block is None:
-                    block = blocks[node.shape] = _Block(node.shape)
+                    block = blocks[node.shape] = Block(node.shape)
                 block.add(node, IndexMap.identity(node.shape), False)
         return list(blocks.values())
 
@@ -439,26 +387,19 @@ class _Planner:
             if not outputs:
                 continue
             if block.template:
-                planned = _emit_matmul(self, block, outputs)
-                choice = choices[block.nodes[0]]
+                planned = emit_matmul(block, outputs, self.owner, self.floating,
+                                      functools.partial(self.recomputable, producer=block.producer))
+                choice = matmul_backend(planned, choices[block.nodes[0]])
                 planned.backend, planned.decision = choice.backend, choice.reason
-                activation = _cublaslt_activation(planned)
-                if activation:  # the same kernel at cuBLAS's rate: it beats the template
-                    choice = cost.cublaslt(activation, planned.kernel.operand_dtype)
-                    planned.backend, planned.decision = choice.backend, choice.reason
                 read = {i.src for i in planned.inputs}
             elif block.fusible:
-                planned = _emit(self, block, outputs)
+                planned = emit_fused(block, outputs, self.owner, self.floating)
                 read = {i.src for i in planned.inputs}
             else:
                 node = block.nodes[0]
                 planned = PlannedKernel(node.kernel_kind, "_".join(n.op for n in block.nodes), tuple(block.nodes),
-                                        outputs, extern=node, backend="torch")
-                choice = self.torch_matmuls.get(node)
-                if len(block.nodes) > 1:
-                    planned.decision = "cuDNN's fused convolution-bias-ReLU kernel"
-                else:
-                    planned.decision = choice.reason if choice else f"{node.kernel_kind} has no template"
+                                        outputs, extern=node, backend="torch",
+                                        decision=extern_decision(block.nodes, self.torch_matmuls.get(node)))
                 read = {u.src.root if isinstance(u.src, View) else u.src for u in tensor_uses(node.args)}
             reads.append({r.storage if isinstance(r, Leaf) else r for r in read})
             for node in outputs:
@@ -510,229 +451,6 @@ def _read_bytes(src: Any, m: IndexMap) -> int:
         for size, stride in zip(src.shape, src.stride):
             n *= size if stride else 1
     return n * src.dtype.itemsize
-
-
-class _Lowering:
-    """Graph values -> the instructions and loads of one ``FusedKernel`` over ``space``.
-
-    ``inline(node, via_view)`` says whether a node is computed here (from its own inputs) or
-    loaded from memory, where an earlier kernel wrote it; ``own(node)``, whether it belongs to
-    this kernel's block (its inputs are then read as the block reads them, not through a view).
-    """
-
-    def __init__(self, space: tuple[int, ...], inline: Callable[[Node, bool], bool],
-                 own: Callable[[Node], bool], real_dims: frozenset[int] = frozenset()) -> None:
-        self.space = space
-        self.inline = inline
-        self.own = own
-        self.real_dims = real_dims
-        self.instrs: list[Instr] = []
-        self.inputs: list[KernelInput] = []
-        self.dtypes: list[torch.dtype] = []
-        self.memo: dict[tuple, Any] = {}
-        self.reduced_values: set[int] = set()
-
-    def is_reduced(self, ref: Any) -> bool:
-        if isinstance(ref, Input):
-            return self.inputs[ref.index].reduced
-        return not isinstance(ref, Value) or ref.index in self.reduced_values
-
-    def load(self, src: Any, m: IndexMap, view: Optional[View], full: bool,
-             dtype: Optional[torch.dtype] = None) -> Input:
-        """An input broadcast along the reduce dims is loaded once per row (reduced), unless
-        a reduction must consume it at full size."""
-        reduced = not full and bool(self.real_dims) and m.ignores(self.real_dims)
-        key = ("load", id(view or src), m, reduced)
-        if key not in self.memo:
-            self.memo[key] = Input(len(self.inputs))
-            self.inputs.append(KernelInput(src, m, view, reduced))
-            self.dtypes.append(dtype or src.dtype)
-        return self.memo[key]
-
-    def seed(self, node: Node, m: IndexMap, ref: Any) -> None:
-        """``node`` read at ``m`` is ``ref`` (the matmul product in an epilogue)."""
-        self.memo[("value", id(node), m, False)] = ref
-
-    def add(self, op: str, args: tuple, dtype: torch.dtype, attrs: tuple = ()) -> Value:
-        self.instrs.append(Instr(op, args, dtype, attrs))
-        return Value(len(self.instrs) - 1)
-
-    def emit(self, src: Any, m: IndexMap, via_view: bool = False, full: bool = False) -> Any:
-        if isinstance(src, View):
-            if src.map is None:
-                return self.load(src.root, m, src, full)
-            return self.emit(src.root, src.map.compose(m), True, full)
-        if isinstance(src, Leaf):
-            return self.load(src, m, None, full)
-        memo = self.memo
-        plain = memo.get(("value", id(src), m, False))
-        if plain is not None and not (full and self.is_reduced(plain)):
-            return plain
-        if not self.inline(src, via_view):
-            return self.load(src, m, None, full)
-        full = full and src.kind != "reduction"  # a reduction's value is reduced by nature
-        key = ("value", id(src), m, full)
-        if key in memo:
-            return memo[key]
-        if src.kind == "reduction":
-            (use,) = src.args
-            arg = self.emit(use.src, use.map)
-            if self.is_reduced(arg):  # its input is constant along the reduce dims: expand it
-                arg = self.emit(use.src, use.map, full=True)
-            args: tuple[Any, ...] = (arg,)
-        else:
-            inner = via_view and not self.own(src)
-            args = tuple(self.emit(a.src, a.map.compose(m), inner, full) if isinstance(a, Use) else a
-                         for a in src.args)
-        value = self.add(src.op, args, src.dtype, src.attrs)
-        if src.kind == "reduction" or all(self.is_reduced(a) for a in args):
-            self.reduced_values.add(value.index)
-        memo[key] = value
-        return value
-
-    def kernel(self, outs: Sequence[Any], dims: tuple[int, ...] = (),
-               keep: frozenset[int] = frozenset()) -> tuple[FusedKernel, list[KernelInput]]:
-        """The kernel computing ``outs`` (an output that is a load is copied), pruned of what
-        no output needs; inputs in ``keep`` stay even when unused (the matmul product)."""
-        outs = [o if isinstance(o, Value) else self.add("clone", (o,), self.dtypes[o.index]) for o in outs]
-        instrs, kept, values = _prune(self.instrs, len(self.inputs), tuple(outs), keep)
-        inputs = [self.inputs[i] for i in kept]
-        kernel = FusedKernel(
-            shape=self.space,
-            input_dtypes=tuple(self.dtypes[i] for i in kept),
-            instrs=tuple(instrs),
-            outputs=values,
-            reduce_dims=dims,
-            reduced_inputs=frozenset(j for j, inp in enumerate(inputs) if inp.reduced),
-        )
-        return kernel, inputs
-
-
-def _emit_in_order(low: _Lowering, block: _Block, nodes: Sequence[Node], outputs: tuple[Node, ...],
-                   owner: dict[Node, _Block]) -> list[Any]:
-    """Emit what ``outputs`` need among ``nodes`` in program order (so recursion stays shallow
-    on long chains), then the outputs' references."""
-    needed = set(outputs)
-    for node in reversed(nodes):
-        if node in needed:
-            for use in tensor_uses(node.args):
-                src = use.src.root if isinstance(use.src, View) else use.src
-                if owner.get(src) is block:
-                    needed.add(src)
-    for node in nodes:
-        if node in needed:
-            low.emit(node, block.canon[node])
-    return [low.emit(n, block.canon[n]) for n in outputs]
-
-
-def _emit(planner: _Planner, block: _Block, outputs: tuple[Node, ...]) -> PlannedKernel:
-    """Lower a fused block to a ``FusedKernel`` computing ``outputs`` from loads."""
-    owner, floating = planner.owner, planner.floating
-
-    def inline(src: Node, via_view: bool) -> bool:
-        return (owner.get(src) is block or src in floating or (via_view and src.kind == "pointwise"))
-
-    low = _Lowering(block.space, inline, lambda src: owner.get(src) is block, block.real_dims)
-    outs = _emit_in_order(low, block, block.nodes, outputs, owner)
-    dims = tuple(sorted(block.dims)) if block.dims is not None else ()
-    kernel, inputs = low.kernel(outs, dims)
-    name = "_".join(dict.fromkeys(n.op for n in block.nodes))
-    return PlannedKernel(block.kind, name, tuple(block.nodes), outputs, kernel, tuple(inputs))
-
-
-def _emit_matmul(planner: _Planner, block: _Block, outputs: tuple[Node, ...]) -> PlannedKernel:
-    """Lower a matmul block to a ``MatmulKernel``: two prologues and an epilogue."""
-    node = block.nodes[0]
-    bias, a, b, beta, alpha = matmul_operands(node)
-    owner, floating = planner.owner, planner.floating
-    low_precision = node.dtype in (torch.float16, torch.bfloat16)
-    product_dtype = torch.float32 if bias is not None and low_precision else node.dtype
-    prologues = []
-    inputs: list[KernelInput] = []
-    for pos, use in enumerate((a, b)):
-        fused = pos in block.prologue_loads
-
-        def inline(src: Node, via_view: bool, fused: bool = fused) -> bool:
-            return fused and planner.recomputable(src, block.producer)
-
-        low = _Lowering(use.map.src, inline, lambda src: False)
-        kernel, ins = low.kernel([low.emit(use.src, use.map)])
-        prologues.append(kernel)
-        inputs += ins
-
-    def inline_epilogue(src: Node, via_view: bool) -> bool:
-        return owner.get(src) is block or src in floating or (via_view and src.kind == "pointwise")
-
-    space = block.space
-    low = _Lowering(space, inline_epilogue, lambda src: owner.get(src) is block)
-    product = low.load(node, IndexMap.identity(space), None, False, product_dtype)
-    value: Any = product
-    if bias is not None:  # addmm: alpha * (a @ b) + beta * bias, rounded once, as cuBLAS does
-        if alpha != 1:
-            value = low.add("mul", (value, alpha), product_dtype)
-        if beta != 0:
-            bias_map = bias.map.compose(IndexMap.broadcast(space, bias.map.src))
-            value = low.add("add", (value, low.emit(bias.src, bias_map)), product_dtype,
-                            (("alpha", beta),) if beta != 1 else ())
-        if product_dtype != node.dtype:
-            value = low.add("_to_copy", (value,), node.dtype, (("dtype", node.dtype),))
-    low.seed(node, IndexMap.identity(space), value)
-    outs = _emit_in_order(low, block, block.nodes[1:], outputs, owner)
-    epilogue, ins = low.kernel(outs, keep=frozenset({0}))
-    kernel = MatmulKernel(prologues[0], prologues[1], epilogue, product_dtype)
-    name = "_".join(dict.fromkeys(n.op for n in block.nodes))
-    return PlannedKernel("matmul", name, tuple(block.nodes), outputs, kernel, tuple(inputs + ins[1:]))
-
-
-def _cublaslt_activation(planned: PlannedKernel) -> str:
-    """"relu" or "gelu" when a matmul kernel is ``act(a @ b + bias)`` as cuBLASLt's fused
-    epilogue computes it (torch's ``_addmm_activation``): a plain 2-d product of half or
-    bfloat16 operands, a bias vector broadcast over the rows added in the product's dtype or in
-    float32 (``addmm``, ``linear``) then rounded, then ReLU or tanh-GELU; else ""."""
-    kernel = planned.kernel
-    if (not isinstance(kernel, MatmulKernel) or len(kernel.shape) != 2 or len(kernel.outputs) != 1
-            or kernel.operand_dtype not in (torch.float16, torch.bfloat16)
-            or any(len(p.instrs) != 1 or p.instrs[0].op != "clone" for p in (kernel.a, kernel.b))):
-        return ""
-    dtype = kernel.operand_dtype
-    instrs = kernel.epilogue.instrs
-    pattern = [(i.op, i.dtype, i.attrs) for i in instrs]
-    add = [("add", dtype, ())] if kernel.product_dtype == dtype else [
-        ("add", torch.float32, ()), ("_to_copy", dtype, (("dtype", dtype),))]
-    acts = {"relu": ("relu", dtype, ()), "gelu": ("gelu", dtype, (("approximate", "tanh"),))}
-    activation = next((name for name, act in acts.items() if pattern == [*add, act]), "")
-    chain = all(i.args[0] == (Input(0) if k == 0 else Value(k - 1)) for k, i in enumerate(instrs))
-    m, n = kernel.shape
-    bias = planned.inputs[-1]
-    if (not activation or not chain or instrs[0].args[1] != Input(1) or kernel.outputs != (Value(len(instrs) - 1),)
-            or len(planned.inputs) != 3 or bias.view is not None or tuple(bias.src.shape) != (n,)
-            or bias.map != IndexMap.broadcast((m, n), (n,)) or kernel.epilogue.input_dtypes[1] != dtype):
-        return ""
-    return activation
-
-
-def _prune(instrs: list[Instr], n_inputs: int, outs: tuple[Value, ...],
-           keep: frozenset[int] = frozenset()) -> tuple[list[Instr], list[int], tuple[Value, ...]]:
-    """Drop instructions and loads no output depends on (a value emitted in program order and
-    then needed at another level or map), renumbering the rest: (instrs, kept inputs, outs)."""
-    live = {o.index for o in outs}
-    for i in reversed(range(len(instrs))):
-        if i in live:
-            live.update(a.index for a in instrs[i].args if isinstance(a, Value))
-    used = sorted({a.index for i in live for a in instrs[i].args if isinstance(a, Input)} | keep)
-    if len(live) == len(instrs) and len(used) == n_inputs:
-        return instrs, used, outs
-    values = {old: new for new, old in enumerate(sorted(live))}
-    loads = {old: new for new, old in enumerate(used)}
-
-    def remap(a: Any) -> Any:
-        if isinstance(a, Value):
-            return Value(values[a.index])
-        return Input(loads[a.index]) if isinstance(a, Input) else a
-
-    kept = [Instr(ins.op, tuple(remap(a) for a in ins.args), ins.dtype, ins.attrs)
-            for i, ins in enumerate(instrs) if i in live]
-    return kept, used, tuple(remap(o) for o in outs)
 
 
 def plan(nodes: Sequence[Node], flags: Flags, policy: str = "stream") -> Plan:

@@ -90,7 +90,7 @@ def test_template_matches_eager_and_counts_match_reference(name, dtype):
         assert g.dtype == e.dtype and g.shape == e.shape
         torch.testing.assert_close(g, e, **TOL[dtype])
     assert [k.kind for k in report.kernel_records] == kinds
-    # bias + ReLU of a 2-d half product is cuBLASLt's fused epilogue (schedule._cublaslt_activation)
+    # bias + ReLU of a 2-d half product is cuBLASLt's fused epilogue (backends.cublaslt_activation)
     lt = name in ("mm_bias_relu", "size_one") and dtype != torch.float32
     assert [k.backend for k in report.kernel_records] == (["cublaslt"] if lt else ["template"] * len(kinds))
     assert [(w.op, w.reason, w.bytes) for w in report.materialized] == \
