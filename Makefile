@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_CPU ?= torch==2.13.0
+# Model library for the whole-model tests (tests/rt/test_compile_backend.py); empty to skip them.
+# Not timm or torchvision: the registry's torchvision is a CUDA build that fails to load against
+# the CPU torch (and timm needs it).
+ZOO ?= transformers==5.23.0
 
 .PHONY: setup demo test bench-lint
 
@@ -15,6 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_CPU)
 	$(PY) -m pip install -q -e '.[rt,test]'
+	$(if $(ZOO),$(PY) -m pip install -q $(TORCH_CPU) $(ZOO))
 	touch $@
 
 demo: setup

@@ -1,0 +1,223 @@
+"""``torch.compile(model, backend="fusionrt")``: Dynamo and AOTAutograd hand fusionrt aten graphs,
+which it records once and replays; results, gradients and updated parameters equal eager's on
+fresh random inputs, under the executors that run here."""
+from __future__ import annotations
+
+import copy
+import importlib.util
+
+import pytest
+import torch
+from torch import nn
+
+import fusionrt
+from fusionrt.compile_backend import compiled_graphs, decompositions
+from tests.rt.test_models_bench import load_bench
+
+EXECUTORS = ["reference", "interpret"]
+aten = torch.ops.aten
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compile_(model, executor: str = "reference"):
+    return torch.compile(model, backend="fusionrt", options={"executor": executor})
+
+
+def new_graphs(before: int) -> list[fusionrt.Jitted]:
+    return compiled_graphs()[before:]
+
+
+class Block(nn.Module):
+    """Attention-free transformer-ish block: matmuls, a norm, an activation, a residual."""
+
+    def __init__(self, dim: int = 32) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 4 * dim)
+        self.down = nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x)))) * 0.5
+
+
+def conv_net() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.SiLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+
+
+def randomized(model: nn.Module) -> nn.Module:
+    """Batch norm statistics that are not the identity, so an eval-mode norm is really tested."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    return model
+
+
+def test_the_backend_is_registered_through_its_entry_point():
+    assert "fusionrt" in torch._dynamo.list_backends(exclude_tags=())
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_inference_equals_eager_and_replays(executor):
+    model = Block().eval()
+    compiled = compile_(model, executor)
+    before = len(compiled_graphs())
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(4, 8, 32)
+            torch.testing.assert_close(compiled(x), model(x))
+    (graph,) = new_graphs(before)
+    assert graph.stats.recordings == 1 and graph.stats.replays == 2
+    report = graph.report
+    assert report.kernels < report.eager_kernels and report.writes < report.eager_writes
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_eval_convnet_with_batch_and_group_norm_fuses_without_fallbacks(executor):
+    model = randomized(conv_net()).eval()
+    compiled = compile_(model, executor)
+    before = len(compiled_graphs())
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 12, 12)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    (graph,) = new_graphs(before)
+    assert graph.stats.replays == 1
+    assert not graph.report.fallbacks  # group norm decomposed; eval batch norm fused
+    assert graph.report.writes < graph.report.eager_writes
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_training_steps_give_eager_gradients_and_parameters(executor):
+    """Forward and backward graphs both run through fusionrt; an SGD step after each backward
+    keeps the two copies of the model equal, running statistics of batch norm included."""
+    torch.manual_seed(0)
+    model = conv_net().train()
+    twin = copy.deepcopy(model)
+    compiled = compile_(model, executor)
+    opt, twin_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, twin))
+    before = len(compiled_graphs())
+    for _ in range(3):
+        x = torch.randn(4, 3, 8, 8)
+        for m, o, fn in ((model, opt, compiled), (twin, twin_opt, twin)):
+            o.zero_grad()
+            fn(x).square().mean().backward()
+            o.step()
+        for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
+        for b, c in zip(model.buffers(), twin.buffers()):
+            torch.testing.assert_close(b, c, rtol=1e-4, atol=1e-5)
+    graphs = new_graphs(before)
+    assert len(graphs) == 2  # forward, backward
+    assert all(g.stats.replays == 2 for g in graphs)
+    backward = graphs[1].report
+    assert backward.kernels < backward.eager_kernels
+
+
+def test_a_graph_break_gives_two_graphs_and_eager_values():
+    def fn(x):
+        y = torch.relu(x * 2)
+        if y.sum().item() > 0:  # a host sync: Dynamo breaks the graph here
+            return torch.sigmoid(y) + 1
+        return y - 1
+
+    compiled = compile_(fn)
+    before = len(compiled_graphs())
+    for _ in range(2):
+        x = torch.randn(64)
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert len(new_graphs(before)) >= 2
+
+
+def test_a_new_shape_compiles_again_and_stays_right():
+    model = Block().eval()
+    compiled = compile_(model)
+    with torch.no_grad():
+        for shape in [(2, 4, 32), (3, 5, 32), (6, 7, 32), (3, 5, 32)]:
+            x = torch.randn(shape)
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_an_input_mutated_in_place_is_written_back():
+    def fn(x, acc):
+        acc.add_(x * 3)
+        return torch.tanh(acc) * 2
+
+    compiled = compile_(fn)
+    for _ in range(2):
+        x, acc = torch.randn(16), torch.randn(16)
+        acc2 = acc.clone()
+        torch.testing.assert_close(compiled(x, acc), fn(x, acc2))
+        torch.testing.assert_close(acc, acc2)
+
+
+def test_unknown_options_are_named():
+    compiled = torch.compile(Block(), backend="fusionrt", options={"executr": "reference"})
+    with pytest.raises(Exception, match="unknown option.*executr"):
+        compiled(torch.randn(2, 32))
+
+
+def test_decompositions_keep_what_fusionrt_records_whole():
+    table = decompositions()
+    assert aten.native_group_norm.default in table  # decomposed into reductions it fuses
+    assert aten._native_batch_norm_legit_functional.default in table
+    for kept in (aten.addmm.default, aten.convolution.default, aten._softmax.default, aten.gelu.default,
+                 aten.native_layer_norm.default, aten._scaled_dot_product_flash_attention_for_cpu.default):
+        assert kept not in table, kept
+
+
+bench = load_bench()
+
+
+def _hf_vision(name: str):
+    """transformers' own ViT, ResNet and ConvNeXt stand in for the zoo's timm and torchvision
+    models on CPU, where the registry's torchvision (a CUDA build, needed by timm) cannot load."""
+    import transformers as tf
+
+    config, model = {
+        "hf_vit": (dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                        image_size=32, patch_size=8), "ViT"),
+        "hf_resnet": (dict(embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1],
+                           layer_type="bottleneck"), "ResNet"),
+        "hf_convnext": (dict(hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1]), "ConvNext"),
+    }[name]
+    built = getattr(tf, f"{model}Model")(getattr(tf, f"{model}Config")(**config))
+    return built, torch.randn(2, 3, 32, 32)
+
+
+MODELS = {name: (spec.build, spec.kwargs) for name, spec in bench.ZOO.items()
+          if spec.library == "builtin" or importlib.util.find_spec(spec.library)}
+if importlib.util.find_spec("transformers"):
+    MODELS.update({name: (lambda tiny, name=name: _hf_vision(name), {}) for name in ("hf_vit", "hf_resnet", "hf_convnext")})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_whole_models_at_small_sizes(name, executor):
+    """Whole models (the benchmark's zoo where its library loads here), built small: eager's
+    outputs on fresh inputs, every graph replayed on the second call, fewer writes than eager."""
+    build, kwargs = MODELS[name]
+    torch.manual_seed(0)
+    model, x = build(True)
+    model.eval()
+    bench.randomize_batch_norm(model)
+    compiled = compile_(model, executor)
+    before = len(compiled_graphs())
+    with torch.no_grad():
+        for _ in range(2):
+            expected = bench.main_output(model(x, **kwargs))
+            torch.testing.assert_close(bench.main_output(compiled(x, **kwargs)), expected, rtol=1e-4, atol=1e-4)
+            x = torch.randn_like(x) if x.is_floating_point() else torch.randint_like(x, 0, 1000)
+    graphs = new_graphs(before)
+    assert graphs and all(g.stats.replays >= 1 for g in graphs), [g.stats for g in graphs]
+    assert sum(g.report.writes for g in graphs) < sum(g.report.eager_writes for g in graphs)
