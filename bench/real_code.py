@@ -7,7 +7,9 @@ the trees is fixed with ``--fix --unsafe-fixes``: every file must still parse, a
 must change nothing, and each fixed function that can be called with random tensors alone (its
 parameters without defaults annotated ``Tensor``) is run from the original tree and from the
 fixed tree, in two processes on the same fresh random inputs, and the outputs compared with
-``torch.testing.assert_close``; the others are listed with the reason they were not run.
+``torch.testing.assert_close``; the others are listed with the reason they were not run. The runs
+are those of ``fusionlint check --verify`` (``fusionlint.verify``): under fusionrt, with its
+harness (tensor parameters as the analysis sees them, methods of classes built without arguments).
 
     .venv/bin/python bench/real_code.py --corpus /tmp/real --triage docs/triage.json
 
@@ -23,7 +25,6 @@ import collections
 import difflib
 import hashlib
 import json
-import os
 import random
 import resource
 import shutil
@@ -32,6 +33,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from fusionlint.verify import changed_functions, run_versions
 
 REPO = Path(__file__).resolve().parents[1]
 # distribution -> (version, the import folders it installs, the name findings are counted under)
@@ -194,34 +197,6 @@ def run_fix(root: Path, folders: list[str]) -> None:
     )
 
 
-def changed_functions(original: str, fixed: str) -> list[str]:
-    """Dotted names (``Class.method``) of the innermost functions around each line the fix changed."""
-    spans: list[tuple[int, int, str]] = []
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                if not isinstance(child, ast.ClassDef):
-                    spans.append((child.lineno, child.end_lineno or child.lineno, name))
-                visit(child, name + ".")
-            else:
-                visit(child, prefix)
-
-    visit(ast.parse(original), "")
-    names: list[str] = []
-    matcher = difflib.SequenceMatcher(a=original.splitlines(), b=fixed.splitlines(), autojunk=False)
-    for tag, start, end, _, _ in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        line = start + 1
-        around = [(s, e, n) for s, e, n in spans if s <= line <= max(e, end)]
-        name = min(around, key=lambda span: span[1] - span[0])[2] if around else "<module>"
-        if name not in names:
-            names.append(name)
-    return names
-
-
 def check_fixes(corpus: Path, scratch: Path, deps: Path | None, seed: int) -> dict:
     """Fix a copy of the trees; parse, idempotence and run-time checks per changed file."""
     fixed_root = scratch / "fixed"
@@ -255,91 +230,16 @@ def check_fixes(corpus: Path, scratch: Path, deps: Path | None, seed: int) -> di
         functions = changed_functions(before, after)
         result["changed_files"].append({"path": path, "parses": parses, "functions": functions, "diff": diff})
         module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        verdicts = run_versions(before, after, corpus / path, functions, seed=seed, extra_paths=(deps,) if deps else ())
         for function in functions:
-            result["runs"].append(compare_runs(corpus, fixed_root, deps, f"{module}:{function}", seed))
+            verdict = verdicts[function]
+            run = {"function": f"{module}:{function}", "ran": verdict.equal is not None, "seed": seed}
+            if verdict.equal is None:
+                run["why"] = verdict.reason
+            else:
+                run["result"] = "equal" if verdict.equal else f"DIFFERENT: {verdict.reason}"
+            result["runs"].append(run)
     return result
-
-
-# ---------------------------------------------------------------- run-time comparison
-
-# Shapes tried in turn for every Tensor parameter until the original function runs.
-SHAPES = ((2, 3, 16, 16), (4, 16), (8,), (2, 8, 3))
-
-
-def compare_runs(corpus: Path, fixed_root: Path, deps: Path | None, name: str, seed: int) -> dict:
-    """Call ``module:function`` from the original and from the fixed tree, each in its own process
-    (both import the package by the same name), on the same random inputs; compare the outputs."""
-    why = "not tried"
-    for shape_index in range(len(SHAPES)):
-        outputs, why = [], ""
-        for tree in (corpus, fixed_root):
-            out = Path(tempfile.mkdtemp()) / "out.pt"
-            done = subprocess.run(
-                [sys.executable, __file__, "--run-function", name, "--seed", str(seed), "--shape-index",
-                 str(shape_index), "--out", str(out)],
-                env={**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (tree, deps) if p is not None)},
-                capture_output=True,
-                text=True,
-            )
-            if done.returncode != 0:
-                why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-                break
-            outputs.append(out)
-        if "NotRunnable:" in why:
-            return {"function": name, "ran": False, "why": why.split("NotRunnable:", 1)[1].strip()}
-        if len(outputs) == 2:
-            break
-    else:
-        return {"function": name, "ran": False, "why": f"the original raises on random inputs: {why}"}
-    import torch
-
-    original, fixed = torch.load(outputs[0]), torch.load(outputs[1])
-    try:
-        torch.testing.assert_close(fixed, original, rtol=0, atol=0, equal_nan=True)
-        result = "bitwise equal"
-    except AssertionError:
-        try:
-            torch.testing.assert_close(fixed, original, equal_nan=True)
-            result = "equal within assert_close's default tolerance"
-        except AssertionError as error:
-            result = f"DIFFERENT: {str(error).splitlines()[0]}"
-    return {"function": name, "ran": True, "seed": seed, "shape": SHAPES[shape_index], "result": result}
-
-
-class NotRunnable(Exception):
-    """The function cannot be called with random tensors alone."""
-
-
-def run_function(name: str, seed: int, shape_index: int, out: Path) -> None:
-    """Import ``module:function`` (a module-level function or a static/class method) and call it with
-    a random tensor for every parameter without a default (each must be annotated ``Tensor``) and
-    the defaults for the rest."""
-    import importlib
-    import inspect
-
-    import torch
-
-    module_name, qualname = name.split(":")
-    target: object = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        if not hasattr(target, part):
-            raise NotRunnable(f"{qualname} is not reachable from its module (nested or local)")
-        target = getattr(target, part)
-    if "." in qualname and inspect.isfunction(target) and "self" in inspect.signature(target).parameters:
-        raise NotRunnable(f"{qualname} is a method: it needs an instance built with arguments")
-    torch.manual_seed(seed)
-    random.seed(seed)
-    args = []
-    for parameter in inspect.signature(target).parameters.values():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            continue
-        if parameter.default is not parameter.empty:
-            break
-        if "Tensor" not in str(parameter.annotation):
-            raise NotRunnable(f"parameter {parameter.name!r} ({parameter.annotation}) is not a tensor and has no default")
-        args.append(torch.randn(SHAPES[shape_index]))
-    with torch.no_grad():
-        torch.save(target(*args), out)
 
 
 # ---------------------------------------------------------------- main
@@ -354,13 +254,7 @@ def main() -> None:
     parser.add_argument("--no-fix-check", action="store_true", help="only lint")
     parser.add_argument("--fix-report", type=Path, default=None, help="write the fix-safety results here (JSON)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: a fresh one)")
-    parser.add_argument("--run-function", help=argparse.SUPPRESS)
-    parser.add_argument("--shape-index", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.run_function:
-        run_function(args.run_function, args.seed, args.shape_index, args.out)
-        return
     corpus = args.corpus.resolve()
     corpus.mkdir(parents=True, exist_ok=True)
     ensure_corpus(corpus)

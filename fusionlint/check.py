@@ -3,12 +3,14 @@
 The engine (libcst) and the process pool are imported only when some file misses the cache,
 so a warm run costs a read and a hash per file. When more than a handful of files miss, they are linted in a
 process pool (forked after the engine is imported, so no worker imports it again). Only the
-main process writes files, each one atomically and only if its text changed.
+main process writes files, each one atomically and only if its text changed. With ``verify``,
+a file's fixes are first proven by running them (``fusionlint.verify``): only the proven ones
+are written.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fusionlint.cache import Cache, options_digest
@@ -109,10 +111,11 @@ def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[LintResult]:
 
 
 def check_files(
-    paths: list[Path], config: Config, fix: FixMode, write: bool, cache: Cache | None
+    paths: list[Path], config: Config, fix: FixMode, write: bool, cache: Cache | None, verify: float | None = None
 ) -> list[FileOutcome]:
-    """Lint ``paths``; with ``fix`` other than OFF compute fixes, and write them when ``write``."""
-    return check_sources([_read(path) for path in paths], config, fix, write, cache)
+    """Lint ``paths``; with ``fix`` other than OFF compute fixes, and write them when ``write``.
+    With ``verify`` (seconds per function), keep only the fixes proven by running them."""
+    return check_sources([_read(path) for path in paths], config, fix, write, cache, verify)
 
 
 def _read(path: Path) -> SourceFile | FileOutcome:
@@ -123,7 +126,8 @@ def _read(path: Path) -> SourceFile | FileOutcome:
 
 
 def check_sources(
-    sources: list[SourceFile | FileOutcome], config: Config, fix: FixMode, write: bool, cache: Cache | None
+    sources: list[SourceFile | FileOutcome], config: Config, fix: FixMode, write: bool, cache: Cache | None,
+    verify: float | None = None,
 ) -> list[FileOutcome]:
     """Lint texts already read (an unreadable file comes as its ``FileOutcome``), in the given order."""
     known_codes = known_rule_codes(cache)
@@ -148,6 +152,8 @@ def check_sources(
 
     results = _run_jobs([(o.source.text, str(o.path), options) for o, _, options in pending])
     for (outcome, key, options), result in zip(pending, results):
+        if verify is not None and result.source not in (None, outcome.source.text) and not _crashed(result):
+            result = _verified(outcome.source, result, options, verify)
         outcome.findings, outcome.fixed = result.findings, result.fixed
         outcome.errors = tuple(e for e in result.errors if not isinstance(e, InternalError))
         outcome.internal_errors = tuple(e for e in result.errors if isinstance(e, InternalError))
@@ -172,6 +178,37 @@ def check_sources(
     if cache is not None:
         cache.save()
     return outcomes
+
+
+def _crashed(result: LintResult) -> bool:
+    return any(isinstance(error, InternalError) for error in result.errors)
+
+
+def _verified(source: SourceFile, result: LintResult, options: LintOptions, timeout: float) -> LintResult:
+    """``result`` with only the fixes that running them proved; the findings whose fix was refused
+    stay, saying why (a notebook's fixes are not run, so none is applied)."""
+    from fusionlint.verify import Verdict, Verification, function_of_line, verify_fix
+
+    path = str(source.path)
+    if is_notebook_path(path):
+        verification, fallback = Verification(None, {}), Verdict(None, "fixes in notebooks are not verified")
+    else:
+        verification, fallback = verify_fix(source.text, result.source, source.path, timeout), None
+    text = verification.text if verification.text is not None else source.text
+    left = lint_text(text, path, replace(options, fix=FixMode.OFF))
+    findings = []
+    for finding in left.findings:
+        where = fallback or verification.verdicts.get(function_of_line(text, finding.line))
+        if where is not None and not where.verified and options.fix.allows(finding.fix_safety):
+            finding = replace(finding, verified=where.verified, verification=where.reason)
+        findings.append(finding)
+    fixed = []
+    for finding in result.fixed:
+        where = verification.verdicts.get(function_of_line(source.text, finding.line)) if fallback is None else None
+        if where is not None and where.verified:
+            fixed.append(replace(finding, verified=True, verification=where.reason))
+    errors = result.errors + tuple(error for error in left.errors if error not in result.errors)
+    return LintResult(findings=tuple(findings), fixed=tuple(fixed), source=verification.text, errors=errors)
 
 
 def _position(finding: Finding) -> tuple:

@@ -29,6 +29,7 @@ from fusionlint.notebook import cell_source, read_notebook
 from fusionlint.sourcefile import SourceFile, SourceFileError, decode_source, is_notebook_path
 
 FORMATS = ("text", "concise", "json", "sarif", "github")
+DEFAULT_VERIFY_TIMEOUT = 60.0  # the same as fusionlint.verify's, which is not imported unless --verify
 UNREADABLE_DOC = output.RuleDoc(
     code=UNREADABLE,
     name="unreadable-file",
@@ -62,6 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
     check.add_argument("--unsafe-fixes", action="store_true", help="with --fix, apply unsafe fixes too")
     check.add_argument("--diff", action="store_true", help="print the diffs --fix would make, write nothing")
+    check.add_argument(
+        "--verify", action="store_true",
+        help="with --fix or --diff: apply a fix only once running the original and the fixed function under"
+        " fusionrt gives equal results at a lower cost (runs your code; needs torch)",
+    )
+    check.add_argument(
+        "--verify-timeout", type=float, default=DEFAULT_VERIFY_TIMEOUT, metavar="SECONDS",
+        help=f"with --verify: time allowed to each function, per version (default {DEFAULT_VERIFY_TIMEOUT:g})",
+    )
     for flag, text in (
         ("--select", "rule codes or prefixes to enable (replaces the config's select)"),
         ("--extend-select", "rule codes or prefixes to enable in addition"),
@@ -91,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if getattr(args, "verify", False) and not (args.fix or args.diff):
+            parser.error("check --verify proves the fixes it applies: give --fix (or --diff) with it")
+        if getattr(args, "verify_timeout", 1) <= 0:
+            parser.error("--verify-timeout must be positive")
     except SystemExit as exc:  # --help, --version, or a usage error (already printed)
         return exc.code if isinstance(exc.code, int) else 2
     try:
@@ -125,6 +139,11 @@ def _fix_mode(args: argparse.Namespace) -> FixMode:
     return FixMode.UNSAFE if args.unsafe_fixes else FixMode.SAFE
 
 
+def _verify(args: argparse.Namespace) -> float | None:
+    """Seconds per function for ``--verify``, None without it."""
+    return args.verify_timeout if args.verify else None
+
+
 def run_check(args: argparse.Namespace) -> int:
     reads_stdin = args.paths == [Path("-")] or (args.stdin_filename is not None and not args.paths)
     if reads_stdin:
@@ -139,7 +158,7 @@ def run_check(args: argparse.Namespace) -> int:
         print("fusionlint: warning: no Python files or notebooks found", file=sys.stderr)
     cache = None if args.no_cache else Cache(config.root)
     config.check_selectors(known_rule_codes(cache))
-    outcomes = check_files(files, config, _fix_mode(args), write=not args.diff, cache=cache)
+    outcomes = check_files(files, config, _fix_mode(args), write=not args.diff, cache=cache, verify=_verify(args))
     if cache is not None and cache.warning:
         print(f"fusionlint: warning: {cache.warning}; the findings are complete all the same", file=sys.stderr)
     return _report(args, outcomes, sys.stdout)
@@ -162,7 +181,7 @@ def _check_stdin(args: argparse.Namespace) -> int:
         source: SourceFile | FileOutcome = SourceFile(path=path, data=data, text=text, encoding=encoding)
     except SourceFileError as exc:
         source = unreadable(path, exc)
-    outcomes = check_sources([source], config, _fix_mode(args), write=False, cache=None)
+    outcomes = check_sources([source], config, _fix_mode(args), write=False, cache=None, verify=_verify(args))
     if fixing:
         outcome = outcomes[0]
         fixed = outcome.new_text is not None
@@ -195,6 +214,8 @@ def _report(args: argparse.Namespace, outcomes: list[FileOutcome], stream) -> in
         output.write_text(outcomes, stream, unsafe_hint=args.unsafe_fixes, show_source=args.output_format == "text")
         if not args.quiet:
             stream.write(output.summary(outcomes, _fix_mode(args), unsafe_hint=args.unsafe_fixes))
+            if args.verify:
+                stream.write(output.verify_summary(outcomes))
     elif args.output_format == "json":
         stream.write(output.format_json(outcomes))
     elif args.output_format == "sarif":

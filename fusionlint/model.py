@@ -47,6 +47,10 @@ class Finding:
     end_column: int
     fix_safety: FixSafety = FixSafety.NONE  # safety of the fix this finding carries, NONE if none
     cell: int | None = None  # notebook cell number (1-based over all cells), set by the notebook layer
+    # set by `check --verify` on a finding whose fix it tried: True proven (and applied), False
+    # refused, None not run (no harness); `verification` says why (None: not tried)
+    verified: bool | None = None
+    verification: str | None = None
 
     @property
     def fixable(self) -> bool:

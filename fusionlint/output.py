@@ -81,7 +81,7 @@ def write_text(outcomes: list[FileOutcome], stream: IO[str], unsafe_hint: bool, 
     applicable = FixMode.UNSAFE if unsafe_hint else FixMode.SAFE
     for outcome, finding in sorted_findings(outcomes):
         mark = " [*]" if applicable.allows(finding.fix_safety) else ""
-        head = f"{location(outcome, finding)}: {finding.code}{mark} {finding.message}"
+        head = f"{location(outcome, finding)}: {finding.code}{mark} {finding.message}{_verification(finding)}"
         line = source_line(outcome, finding) if show_source else None
         if console is None:
             stream.write(head + "\n")
@@ -89,6 +89,13 @@ def write_text(outcomes: list[FileOutcome], stream: IO[str], unsafe_hint: bool, 
                 stream.write(_plain_snippet(finding, line))
         else:
             _rich_finding(console, outcome, finding, mark, line)
+
+
+def _verification(finding: Finding) -> str:
+    """Why ``--verify`` left a finding's fix unapplied."""
+    if finding.verification is None or finding.verified:
+        return ""
+    return f" (fix {'refused' if finding.verified is False else 'not run'}: {finding.verification})"
 
 
 def _plain_snippet(finding: Finding, line: str) -> str:
@@ -120,6 +127,7 @@ def _rich_finding(console, outcome: FileOutcome, finding: Finding, mark: str, li
     head.append(finding.code, style="bold red")
     head.append(mark, style="cyan")
     head.append(f" {finding.message}")
+    head.append(_verification(finding), style="yellow")
     console.print(head)
     if line is None:
         return
@@ -156,6 +164,17 @@ def summary(outcomes: list[FileOutcome], fix: FixMode, unsafe_hint: bool) -> str
     return "\n".join(lines) + "\n"
 
 
+def verify_summary(outcomes: list[FileOutcome]) -> str:
+    """After ``--verify``: how many fixes were proven, refused, or could not be run."""
+    proven = sum(bool(f.verified) for outcome in outcomes for f in outcome.fixed)
+    left = [f for outcome in outcomes for f in outcome.findings if f.verification is not None]
+    refused = sum(f.verified is False for f in left)
+    if not (proven or left):
+        return ""
+    return (f"Verified: {_plural(proven, 'fix', 'fixes')} proven and applied, {refused} refused, "
+            f"{len(left) - refused} not run (no harness).\n")
+
+
 def _plural(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
@@ -174,11 +193,19 @@ def format_json(outcomes: list[FileOutcome]) -> str:
                 "message": finding.message,
                 "fixable": finding.fixable,
                 "fix_safety": finding.fix_safety.value,
+                **_verification_fields(finding),
             }
             for outcome, finding in sorted_findings(outcomes)
         ],
         indent=2,
     ) + "\n"
+
+
+def _verification_fields(finding: Finding) -> dict:
+    """``verified`` (true, false, or null: not run) and its reason, on a finding ``--verify`` tried."""
+    if finding.verification is None:
+        return {}
+    return {"verified": finding.verified, "verification": finding.verification}
 
 
 def format_github(outcomes: list[FileOutcome]) -> str:
@@ -233,6 +260,7 @@ def format_sarif(outcomes: list[FileOutcome], rules: list[RuleDoc], root: Path) 
                     }
                 ],
                 "partialFingerprints": {"primaryLocationLineHash": f"{line_hash}:{seen_hashes[(uri, line_hash)]}"},
+                **({"properties": _verification_fields(finding)} if finding.verification is not None else {}),
             }
         )
     driver = {
