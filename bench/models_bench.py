@@ -3,7 +3,7 @@
 Every model is built from a config with random weights (no downloads), in eval mode, and run
 under ``torch.no_grad()`` in bfloat16 on a GPU (float32 on the CPU). Per model:
 
-- ms per call of eager, ``torch.compile`` (default mode) and ``fusionrt.jit``: a device
+- ms per call of eager, ``torch.compile`` (default mode) and fusionrt: a device
   synchronize around N back-to-back calls, N chosen so a round lasts about ``ROUND_S``; median of
   the rounds. This is wall time, so fusionrt's recording (on the CPU) counts like any other cost.
 - first-call seconds of fusionrt and of torch.compile, with empty kernel caches, in a process
@@ -14,8 +14,9 @@ under ``torch.no_grad()`` in bfloat16 on a GPU (float32 on the CPU). Per model:
   against the same model run eagerly in float32 (no TF32);
 - whether the timed jit calls replayed, and else why the last call recorded.
 
-fusionrt gets the weights as an argument (``torch.func.functional_call``): a call that reads a
-module's parameters directly cannot be replayed (docs/replay.md). Each model runs in its own
+fusionrt runs the model as ``torch.compile(model, backend="fusionrt")`` (``--route compile``, the
+default: Dynamo's graphs, each replayed by fusionrt) or as ``fusionrt.jit`` of the forward with
+the weights passed as an argument (``--route jit``). Each model runs in its own
 process with its own time limit, so a crash, a hang or an out-of-memory error costs one row.
 The two built-in models (a decoder block with attention written out, a CNN with BatchNorm) need
 no library: they are what the CPU test runs.
@@ -59,7 +60,7 @@ import fusionrt  # noqa: E402
 FIELDS = ("model", "library", "mode", "dtype", "shape", "params_m", "eager_ms", "compile_ms", "fusionrt_ms",
           "fusionrt_first_s", "compile_first_s", "eager_peak_mib", "fusionrt_peak_mib", "kernels",
           "eager_kernels", "writes", "eager_writes", "fallbacks", "fallback_ops", "eager_rel_err", "rel_err",
-          "compile_rel_err", "replayed", "why_not_replayed")
+          "compile_rel_err", "replayed", "why_not_replayed", "route", "graphs")
 ROUND_S = {"full": 0.25, "quick": 0.1}  # seconds per timing round
 ROUNDS = {"full": 5, "quick": 3}
 MAX_CALLS = 200  # per round: a sub-millisecond tiny model would otherwise loop for long
@@ -266,9 +267,30 @@ def warm_paths(device: str, executor: str, with_compile: bool) -> None:
     """Run a trivial function through each path, so first calls pay only for the model."""
     x = torch.randn(64, device=device)
     fusionrt.jit(lambda t: t * 2 + 1, executor=executor)(x)
+    torch.compile(lambda t: t * 2 + 1, backend="fusionrt", options={"executor": executor})(x)
     if with_compile:
         torch.compile(lambda t: t * 2 + 1)(x)
     _sync(device)
+
+
+def fusionrt_call(spec: Model, model: nn.Module, x: torch.Tensor, executor: str,
+                  route: str) -> tuple[Callable[[], torch.Tensor], Callable[[], list[fusionrt.Jitted]]]:
+    """One call of the model through fusionrt, and the jitted graphs that call runs.
+
+    ``compile``: ``torch.compile(model, backend="fusionrt")``, one jitted aten graph per Dynamo
+    graph. ``jit``: ``fusionrt.jit`` of the whole forward, the weights passed as an argument
+    (``torch.func.functional_call``), one jitted function."""
+    if route == "jit":
+        weights = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        jitted = fusionrt.jit(lambda w, t: main_output(torch.func.functional_call(model, w, (t,), spec.kwargs)),
+                              executor=executor)
+        return (lambda: jitted(weights, x)), (lambda: [jitted])
+    from fusionrt.compile_backend import compiled_graphs
+
+    seen = {id(g) for g in compiled_graphs()}
+    compiled = torch.compile(model, backend="fusionrt", options={"executor": executor})
+    return (lambda: main_output(compiled(x, **spec.kwargs))), (
+        lambda: [g for g in compiled_graphs() if id(g) not in seen])
 
 
 def measure_model(spec: Model, opts: argparse.Namespace, row: dict, stage: Callable[[str], None]) -> None:
@@ -301,27 +323,24 @@ def measure_model(spec: Model, opts: argparse.Namespace, row: dict, stage: Calla
     stage(f"eager {row['eager_ms']:.2f} ms")
 
     warm_paths(device, executor, with_compile=not opts.no_compile)
-    weights = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-
-    def forward(weights: dict, x: torch.Tensor) -> torch.Tensor:
-        return main_output(torch.func.functional_call(model, weights, (x,), spec.kwargs))
-
-    jitted = fusionrt.jit(forward, executor=executor)
-    out, row["fusionrt_first_s"] = timed_s(lambda: jitted(weights, x), device)
+    call, graphs = fusionrt_call(spec, model, x, executor, opts.route)
+    out, row["fusionrt_first_s"] = timed_s(call, device)
     first_err = rel_err(out, ref)
     del out
-    report = jitted.report
-    fallback_ops = collections.Counter(f.op for f in report.fallbacks)
-    row.update(kernels=report.kernels, eager_kernels=report.eager_kernels, writes=report.writes,
-               eager_writes=report.eager_writes, fallbacks=len(report.fallbacks),
-               fallback_ops=dict(fallback_ops.most_common()))
-    stage(f"fusionrt first call {row['fusionrt_first_s']:.2f} s, {report.kernels} kernels, {report.writes} writes, "
-          f"{len(report.fallbacks)} fallbacks")
-    replays = jitted.stats.replays
-    row["fusionrt_ms"] = per_call_ms(lambda: jitted(weights, x), device, pace)
-    row["replayed"] = jitted.stats.replays > replays
-    row["why_not_replayed"] = None if row["replayed"] else jitted.stats.last_recording
-    out, row["fusionrt_peak_mib"] = peak_call(lambda: jitted(weights, x), device)
+    reports = [g.report for g in graphs()]
+    fallback_ops = collections.Counter(f.op for r in reports for f in r.fallbacks)
+    row.update(kernels=sum(r.kernels for r in reports), eager_kernels=sum(r.eager_kernels for r in reports),
+               writes=sum(r.writes for r in reports), eager_writes=sum(r.eager_writes for r in reports),
+               fallbacks=sum(fallback_ops.values()), fallback_ops=dict(fallback_ops.most_common()),
+               graphs=len(reports))
+    stage(f"fusionrt first call {row['fusionrt_first_s']:.2f} s, {row['kernels']} kernels, {row['writes']} writes, "
+          f"{row['fallbacks']} fallbacks, {len(reports)} graph(s)")
+    replays = {id(g): g.stats.replays for g in graphs()}
+    row["fusionrt_ms"] = per_call_ms(call, device, pace)
+    not_replayed = [g for g in graphs() if g.stats.replays <= replays.get(id(g), 0)]
+    row["replayed"] = not not_replayed
+    row["why_not_replayed"] = "; ".join(g.stats.last_recording for g in not_replayed) or None
+    out, row["fusionrt_peak_mib"] = peak_call(call, device)
     row["rel_err"] = max(first_err, rel_err(out, ref))  # the recorded call's and a timed call's
     del out
     stage(f"fusionrt {row['fusionrt_ms']:.2f} ms ({'replayed' if row['replayed'] else 'recorded'})")
@@ -340,7 +359,7 @@ def worker(opts: argparse.Namespace) -> int:
     """Measure one model and keep its row in ``--row-file`` after every stage, so a row killed by
     its time limit still has what was measured."""
     spec = ZOO[opts.worker]
-    row = new_row(spec)
+    row = {**new_row(spec), "route": opts.route}
     path = Path(opts.row_file)
     start = time.monotonic()
 
@@ -375,6 +394,7 @@ def run_model(spec: Model, opts: argparse.Namespace, timeout: float) -> dict:
         command += [flag for flag, on in (("--tiny", opts.tiny), ("--quick", opts.quick),
                                           ("--no-compile", opts.no_compile)) if on]
         command += ["--executor", opts.executor] if opts.executor else []
+        command += ["--route", opts.route]
         with log.open("w") as stderr:
             proc = subprocess.Popen(command, env=env, stderr=stderr, start_new_session=True)
             try:
@@ -422,7 +442,8 @@ def _ratio(a: Any, b: Any) -> str:
 def markdown(result: dict) -> str:
     lines = [f"# Model zoo: fusionrt, eager and torch.compile on {result['device']}", "",
              f"{result['date']}, torch {result['torch']}, triton {result['triton']}, executor "
-             f"{result['executor']}{', tiny configs' if result['tiny'] else ''}. Time per call: wall time "
+             f"{result['executor']}, route {result.get('route', 'jit')}"
+             f"{', tiny configs' if result['tiny'] else ''}. Time per call: wall time "
              "around N calls, median of rounds (lower is better); ratios are fusionrt over the other. "
              "rel err: against the model run eagerly in float32 (eager's own: its dtype's rounding).", "",
              "| model | input | eager ms | compile ms | fusionrt ms | fusionrt/eager | fusionrt/compile "
@@ -475,6 +496,8 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="tiny configs and inputs (the CPU smoke test)")
     parser.add_argument("--quick", action="store_true", help="fewer and shorter timing rounds")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--route", choices=["compile", "jit"], default="compile",
+                        help="how fusionrt runs the model: torch.compile(backend='fusionrt') (default) or fusionrt.jit")
     parser.add_argument("--budget-s", type=float, default=540, help="time for the whole run (default 540)")
     parser.add_argument("--model-timeout", type=float, default=180, help="most seconds per model (default 180)")
     parser.add_argument("--out", type=Path)
@@ -493,6 +516,7 @@ def main() -> int:
               "device": torch.cuda.get_device_name() if opts.device == "cuda" else "cpu",
               "torch": torch.__version__, "triton": triton_version, "tiny": opts.tiny,
               "executor": opts.executor or ("triton" if opts.device == "cuda" else "reference"),
+              "route": opts.route,
               "rows": run(opts)}
     out = save(result, opts.out)
     print(markdown(result))
