@@ -83,6 +83,8 @@ def test_a_fix_without_harness_is_left_unapplied_with_the_reason(tmp_path):
     [row] = json.loads(out)
     assert row["code"] == "FL002" and row["verified"] is None
     assert row["verification"] == "parameter 'k' is required and not known to be a tensor"
+    status, out = check("--diff", "--unsafe-fixes", "--verify", str(path))
+    assert (status, out) == (0, "No fixes to apply.\n")  # the diff of the proven fixes: none
 
 
 def test_verify_needs_fix_or_diff(tmp_path, capsys):
