@@ -153,7 +153,10 @@ def check_sources(
     results = _run_jobs([(o.source.text, str(o.path), options) for o, _, options in pending])
     for (outcome, key, options), result in zip(pending, results):
         if verify is not None and result.source not in (None, outcome.source.text) and not _crashed(result):
-            result = _verified(outcome.source, result, options, verify)
+            try:
+                result = _verified(outcome.source, result, options, verify)
+            except Exception as exc:  # noqa: BLE001 - a bug: this file fails, unwritten; the others go on
+                result = replace(result, errors=result.errors + (internal_error(str(outcome.path), exc),))
         outcome.findings, outcome.fixed = result.findings, result.fixed
         outcome.errors = tuple(e for e in result.errors if not isinstance(e, InternalError))
         outcome.internal_errors = tuple(e for e in result.errors if isinstance(e, InternalError))

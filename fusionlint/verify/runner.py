@@ -59,7 +59,9 @@ def _target(module: types.ModuleType, name: str, seed: int):
     owner: Any = module
     parts = name.split(".")
     for part in parts[:-1]:
-        owner = getattr(owner, part)
+        owner = getattr(owner, part, None)
+    if owner is None or not hasattr(owner, parts[-1]):
+        raise NoHarness(f"{name} is not defined when the module is loaded")
     if owner is module:
         return getattr(module, parts[-1])
     torch.manual_seed(seed)

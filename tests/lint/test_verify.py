@@ -156,9 +156,17 @@ def test_a_function_past_its_time_is_refused(tmp_path):
     assert "ran past 1 s" in result.verdicts["spin"].reason
 
 
+def test_a_module_that_cannot_be_imported_proves_nothing(tmp_path):
+    original = "import torch\nimport no_such_module_anywhere\n\n\ndef f(x: torch.Tensor):\n    return x * 2\n"
+    result = verify_fix(original, original.replace("x * 2", "2 * x"), tmp_path / "m.py")
+    assert result.text is None
+    assert result.verdicts["f"].verified is False
+    assert "ModuleNotFoundError: No module named 'no_such_module_anywhere'" in result.verdicts["f"].reason
+
+
 def test_an_interrupted_verification_leaves_the_file_intact(tmp_path):
     path = tmp_path / "m.py"
-    source = HEADER + MLP.replace("    return h + bias\n", "    while True:\n        h = h + 0\n    return h + bias\n")
+    source = "import time\n" + HEADER + MLP.replace("    h = ", "    time.sleep(600)\n    h = ")
     path.write_text(source)
     process = subprocess.Popen(
         [sys.executable, "-m", "fusionlint", "check", "--no-cache", "--fix", "--unsafe-fixes", "--verify", str(path)],
