@@ -87,9 +87,11 @@ def measure(label: dict) -> dict:
     }
 
 
-def problems(label: dict, corpus: Path | None, package: str) -> list[str]:
-    """What is inconsistent in a label, independent of its numbers."""
+def problems(label: dict, data: dict, corpus: Path | None) -> list[str]:
+    """What is inconsistent in a label of the package file ``data``, independent of its numbers."""
     found = []
+    if label["path"] not in data["files"]:
+        found.append("its path is not among the package's files (the labelled scope the evaluation lints)")
     if label["kind"] not in KINDS:
         found.append(f"unknown kind {label['kind']!r}")
     if label["actionable"] and not (label.get("equal") and label.get("pays_in")):
@@ -97,7 +99,7 @@ def problems(label: dict, corpus: Path | None, package: str) -> list[str]:
     if label["actionable"] and not label.get("snippet"):
         found.append("actionable without a snippet")
     if corpus is not None:
-        path = corpus / package / label["path"]
+        path = corpus / data["package"] / label["path"]
         if not path.is_file():
             found.append(f"{path} does not exist")
         else:
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                     issues += [f"{key} changed (committed {label.get(key)})" for key, value in fresh.items()
                                if args.check and label.get(key) != value]
                     label.update(fresh)
-            issues += problems(label, args.corpus, data["package"])
+            issues += problems(label, data, args.corpus)
             failures += [f"{label['id']}: {issue}" for issue in issues]
             pays_in = ",".join(label.get("pays_in") or []) or "-"
             summary[data["package"], "actionable" if label["actionable"] else "look-alike"] += 1
