@@ -4,12 +4,10 @@ Five pinned packages are installed without their dependencies into a corpus fold
 read), linted with the installed ``fusionlint`` command (JSON output), and every finding is
 written with its source line to a JSON file for triage by hand (docs/triage.md). Then a copy of
 the trees is fixed with ``--fix --unsafe-fixes``: every file must still parse, a second ``--fix``
-must change nothing, and each fixed function that can be called with random tensors alone (its
-parameters without defaults annotated ``Tensor``) is run from the original tree and from the
-fixed tree, in two processes on the same fresh random inputs, and the outputs compared with
-``torch.testing.assert_close``; the others are listed with the reason they were not run. The runs
-are those of ``fusionlint check --verify`` (``fusionlint.verify``): under fusionrt, with its
-harness (tensor parameters as the analysis sees them, methods of classes built without arguments).
+must change nothing, and each fixed function is verified as ``fusionlint check --verify`` does
+(``fusionlint.verify``): the original and the fixed text run in two processes under fusionrt on
+the same random tensors and the results are compared with ``torch.testing.assert_close``; the
+functions without a harness are listed with the reason they were not run.
 
     .venv/bin/python bench/real_code.py --corpus /tmp/real --triage docs/triage.json
 
@@ -34,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fusionlint.verify import changed_functions, run_versions
+from fusionlint.verify import changed_functions, verify_fix
 
 REPO = Path(__file__).resolve().parents[1]
 # distribution -> (version, the import folders it installs, the name findings are counted under)
@@ -230,7 +228,7 @@ def check_fixes(corpus: Path, scratch: Path, deps: Path | None, seed: int) -> di
         functions = changed_functions(before, after)
         result["changed_files"].append({"path": path, "parses": parses, "functions": functions, "diff": diff})
         module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-        verdicts = run_versions(before, after, corpus / path, functions, seed=seed, extra_paths=(deps,) if deps else ())
+        verdicts = verify_fix(before, after, corpus / path, seed=seed, extra_paths=(deps,) if deps else ()).verdicts
         for function in functions:
             verdict = verdicts[function]
             run = {"function": f"{module}:{function}", "ran": verdict.equal is not None, "seed": seed}

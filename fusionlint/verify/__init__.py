@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fusionlint.verify.harness import Harness, apply_only, changed_functions, function_of_line, harnesses
 
-__all__ = ["Verdict", "Verification", "verify_fix", "run_versions", "changed_functions", "function_of_line"]
+__all__ = ["Verdict", "Verification", "verify_fix", "changed_functions", "function_of_line"]
 
 DEFAULT_TIMEOUT = 60.0  # seconds per function, per version
 _STARTUP_SECONDS = 60.0  # a child's own cost: Python, torch, fusionrt and the module's imports
@@ -74,23 +74,6 @@ def verify_fix(
                 return Verification(candidate, verdicts)
             accepted = proven
     return Verification(None, verdicts)
-
-
-def run_versions(
-    original: str, fixed: str, path: Path, names: list[str], timeout: float = DEFAULT_TIMEOUT,
-    seed: int = 0, extra_paths: tuple[Path, ...] = (),
-) -> dict[str, Verdict]:
-    """The verdict on each function of ``names`` between two whole versions of a file (no change dropped)."""
-    verdicts, runnable = _plan(original, names)
-    if not runnable:
-        return verdicts
-    with tempfile.TemporaryDirectory(prefix="fusionlint-verify-") as scratch:
-        runs = _Runs(Path(scratch), path, runnable, timeout, seed, extra_paths)
-        first = runs.original(original)
-        verdicts.update({name: verdict for name, verdict in first.items() if verdict is not None})
-        ran = {name for name, verdict in first.items() if verdict is None}
-        verdicts.update(runs.fixed(fixed, ran) if ran else {})
-        return verdicts
 
 
 def _plan(original: str, names: list[str]) -> tuple[dict[str, Verdict], list[Harness]]:
