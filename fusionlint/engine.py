@@ -122,12 +122,12 @@ def _with_deep_stack(work: Callable[[], _T]) -> _T:
 
 def _lint(source: str, path: str, options: LintOptions) -> LintResult:
     tables = op_tables(options.extra_ops)
-    rules = [cls() for cls in all_rules() if cls.code in options.codes and cls.code != SYNTAX_ERROR_CODE]
+    rules = _rules_to_run(options.codes)
     check_syntax = SYNTAX_ERROR_CODE in options.codes
     errors: list[str] = []
 
     def check(text: str) -> list[_Report]:
-        reports, problems = _check(text, path, rules, tables, check_syntax)
+        reports, problems = _check(text, path, rules, options.codes, tables, check_syntax)
         errors.extend(p for p in problems if p not in errors)
         return _unsuppressed(reports, text)
 
@@ -163,6 +163,22 @@ def _lint(source: str, path: str, options: LintOptions) -> LintResult:
     return _result(reports, fixed, text if text != source else None, errors)
 
 
+def _rules_to_run(codes: frozenset[str]) -> list[Rule]:
+    """The enabled rules and the rules they yield to, each after the rules it yields to."""
+    by_code = {rule.code: rule for rule in all_rules() if rule.code != SYNTAX_ERROR_CODE}
+    wanted = {code for code in codes if code in by_code}
+    todo = list(wanted)
+    while todo:
+        for code in by_code[todo.pop()].yields_to - wanted:
+            wanted.add(code)
+            todo.append(code)
+
+    def depth(code: str) -> int:
+        return 1 + max((depth(other) for other in by_code[code].yields_to), default=0)
+
+    return [by_code[code]() for code in sorted(wanted, key=lambda code: (depth(code), code))]
+
+
 def _result(reports: list[_Report], fixed: Iterable[Finding], text: str | None, errors: list[str]) -> LintResult:
     findings = sorted((r.finding for r in reports), key=lambda f: (f.line, f.column, f.code))
     return LintResult(findings=tuple(findings), fixed=tuple(fixed), source=text, errors=tuple(errors))
@@ -172,7 +188,7 @@ def _result(reports: list[_Report], fixed: Iterable[Finding], text: str | None, 
 
 
 def _check(
-    text: str, path: str, rules: list[Rule], tables: OpTables, check_syntax: bool
+    text: str, path: str, rules: list[Rule], codes: frozenset[str], tables: OpTables, check_syntax: bool
 ) -> tuple[list[_Report], list[str]]:
     """Findings of one text (before suppression), and internal problems worth showing."""
     mentions_torch = "torch" in text
@@ -191,7 +207,8 @@ def _check(
     if not facts.imports_torch:
         return [], []
     lines = _LINE.findall(text)
-    wanted = lambda block, index: any(rule.may_match(block, index, tables) for rule in rules)  # noqa: E731
+    enabled = [rule for rule in rules if rule.code in codes]
+    wanted = lambda block, index: any(rule.may_match(block, index, tables) for rule in enabled)  # noqa: E731
     masked = _mask(lines, tree, wanted)
     if masked is None:
         return [], []
@@ -211,10 +228,12 @@ def _check(
             if _recursed(exc):
                 raise
             return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
-    return _run_rules(module, unit_starts, lines, path, rules, tables, facts)
+    return _run_rules(module, unit_starts, lines, path, rules, codes, tables, facts)
 
 
-def _run_rules(module, unit_starts, lines: list[str], path: str, rules: list[Rule], tables: OpTables, facts) -> tuple:
+def _run_rules(
+    module, unit_starts, lines: list[str], path: str, rules: list[Rule], codes: frozenset[str], tables: OpTables, facts
+) -> tuple:
     from fusionlint.analysis import collect_scopes
 
     scopes = collect_scopes(module, facts, tables)
@@ -231,9 +250,21 @@ def _run_rules(module, unit_starts, lines: list[str], path: str, rules: list[Rul
         return [], problems
     positions = _Positions(module, unit_starts)
     reports = []
-    for rule, scope, violation in found:
+    kept_lines: dict[str, list[int]] = {}  # the first line of each finding kept so far, by code
+    for rule, scope, violation in found:  # in the order of ``rules``: a rule after those it yields to
         locate = positions.of(scope.unit)
         where = locate(violation.node)
+        spans = [locate(node) for node in violation.spans] or [where]
+        if any(
+            span.start.line <= line <= span.end.line
+            for code in rule.yields_to
+            for line in kept_lines.get(code, ())
+            for span in spans
+        ):
+            continue
+        kept_lines.setdefault(rule.code, []).append(where.start.line)
+        if rule.code not in codes:
+            continue  # it ran only to take precedence
         edits = None
         if violation.fix is not None:
             edits = tuple(_render(module, locate, lines, edit) for edit in violation.fix)

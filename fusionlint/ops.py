@@ -17,6 +17,7 @@ passes as ``LintOptions.extra_ops``.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 VIEW = "view"
@@ -73,6 +74,12 @@ MATMULS = frozenset(
     conv_transpose2d conv_transpose3d""".split()
 )
 
+# Tensor methods that hand data to the host, and builtins that read a tensor's value there (``bool``
+# also via ``if``/``while``/``and``/``not``): each one flushes the lazy stream, and every tensor
+# Python still holds is written there. ``.to("cpu")`` is matched separately.
+SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
+SYNC_BUILTINS = frozenset({"bool", "float", "int", "print"})
+
 _DEFAULTS = {VIEW: _VIEWS, ELEMENTWISE: _ELEMENTWISE, COMPUTE: _COMPUTE}
 
 
@@ -105,3 +112,9 @@ def op_tables(extra_ops: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> OpTabl
             raise ValueError(f"unknown op class {cls!r} in extra-ops (known: {', '.join(OP_CLASSES)})")
         tables[cls].update(names)
     return OpTables(**{cls: frozenset(names) for cls, names in tables.items()})
+
+
+@functools.lru_cache(maxsize=8)
+def compute_call_text(ops: OpTables) -> re.Pattern[str]:
+    """A compute-bound op in a statement's text (for ``Rule.may_match``): a call by name, or ``@``."""
+    return re.compile(r"@|\b(?:%s)\s*\(" % "|".join(sorted(map(re.escape, ops.compute))))

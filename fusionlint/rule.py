@@ -51,6 +51,9 @@ class Violation:
     node: cst.CSTNode  # the pattern itself: the finding points at its first character
     fix: tuple[StatementEdit, ...] | None = None
     message: str | None = None  # a more specific message than the rule's one-liner
+    # The statements the finding is about, for precedence (``Rule.yields_to``): those its rewrite
+    # moves code across. Empty: the node's own lines.
+    spans: tuple[cst.CSTNode, ...] = ()
 
 
 class Rule:
@@ -63,6 +66,11 @@ class Rule:
     fix_notes: ClassVar[str] = ""  # markdown: what the fix does and why it is (not) safe
     examples: ClassVar[tuple[Example, ...]] = ()
     valid: ClassVar[tuple[str, ...]] = ()  # look-alikes that must not be flagged
+    # Codes whose finding is the better report of the same pattern: a finding of this rule is
+    # dropped when one of theirs starts inside the statements it spans (``Violation.spans``).
+    # The engine runs those rules for that even when they are not selected, so a rule reports
+    # the same whatever else is enabled.
+    yields_to: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:

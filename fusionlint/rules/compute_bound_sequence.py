@@ -16,9 +16,8 @@ from fusionlint.analysis import (
     names_of,
 )
 from fusionlint.model import FixSafety
-from fusionlint.ops import COMPUTE, VIEW, OpTables
+from fusionlint.ops import COMPUTE, VIEW, OpTables, compute_call_text
 from fusionlint.rule import Example, Rule, Violation
-from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute, compute_text
 
 # The compute-bound ops fusionrt runs on torch's kernels with nothing fused on either side
 # (docs/semantics.md 3.8): the element-wise code before and after each forms blocks of its own.
@@ -61,6 +60,8 @@ class ComputeBoundSequence(Rule):
         after it.
     """
     fix_safety = FixSafety.NONE
+    # A statement between the two that FL003 moves, with a fix.
+    yields_to = frozenset({"FL003"})
     fix_notes = """
         No fix. Moving the statements is the reordering FL003 does, but here it spans several
         statements in two directions, and whether the moved work really joins the blocks on
@@ -270,13 +271,12 @@ def f(x: np.ndarray, y: np.ndarray, k: np.ndarray):
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return index < len(block) - 2 and compute_text(ops).search(block[index]) is not None
+        return index < len(block) - 2 and compute_call_text(ops).search(block[index]) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         convs = compute_statements(scope, _UNFUSED)
         if len(convs) < 2:
             return
-        fl003: set[int] | None = None
         for first in convs.values():
             second = _next_compute(first.ref, convs)
             if second is None:
@@ -286,10 +286,6 @@ def f(x: np.ndarray, y: np.ndarray, k: np.ndarray):
                 continue
             up, down = plan
             gap = first.ref.block.statements[first.ref.index + 1 : second.ref.index]
-            if fl003 is None:
-                fl003 = {id(v.node) for v in KeptAliveAcrossCompute().check(scope)}
-            if any(id(statement.body[0]) in fl003 for statement in gap):
-                continue  # FL003 moves it, with a fix
             moves = []
             if up:
                 moves.append(f"move {_names(up)} above the first (`{first.op}`)")
@@ -299,6 +295,7 @@ def f(x: np.ndarray, y: np.ndarray, k: np.ndarray):
                 gap[0].body[0],
                 message=f"element-wise work between `{first.op}` and `{second.op}` runs as a kernel of its own: "
                 + " and ".join(moves),
+                spans=tuple(gap),
             )
 
 

@@ -1,8 +1,6 @@
 """FL003: a computed tensor kept alive across a compute-bound op for an element-wise use after it."""
 from __future__ import annotations
 
-import functools
-import re
 from typing import Iterator, Sequence
 
 import libcst as cst
@@ -18,14 +16,18 @@ from fusionlint.analysis import (
     statements_after,
 )
 from fusionlint.model import FixSafety
-from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MATMULS, VIEW, OpTables
+from fusionlint.ops import (
+    COMPUTE,
+    ELEMENTWISE,
+    FUSED_REDUCTIONS,
+    MATMULS,
+    SYNC_BUILTINS,
+    SYNC_METHODS,
+    VIEW,
+    OpTables,
+    compute_call_text,
+)
 from fusionlint.rule import Example, Rule, StatementEdit, Violation
-from fusionlint.rules.clone_before_compute import CloneBeforeCompute
-
-# Tensor methods and builtins that read a tensor's value on the host: each one flushes the lazy
-# stream, and every tensor Python still holds is written there, whatever the order of the code.
-_SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
-_SYNC_BUILTINS = frozenset({"bool", "float", "int", "print"})
 
 
 class KeptAliveAcrossCompute(Rule):
@@ -61,6 +63,8 @@ class KeptAliveAcrossCompute(Rule):
     """
     use_instead = "Compute the later element-wise use before the compute-bound op, where its inputs already exist."
     fix_safety = FixSafety.UNSAFE
+    # A `.clone()` FL002 reports between the op and the use: FL002's fix moves this use too.
+    yields_to = frozenset({"FL002"})
     fix_notes = """
         The fix moves the statement up to just before the compute-bound op, unchanged. It is
         offered with every finding: the checks above ensure every name keeps its value for the
@@ -287,13 +291,12 @@ def f(x: np.ndarray, y: np.ndarray):
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return index < len(block) - 1 and compute_text(ops).search(block[index]) is not None
+        return index < len(block) - 1 and compute_call_text(ops).search(block[index]) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.autograd or scope.dynamic:
             return
         computes = compute_statements(scope, FUSED_REDUCTIONS | MATMULS | {"@"})
-        clone_statements: set[int] | None = None
         seen: set[int] = set()
         for compute in computes.values():
             for use in compute.ref.later():
@@ -304,10 +307,6 @@ def f(x: np.ndarray, y: np.ndarray):
                 if move is None:
                     continue
                 target, dying = move
-                if clone_statements is None:
-                    clone_statements = _fl002_statements(scope)
-                if any(id(s) in clone_statements for s in use.block.statements[target.index : use.index]):
-                    continue  # FL002 reports the clone, and its fix moves this use
                 op = computes[id(target.node)].op
                 names = ", ".join(f"`{t}`" for t in dying)
                 yield Violation(
@@ -318,16 +317,11 @@ def f(x: np.ndarray, y: np.ndarray):
                     ),
                     message=f"{names} {'is' if len(dying) == 1 else 'are'} kept alive across `{op}` only for "
                     f"this element-wise use: compute it before `{op}`",
+                    spans=tuple(use.block.statements[target.index : use.index]),
                 )
 
 
 # --------------------------------------------------------------------------- compute-bound ops
-
-
-@functools.lru_cache(maxsize=8)
-def compute_text(ops: OpTables) -> re.Pattern[str]:
-    """A compute-bound op in a statement's text: a call by name, or ``@``."""
-    return re.compile(r"@|\b(?:%s)\s*\(" % "|".join(sorted(map(re.escape, ops.compute))))
 
 
 def _fuses(scope: Scope, call: cst.Call) -> bool:
@@ -375,9 +369,9 @@ def _flushes(scope: Scope, node: cst.CSTNode) -> bool:
     ``print(t)``, ``if t:``) or a compute-bound op fusionrt runs eagerly (a fallback)?"""
     if isinstance(node, cst.Call):
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS and scope.is_tensor(func.value):
+        if isinstance(func, cst.Attribute) and func.attr.value in SYNC_METHODS and scope.is_tensor(func.value):
             return True
-        if isinstance(func, cst.Name) and func.value in _SYNC_BUILTINS and any(scope.is_tensor(a.value) for a in node.args):
+        if isinstance(func, cst.Name) and func.value in SYNC_BUILTINS and any(scope.is_tensor(a.value) for a in node.args):
             return True
         op = scope.op(node)
         if op is not None and op[1] == COMPUTE and op[0] not in FUSED_REDUCTIONS | MATMULS:
@@ -455,10 +449,3 @@ def _dies(scope: Scope, use: StatementRef, target: StatementRef, name: str, new:
         return False
     return not any(_flushes(scope, later.node) for later in statements_after(define))
 
-
-def _fl002_statements(scope: Scope) -> set[int]:
-    """The statements (by node id) whose ``.clone()`` FL002 reports."""
-    if "clone" not in scope.sites:
-        return set()
-    reported = {id(v.node) for v in CloneBeforeCompute().check(scope)}
-    return {id(site.statement.node) for site in scope.sites["clone"] if id(site.node) in reported}

@@ -19,15 +19,10 @@ from fusionlint.analysis import (
     statements_after,
     statements_before,
 )
-from fusionlint.ops import COMPUTE, ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
+from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, Violation
 
 _STORE_METHODS = frozenset({"append", "appendleft", "insert", "extend"})
-# Reductions fusionrt fuses with the element-wise block before them (docs/semantics.md, section 2);
-# every other compute-bound op (matmul, conv, ...) writes its operands anyway.
-_FUSING_REDUCTIONS = frozenset(
-    {"sum", "mean", "amax", "amin", "prod", "softmax", "log_softmax", "layer_norm", "var", "std"}
-)
 # Tensor attributes and methods that read metadata, not data.
 _METADATA = frozenset(
     """shape dtype device ndim is_cuda requires_grad size dim numel stride is_contiguous element_size
@@ -472,7 +467,7 @@ def _reads(scope: Scope, node: cst.CSTNode, name: str, fused: bool) -> Iterator[
             yield from (r for a in node.args for r in _reads(scope, a.value, name, False))
             return
         op = scope.op(node)
-        inner = op is not None and (op[1] in (ELEMENTWISE, VIEW) or (op[1] == COMPUTE and op[0] in _FUSING_REDUCTIONS))
+        inner = op is not None and (op[1] in (ELEMENTWISE, VIEW) or (op[1] == COMPUTE and op[0] in FUSED_REDUCTIONS))
         if isinstance(func, cst.Attribute):
             yield from _reads(scope, func.value, name, inner)
         else:

@@ -98,3 +98,56 @@ def test_registry_is_sorted_unique_and_has_syntax_error():
     assert "FL999" in codes
     with pytest.raises(KeyError, match="FL999"):
         get_rule("FL000")
+
+
+
+@pytest.mark.parametrize("rule", [r for r in all_rules() if r.yields_to], ids=lambda r: r.code)
+def test_a_rule_yields_to_known_rules_without_a_cycle(rule):
+    reached, todo = set(), set(rule.yields_to)
+    while todo:
+        code = todo.pop()
+        reached.add(code)
+        todo |= get_rule(code).yields_to - reached  # KeyError: an unknown code
+    assert rule.code not in reached
+
+
+CLONE_BETWEEN_OP_AND_USE = """\
+import torch
+
+
+def f(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    a = x * 2
+    b = y + 1
+    c = z * 3
+    s = (a - b).sum(-1, keepdim=True)
+    t = c.clone().sum(-1, keepdim=True)
+    g = a * b
+    return s + t + g * c
+"""
+KEPT_ALIVE_BETWEEN_CONVS = """\
+import torch
+import torch.nn.functional as F
+
+
+def f(x: torch.Tensor, y: torch.Tensor, k1: torch.Tensor, k2: torch.Tensor):
+    a = x * 2
+    b = y * 3
+    c1 = F.conv2d(a, k1)
+    g = a * b
+    c2 = F.conv2d(g, k2)
+    return c1 + c2
+"""
+
+
+@pytest.mark.parametrize(
+    "yielding,winner,source",
+    [("FL003", "FL002", CLONE_BETWEEN_OP_AND_USE), ("FL006", "FL003", KEPT_ALIVE_BETWEEN_CONVS)],
+    ids=["FL003-yields-to-FL002", "FL006-yields-to-FL003"],
+)
+def test_precedence_does_not_depend_on_the_selection(yielding, winner, source):
+    """Where two rules see one pattern, only the one yielded to reports it, whatever is selected."""
+    both = lint_source(source, "m.py", LintOptions(codes=frozenset({yielding, winner})))
+    assert [f.code for f in both.findings] == [winner]
+    assert lint_source(source, "m.py", LintOptions(codes=frozenset({winner}))).findings == both.findings
+    assert lint_source(source, "m.py", LintOptions(codes=frozenset({yielding}))).findings == ()
+    assert winner in get_rule(yielding).yields_to
