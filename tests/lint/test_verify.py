@@ -87,6 +87,19 @@ def test_a_fix_without_harness_is_left_unapplied_with_the_reason(tmp_path):
     assert (status, out) == (0, "No fixes to apply.\n")  # the diff of the proven fixes: none
 
 
+def test_a_notebook_keeps_its_fixes_unapplied(tmp_path):
+    cells = [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+              "source": (HEADER + SCALE.replace("k: int", "k: torch.Tensor")).splitlines(keepends=True)}]
+    notebook = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+    path = tmp_path / "nb.ipynb"
+    path.write_text(notebook)
+    status, out = check("--fix", "--unsafe-fixes", "--verify", "--output-format", "json", str(path))
+    assert status == 1 and path.read_text() == notebook
+    [row] = json.loads(out)
+    assert row["cell"] == 1 and row["verified"] is None
+    assert row["verification"] == "fixes in notebooks are not verified"
+
+
 def test_verify_needs_fix_or_diff(tmp_path, capsys):
     (tmp_path / "m.py").write_text(HEADER + MLP)
     assert main(["check", "--verify", str(tmp_path / "m.py")]) == 2
