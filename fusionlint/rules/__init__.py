@@ -5,15 +5,15 @@ from fusionlint.rule import Rule
 from fusionlint.rules.clone_before_compute import CloneBeforeCompute
 from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
 from fusionlint.rules.host_sync import HostSyncInTensorWork
-from fusionlint.rules.inline_view_in_compute import InlineViewInCompute
 from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
 from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
 from fusionlint.rules.syntax_error import SyntaxErrorRule
+from fusionlint.rules.view_breaks_fused_block import ViewBreaksFusedBlock
 
 SYNTAX_ERROR_CODE = SyntaxErrorRule.code
 
 _RULES: tuple[type[Rule], ...] = (
-    InlineViewInCompute,
+    ViewBreaksFusedBlock,
     CloneBeforeCompute,
     HostSyncInTensorWork,
     KeptAliveAcrossCompute,

@@ -25,7 +25,7 @@ _PERMUTING_VIEWS = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes"
 _TRIGGER = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS)))
 
 
-class InlineViewInCompute(Rule):
+class ViewBreaksFusedBlock(Rule):
     code = "FL001"
     name = "view-breaks-fused-block"
     message = "view that merges dims of a value still being computed: it is written and read back; view the inputs"
