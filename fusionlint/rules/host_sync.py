@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import libcst as cst
 
 from fusionlint.analysis import (
     Scope,
     StatementRef,
+    ancestors,
     children,
+    names_of,
     inner_blocks,
     own_parts,
     scope_statements,
@@ -57,13 +59,24 @@ class HostSyncInTensorWork(Rule):
         iteration: fusionrt measures a four-iteration `total += h.sum().item()` loop at 8 writes
         in 4 kernels, against 2 writes in 1 kernel when the sum is accumulated on the device.
 
-        Flagged: a sync whose operand is a tensor, when tensor work (a torch op or tensor
-        arithmetic) runs both before and after it in the same function, or when it sits in a
-        loop whose body does tensor work (a `while` test on a tensor included). For `bool`,
-        `float`, `int`, `print` and conditions, the operand must itself compute with a torch op
-        (`x.sum()`, `(a > 0).any()`, `torch.isnan(x).any()`), so a bare argument of unknown type is
-        never taken for a tensor. Not flagged: a sync after all the work (`return out.item()`),
-        NumPy arrays and Python numbers, `print(x.shape)`, identity tests (`if mask is None:`).
+        Flagged: a sync whose operand is a tensor, when it sits in a loop whose body does tensor
+        work (a `while` test on a tensor included), or when tensor work runs both before and
+        after it and it is a branch whose arms do tensor work (`torch.where` can replace it), a
+        scalar read in a step function (`forward`, `*step`, `train*`, `fit`, `update`), or a
+        scalar that goes back into tensor work (`x / float(x.max())`). For `bool`, `float`,
+        `int`, `print` and conditions, the operand must itself compute with a torch op
+        (`x.sum()`, `(a > 0).any()`), so a bare argument of unknown type is never taken for a
+        tensor.
+
+        Not flagged, because the host needs the value once and reading it is the point: a sync
+        after all the work (`return out.item()`); validation (`assert`, a `*check*(...)` call, a
+        branch whose arm raises or warns or does no tensor work); a loop exit (an arm ending in
+        `break`); a value that decides a shape (passed to `torch.zeros`, `range`, `split`,
+        `view`..., or assigned to a `*size*`/`num_*` name); a hand-off to host code (`.cpu()`,
+        `.numpy()`, `.tolist()`) outside a step function's loop; code that runs once or offline
+        (`__init__`, `process*`, `plot*`, `visualize*`, (de)serialization, `read_*`,
+        `download*`). NumPy arrays, Python numbers, `print(x.shape)` and identity tests (`if
+        mask is None:`) are not syncs.
     """
     use_instead = """
         Keep values on the device until the work is done: accumulate into a tensor
@@ -133,7 +146,7 @@ def saturate(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 import torch
 
 
-def peaks(x: torch.Tensor, y: torch.Tensor) -> list:
+def decode_step(x: torch.Tensor, y: torch.Tensor) -> list:
     found = []
     for i in range(4):
         h = torch.tanh(x * i + y)
@@ -142,12 +155,12 @@ def peaks(x: torch.Tensor, y: torch.Tensor) -> list:
 """,
             at=((8, 22),),
             fixed=None,
-            call="peaks(randn(64, 128), randn(64, 128))",
+            call="decode_step(randn(64, 128), randn(64, 128))",
             good="""\
 import torch
 
 
-def peaks(x: torch.Tensor, y: torch.Tensor) -> list:
+def decode_step(x: torch.Tensor, y: torch.Tensor) -> list:
     found = []
     for i in range(4):
         h = torch.tanh(x * i + y)
@@ -160,12 +173,14 @@ def peaks(x: torch.Tensor, y: torch.Tensor) -> list:
 import torch
 
 
-def to_host(x: torch.Tensor, y: torch.Tensor):
-    h = torch.tanh(x * 2)
-    arr = h.detach().cpu().to(torch.double).numpy()
-    return y * 3, arr
+def train_step(x: torch.Tensor, y: torch.Tensor):
+    arrays = []
+    for i in range(3):
+        h = torch.tanh(x * i)
+        arrays.append(h.detach().cpu().to(torch.double).numpy())
+    return y * 3, arrays
 """,
-            at=((6, 11),),
+            at=((8, 23),),
             fixed=None,
         ),
         Example(  # debugging output in a loop: reported, not runnable as a contract pair (it prints)
@@ -259,6 +274,26 @@ def check(x: torch.Tensor, limit: float) -> torch.Tensor:
     assert h.dim() == 2, f"expected a matrix, got one summing to {h.sum().item()}"
     return h + 1
 """,
+        # validation, a shape decision and a loop exit: the host needs these values
+        """\
+import warnings
+
+import torch
+
+
+def clean(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(x * 2)
+    if torch.isnan(h).any():
+        warnings.warn("nan in the input")
+        h = torch.nan_to_num(h)
+    out = torch.zeros(int(idx.max()) + 1, h.shape[-1])
+    out = out.index_add(0, idx, h)
+    for _ in range(10):
+        out = out * 0.5
+        if (out.abs() < 1).all():
+            break
+    return out + 1
+""",
         # a loop that does no tensor work (it only reads results)
         """\
 import torch
@@ -285,9 +320,11 @@ def report(x: torch.Tensor) -> list:
             statement = ref.node
             for part in own_parts(statement):
                 test = isinstance(statement, (cst.If, cst.While)) and part is statement.test
+                if test and isinstance(statement, cst.If) and _needed_branch(scope, statement):
+                    continue
                 for node, kind in _syncs(scope, part, test):
                     where = _where(scope, ref, loop_test=test and isinstance(statement, cst.While))
-                    if where is None:
+                    if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
                         continue
                     yield Violation(
                         node,
@@ -314,12 +351,18 @@ def _syncs(scope: Scope, part: cst.CSTNode, test: bool) -> Iterator[tuple[cst.CS
 
 
 def _syncs_in(scope: Scope, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, str]]:
-    # An exception's message (`raise E(f"{t.tolist()}")`, `assert c, t.item()`) is built only on the
-    # way out: no tensor work follows it.
-    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise)):
+    # The value is needed on the host once, not in the middle of work: an exception's message
+    # (`raise E(f"{t.tolist()}")`) is built on the way out; an assertion or a `*check*(...)` call
+    # validates the input; a conditional expression whose arms do no tensor work only picks a
+    # host value.
+    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise, cst.Assert)) or _is_check(node):
         return
     tests: list[cst.BaseExpression] = []
-    if isinstance(node, (cst.IfExp, cst.Assert)):
+    if isinstance(node, cst.IfExp):
+        if not (_does_work(scope, node.body) or _does_work(scope, node.orelse)):
+            yield from _syncs_in(scope, node.body)
+            yield from _syncs_in(scope, node.orelse)
+            return
         tests.append(node.test)
     elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
         tests.append(node.expression)
@@ -332,8 +375,12 @@ def _syncs_in(scope: Scope, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, st
     for test in tests:
         yield from _branch_syncs(scope, test)
     for child in children(node):
-        if not (isinstance(node, cst.Assert) and child is node.msg):
-            yield from _syncs_in(scope, child)
+        yield from _syncs_in(scope, child)
+
+
+def _is_check(node: cst.CSTNode) -> bool:
+    """A call to a validation helper (`KORNIA_CHECK(...)`, `check_shape(...)`)."""
+    return isinstance(node, cst.Call) and "check" in _callee(node).lower()
 
 
 def _after_sync(scope: Scope, call: cst.Call) -> bool:
@@ -450,7 +497,7 @@ def _in_working_loop(scope: Scope, ref: StatementRef) -> bool:
 def _does_work(scope: Scope, node: cst.CSTNode) -> bool:
     """Does ``node`` run a tensor op that a lazy backend records and keeps on the device (not a
     view; not the operand of a sync, which only reads a result: ``float(out.mean())``)?"""
-    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise)):
         return False
     if isinstance(node, cst.Call) and _call_sync(scope, node) is not None:
         return False
@@ -458,4 +505,186 @@ def _does_work(scope: Scope, node: cst.CSTNode) -> bool:
         op = scope.op(node)
         if op is None or (op[0] not in _SYNC_METHODS and op[1] != VIEW):
             return True
+    if isinstance(node, cst.Subscript) and scope.is_tensor(node.value):
+        if any(isinstance(s.slice, cst.Index) and scope.is_tensor(s.slice.value) for s in node.slice):
+            return True  # indexing by a tensor gathers
     return any(_does_work(scope, child) for child in children(node))
+
+
+def _needed_branch(scope: Scope, statement: cst.If) -> bool:
+    """A branch the host must take: validation (an arm raises or warns, or no arm does tensor
+    work) or a loop exit (an arm ends in ``break``)."""
+    return not _branch_works(scope, statement) or _raises_or_warns(statement) or _breaks(statement.body)
+
+
+def _raises_or_warns(node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.Raise) or (isinstance(node, cst.Call) and "warn" in _callee(node).lower()):
+        return True
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return False
+    return any(_raises_or_warns(child) for child in children(node))
+
+
+def _breaks(suite: cst.BaseSuite) -> bool:
+    """Does the block end by leaving the loop (``break``, also as the last statement of a nested ``if``)?"""
+    last = suite.body[-1] if isinstance(suite, cst.IndentedBlock) else suite
+    if isinstance(last, cst.If):
+        return _breaks(last.body)
+    small = last.body[-1] if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else None
+    return isinstance(small, cst.Break)
+
+
+def _branch_works(scope: Scope, statement: cst.If) -> bool:
+    """Does either arm of the ``if`` do tensor work? If not, it only raises, warns or logs. The
+    tests of nested branches only read values: they are not work."""
+    arms: list[cst.CSTNode] = [statement.body]
+    if isinstance(statement.orelse, cst.If):
+        arms.append(cst.IndentedBlock(body=[statement.orelse]))
+    elif statement.orelse is not None:
+        arms.append(statement.orelse.body)
+    for arm in arms:
+        for part in arm.body if isinstance(arm, cst.IndentedBlock) else [arm]:
+            if isinstance(part, cst.If) and _branch_works(scope, part):
+                return True
+            if not isinstance(part, cst.If) and _does_work(scope, part):
+                return True
+    return False
+
+
+# --------------------------------------------------------------------------- values the host needs once
+
+# Functions that run once, offline, or outside the computation: setup, dataset processing, plots.
+_OFFLINE = re.compile(r"^(?:__init__|__repr__|extra_repr|_?process\w*|_?plot\w*|_?visuali[sz]e\w*|_?(?:de)?serialize"
+                      r"|read_\w*|_?download\w*)$")
+# Functions where each call is a step of the computation, where a transfer to the host costs every time.
+_HOT = re.compile(r"^(?:forward|__call__|\w*step|_?train\w*|fit|_?update\w*)$")
+_FACTORIES = frozenset({"tensor", "as_tensor", "from_numpy"})
+# Syncs that hand data to host code on purpose: the list or array is what the code wants.
+_HAND_OFFS = frozenset({"cpu", "numpy", "tolist"})
+# Callees whose integer arguments are sizes: a host value is needed to build the shape.
+_SIZE_CALLS = frozenset({
+    "range", "zeros", "ones", "empty", "full", "arange", "linspace", "rand", "randn", "randint", "randperm",
+    "new_zeros", "new_ones", "new_empty", "new_full", "split", "split_with_sizes", "tensor_split", "view",
+    "reshape", "expand", "repeat", "narrow", "unflatten", "bincount",
+})
+
+
+def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, where: str, branch: bool) -> bool:
+    """Is the value one the host needs anyway, so the sync is not worth a finding? Code that runs
+    once (setup, dataset processing, plotting), a deliberate hand-off to the host (``.cpu()``,
+    ``.numpy()``) outside a step loop, a value that decides a shape."""
+    function = scope.node.name.value if isinstance(scope.node, cst.FunctionDef) else None
+    if function is not None and _OFFLINE.match(function):
+        return True
+    hot = function is not None and _HOT.match(function) is not None
+    if kind in _HAND_OFFS and not (hot and where.startswith("inside a loop")):
+        return True
+    if _decides_shape(scope, ref, node, kind):
+        return True
+    # A scalar read between work, outside a loop: a cost only when it is read on every step, or
+    # when the host value goes back into tensor work (a round trip).
+    if not branch and kind != "branch" and where == "between tensor work":
+        return not hot and not _flows_back(scope, ref, node)
+    return False
+
+
+def _decides_shape(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str) -> bool:
+    """Is the synced value a size: passed to a shape-taking call (``torch.zeros(int(n.max()) + 1)``),
+    directly or through the name it is assigned to, or stored as a ``*size*``/``num_*`` attribute?"""
+    if _in_size_argument(ref.node, node):
+        return True
+    targets = _assigned_names(ref, node)
+    if targets is None or (kind != "branch" and any(_is_size_name(name) for name in targets)):
+        return True
+    return _used_later(ref, targets, lambda root, use: _in_size_argument(root, use))
+
+
+def _assigned_names(ref: StatementRef, node: cst.CSTNode) -> set[str] | None:
+    """The plain names the statement holding ``node`` assigns its value to; None if an attribute
+    named like a size (``data.num_nodes = int(...)``) is assigned."""
+    names: set[str] = set()
+    smalls = ref.node.body if isinstance(ref.node, cst.SimpleStatementLine) else ()
+    for small in smalls:
+        if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and ancestors(small, node) is not None:
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            for target in targets:
+                for element in _target_elements(target):
+                    if isinstance(element, cst.Name):
+                        names.add(element.value)
+                    elif isinstance(element, cst.Attribute) and _is_size_name(element.attr.value):
+                        return None
+    return names
+
+
+def _flows_back(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Does the synced value go back into tensor work: in its own statement (``x / float(x.max())``)
+    or through the name it is assigned to?"""
+    if _in_tensor_work(scope, ref.node, node):
+        return True
+    targets = _assigned_names(ref, node) or set()
+    return _used_later(ref, targets, lambda root, use: _in_tensor_work(scope, root, use))
+
+
+def _used_later(ref: StatementRef, names: set[str], how: Callable[[cst.CSTNode, cst.CSTNode], bool]) -> bool:
+    """Is one of ``names`` read ``how`` by a later statement, before it is assigned again?"""
+    if not names:
+        return False
+    for later in statements_after(ref):
+        if any(how(later.node, use) for name in names for use in _name_nodes(later.node, name)):
+            return True
+        if names & names_of(later.node)[1]:
+            return False
+    return False
+
+
+def _in_tensor_work(scope: Scope, root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Is ``node`` an operand of tensor arithmetic or of a tensor op (not of a factory that only
+    packs host values into a new tensor, ``torch.tensor([a, b])``)?"""
+    for parent in ancestors(root, node) or []:
+        if isinstance(parent, (cst.BinaryOperation, cst.Call)) and scope.is_tensor(parent):
+            if isinstance(parent, cst.Call) and (_call_sync(scope, parent) or _callee(parent) in _FACTORIES):
+                return False
+            return True
+    return False
+
+
+def _callee(call: cst.Call) -> str:
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+
+
+def _target_elements(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [element.value for element in target.elements]
+    return [target]
+
+
+def _is_size_name(name: str) -> bool:
+    return "size" in name or "num_" in name or name.startswith("n_") or name in ("N", "n")
+
+
+def _name_nodes(root: cst.CSTNode, name: str) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    def walk(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name) and node.value == name:
+            found.append(node)
+        for child in children(node):
+            walk(child)
+
+    walk(root)
+    return found
+
+
+def _in_size_argument(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Is ``node`` (part of) an argument of a shape-taking call, or of a ``*size*``/``num_*`` keyword?"""
+    path = ancestors(root, node) or []
+    below: cst.CSTNode = node
+    for parent in path:
+        if isinstance(parent, cst.Arg) and parent.keyword is not None and _is_size_name(parent.keyword.value):
+            return True
+        if isinstance(parent, cst.Call) and below is not parent.func:
+            if _callee(parent) in _SIZE_CALLS:
+                return True
+        below = parent
+    return False

@@ -16,13 +16,31 @@ def positions(source: str) -> list[tuple[int, int]]:
 
 
 FLAGGED = {
-    "to-cpu between work": """\
+    "to-cpu in a training step's loop": """\
 import torch
 
-def f(x: torch.Tensor):
-    a = torch.relu(x)
-    host = a.to("cpu")
-    return a * 2, host
+def train_step(x: torch.Tensor, host: list):
+    for _ in range(3):
+        x = torch.relu(x * 2)
+        host.append(x.to("cpu"))
+    return x
+""",
+    "a scalar read in forward, between work": """\
+import torch
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        h = torch.relu(x)
+        stats = {"peak": h.amax().item()}
+        return h * 2, stats
+""",
+    "a scalar that goes back into tensor work": """\
+import torch
+
+def normalize(x: torch.Tensor):
+    dist = torch.relu(x) * 2
+    peak = float(dist.max())
+    return dist / peak
 """,
     "guard nested in a branch, and-ed with a flag": """\
 import torch
@@ -45,27 +63,20 @@ for step in range(3):
     "a chain of syncs is one finding": """\
 import torch
 
-def f(x: torch.Tensor):
-    h = torch.relu(x)
-    arr = (h * 2).cpu().numpy()
-    return h + 1, arr
-""",
-    "for over .tolist() between work": """\
-import torch
-
-def f(x: torch.Tensor, sizes: torch.Tensor):
-    h = torch.sigmoid(x)
-    for n in sizes.cumsum(0).tolist():
-        h = h + n
-    return h
+def forward(x: torch.Tensor, arrays: list):
+    for _ in range(3):
+        x = torch.relu(x)
+        arrays.append((x * 2).cpu().numpy())
+    return x + 1
 """,
 }
 EXPECTED = {
-    "to-cpu between work": [(5, 12)],
+    "to-cpu in a training step's loop": [(6, 21)],
+    "a scalar read in forward, between work": [(6, 26)],
+    "a scalar that goes back into tensor work": [(5, 12)],
     "guard nested in a branch, and-ed with a flag": [(6, 29)],
     "f-string print in a loop at module level (a notebook cell)": [(6, 5)],
-    "for over .tolist() between work": [(5, 14)],
-    "a chain of syncs is one finding": [(5, 11)],
+    "a chain of syncs is one finding": [(6, 23)],
 }
 
 
@@ -102,6 +113,83 @@ def forward(x, use_cache=None):
     if use_cache:
         h = h + 1
     return h * 2
+""",
+    "a list handed to Python once, outside a step loop": """\
+import torch
+
+def f(x: torch.Tensor, sizes: torch.Tensor):
+    h = torch.sigmoid(x)
+    for n in sizes.cumsum(0).tolist():
+        h = h + n
+    host = h.to("cpu")
+    return h * 2, host
+""",
+    "an assertion, a check call, a branch that only warns": """\
+import torch
+
+def f(x: torch.Tensor, log):
+    h = torch.relu(x)
+    assert (h >= 0).all()
+    KORNIA_CHECK(bool(h.isfinite().all()), "not finite")
+    if h.sum() == 0:
+        log.warning("all zero")
+    return h * 2
+""",
+    "validation whose arm does work but also raises": """\
+import torch
+
+def f(x: torch.Tensor, strategy: str):
+    h = torch.relu(x)
+    nans = torch.isnan(h)
+    if nans.any():
+        if strategy == "error":
+            raise ValueError("nan")
+        h = h[~nans]
+    return h * 2
+""",
+    "a value that decides a shape, directly or through a size name": """\
+import torch
+
+def f(x: torch.Tensor, batch: torch.Tensor):
+    h = torch.relu(x)
+    batch_size = int(batch.max()) + 1
+    n = batch.bincount().amax().item()
+    out = h.new_zeros(batch_size, h.shape[-1])
+    return out.index_add(0, batch, h) * 2, torch.arange(n) * 2
+""",
+    "a scalar read once, outside a step function, that stays on the host": """\
+import torch
+
+def evaluate(logits: torch.Tensor, y: torch.Tensor):
+    mask = logits.argmax(-1) == y
+    hits = mask.sum().item() / y.size(0)
+    return torch.softmax(logits, -1) * 2, hits
+""",
+    "a loop exit": """\
+import torch
+
+def generate(x: torch.Tensor, eos: int):
+    out = x
+    for _ in range(8):
+        out = torch.cat([out, out[:, -1:] + 1], dim=1)
+        if (out[:, -1] == eos).all():
+            out = out * 1
+            break
+    return out
+""",
+    "code that runs once: setup and dataset processing": """\
+import torch
+
+class Data:
+    def __init__(self, edge_index: torch.Tensor):
+        self.degree = torch.bincount(edge_index[0]) * 1.0
+        self.mean_degree = float(self.degree.mean())
+        self.scaled = self.degree / 2
+
+    def process(self, edge_index: torch.Tensor):
+        for graph in range(3):
+            h = edge_index * graph
+            print(h.max().item())
 """,
     "only syncs after the work, in a loop that only reads": """\
 import torch
