@@ -155,10 +155,10 @@ def _create(path: Path, data: bytes) -> None:
 def _row(finding: Finding) -> list:
     return [
         finding.code, finding.message, finding.line, finding.column, finding.end_line,
-        finding.end_column, finding.fix_safety.value, finding.cell,
+        finding.end_column, finding.fix_safety.value, finding.cell, list(finding.pays_in),
     ]  # fmt: skip
 
 
 def _finding(row: list) -> Finding:
-    code, message, line, column, end_line, end_column, safety, cell = row
-    return Finding(code, message, line, column, end_line, end_column, FixSafety(safety), cell)
+    code, message, line, column, end_line, end_column, safety, cell, pays_in = row
+    return Finding(code, message, line, column, end_line, end_column, FixSafety(safety), cell, pays_in=tuple(pays_in))

@@ -276,6 +276,7 @@ def _run_rules(
             end_line=where.end.line,
             end_column=where.end.column + 1,
             fix_safety=rule.fix_safety if edits is not None else FixSafety.NONE,
+            pays_in=rule.pays_in,
         )
         reports.append(_Report(finding, edits))
     return reports, problems

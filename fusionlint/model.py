@@ -35,6 +35,11 @@ class FixMode(str, enum.Enum):
         return self is FixMode.UNSAFE or safety is FixSafety.SAFE
 
 
+# Where a rule's rewrite saves (``Rule.pays_in``), each claim measured by the contract test:
+FUSIONRT = "fusionrt"  # fusionrt's stream policy writes less (count or bytes) or runs fewer kernels
+EAGER = "eager"  # eager PyTorch does (the report's eager counts)
+
+
 @dataclass(frozen=True)
 class Finding:
     """One reported pattern. Lines are 1-based, columns 1-based (as editors and Ruff show them)."""
@@ -51,6 +56,7 @@ class Finding:
     # refused, None not run (no harness); `verification` says why (None: not tried)
     verified: bool | None = None
     verification: str | None = None
+    pays_in: tuple[str, ...] = ()  # where the rule's rewrite saves: FUSIONRT and/or EAGER
 
     @property
     def fixable(self) -> bool:

@@ -81,7 +81,8 @@ def write_text(outcomes: list[FileOutcome], stream: IO[str], unsafe_hint: bool, 
     applicable = FixMode.UNSAFE if unsafe_hint else FixMode.SAFE
     for outcome, finding in sorted_findings(outcomes):
         mark = " [*]" if applicable.allows(finding.fix_safety) else ""
-        head = f"{location(outcome, finding)}: {finding.code}{mark} {finding.message}{_verification(finding)}"
+        head = f"{location(outcome, finding)}: {finding.code}{mark} {finding.message}"
+        head += _pays(finding) + _verification(finding)
         line = source_line(outcome, finding) if show_source else None
         if console is None:
             stream.write(head + "\n")
@@ -89,6 +90,10 @@ def write_text(outcomes: list[FileOutcome], stream: IO[str], unsafe_hint: bool, 
                 stream.write(_plain_snippet(finding, line))
         else:
             _rich_finding(console, outcome, finding, mark, line)
+
+
+def _pays(finding: Finding) -> str:
+    return f" [pays in {', '.join(finding.pays_in)}]" if finding.pays_in else ""
 
 
 def _verification(finding: Finding) -> str:
@@ -127,6 +132,7 @@ def _rich_finding(console, outcome: FileOutcome, finding: Finding, mark: str, li
     head.append(finding.code, style="bold red")
     head.append(mark, style="cyan")
     head.append(f" {finding.message}")
+    head.append(_pays(finding), style="green")
     head.append(_verification(finding), style="yellow")
     console.print(head)
     if line is None:
@@ -193,6 +199,7 @@ def format_json(outcomes: list[FileOutcome]) -> str:
                 "message": finding.message,
                 "fixable": finding.fixable,
                 "fix_safety": finding.fix_safety.value,
+                "pays_in": list(finding.pays_in),
                 **_verification_fields(finding),
             }
             for outcome, finding in sorted_findings(outcomes)
@@ -241,6 +248,7 @@ def format_sarif(outcomes: list[FileOutcome], rules: list[RuleDoc], root: Path) 
         line_hash = hashlib.blake2b(f"{finding.code}\0{line_text.strip()}".encode(), digest_size=8).hexdigest()
         seen_hashes[(uri, line_hash)] += 1
         cell = f"cell {finding.cell}: " if finding.cell is not None else ""
+        properties = _sarif_properties(finding)
         results.append(
             {
                 "ruleId": finding.code,
@@ -260,7 +268,7 @@ def format_sarif(outcomes: list[FileOutcome], rules: list[RuleDoc], root: Path) 
                     }
                 ],
                 "partialFingerprints": {"primaryLocationLineHash": f"{line_hash}:{seen_hashes[(uri, line_hash)]}"},
-                **({"properties": _verification_fields(finding)} if finding.verification is not None else {}),
+                **({"properties": properties} if properties else {}),
             }
         )
     driver = {
@@ -284,6 +292,10 @@ def format_sarif(outcomes: list[FileOutcome], rules: list[RuleDoc], root: Path) 
         "runs": [{"tool": {"driver": driver}, "results": results}],
     }
     return json.dumps(sarif, indent=2) + "\n"
+
+
+def _sarif_properties(finding: Finding) -> dict:
+    return {**({"pays_in": list(finding.pays_in)} if finding.pays_in else {}), **_verification_fields(finding)}
 
 
 def _relative_uri(path: Path, root: Path) -> str:

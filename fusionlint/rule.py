@@ -71,6 +71,9 @@ class Rule:
     # The engine runs those rules for that even when they are not selected, so a rule reports
     # the same whatever else is enabled.
     yields_to: ClassVar[frozenset[str]] = frozenset()
+    # Where the rewrite saves, FUSIONRT and/or EAGER (fusionlint.model): each place is one the
+    # examples measurably save in (tests/lint/test_contract.py), and findings carry it.
+    pays_in: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
@@ -97,6 +100,8 @@ class Rule:
         if cls.use_instead:
             parts += ([] if cls.examples and cls.examples[0].fixed else ["## Use instead", ""])
             parts += [textwrap.dedent(cls.use_instead).strip(), ""]
+        if cls.pays_in:
+            parts += ["## Where it pays", "", f"Pays in: {', '.join(cls.pays_in)} (measured on the examples).", ""]
         parts += ["## Fix safety", "", f"Fix: **{cls.fix_safety.value}**.", ""]
         if cls.fix_notes:
             parts += [textwrap.dedent(cls.fix_notes).strip(), ""]

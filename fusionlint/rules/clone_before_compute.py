@@ -10,7 +10,7 @@ import libcst as cst
 from fusionlint.analysis import (
     Scope, Site, StatementRef, children, count_name, is_elementwise_expr, is_method_call, names_of, reaching_value,
 )
-from fusionlint.model import FixSafety
+from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import FUSED_REDUCTIONS, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, assign, fresh_name, line_of, replace_nodes
 
@@ -49,6 +49,7 @@ class CloneBeforeCompute(Rule):
         the copy (`a`, or `a.detach()` for `a.detach().clone()`).
     """
     fix_safety = FixSafety.UNSAFE
+    pays_in = (FUSIONRT, EAGER)
     fix_notes = """
         The fix hoists each later element-wise expression that reads the tensor (`a * b`) into a
         new variable (`tmp`) just before the reduction, and drops the copy: `.clone()`

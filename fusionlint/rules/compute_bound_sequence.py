@@ -15,7 +15,7 @@ from fusionlint.analysis import (
     is_elementwise_expr,
     names_of,
 )
-from fusionlint.model import FixSafety
+from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import COMPUTE, VIEW, OpTables, compute_call_text
 from fusionlint.rule import Example, Rule, Violation
 
@@ -60,6 +60,7 @@ class ComputeBoundSequence(Rule):
         after it.
     """
     fix_safety = FixSafety.NONE
+    pays_in = (FUSIONRT,)
     # A statement between the two that FL003 moves, with a fix.
     yields_to = frozenset({"FL003"})
     fix_notes = """

@@ -19,13 +19,10 @@ from fusionlint.analysis import (
     statements_after,
     statements_before,
 )
-from fusionlint.ops import VIEW, OpTables
+from fusionlint.model import FUSIONRT
+from fusionlint.ops import SYNC_BUILTINS, SYNC_METHODS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, Violation
 
-# Tensor methods that hand data to the host. ``.to("cpu")`` is matched separately.
-_SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
-# Builtins that read a tensor's value on the host (``bool`` also via ``if``/``while``/``and``/``not``).
-_SYNC_BUILTINS = frozenset({"bool", "float", "int", "print"})
 _ADVICE = {
     "item": "keep the value on the device (accumulate into a tensor) and read it once after the work, "
     "or before the work starts if it decides a shape",
@@ -48,6 +45,7 @@ class HostSyncInTensorWork(Rule):
     code = "FL004"
     name = "host-sync-in-tensor-work"
     message = "host sync in the middle of tensor work: the lazy stream is flushed and every live intermediate written"
+    pays_in = (FUSIONRT,)
     rationale = """
         A lazy fusing backend records tensor ops and runs them only when it must. Reading a
         tensor's value on the host (`.item()`, `.tolist()`, `.cpu()`, `.numpy()`, `bool(t)`,
@@ -410,7 +408,7 @@ def _branch_syncs(scope: Scope, test: cst.BaseExpression) -> Iterator[tuple[cst.
 def _describe(kind: str) -> str:
     if kind == "branch":
         return "a branch on a tensor's value"
-    return f"`.{kind}()`" if kind in _SYNC_METHODS else f"`{kind}(...)`"
+    return f"`.{kind}()`" if kind in SYNC_METHODS else f"`{kind}(...)`"
 
 
 def _call_sync(scope: Scope, call: cst.Call) -> str | None:
@@ -419,12 +417,12 @@ def _call_sync(scope: Scope, call: cst.Call) -> str | None:
         name = func.attr.value
         if not scope.is_tensor(func.value):
             return None
-        if name in _SYNC_METHODS:
+        if name in SYNC_METHODS:
             return name
         if name == "to" and any(_is_cpu(arg) for arg in call.args):
             return "cpu"
         return None
-    if isinstance(func, cst.Name) and func.value in _SYNC_BUILTINS and func.value not in scope.facts.aliases:
+    if isinstance(func, cst.Name) and func.value in SYNC_BUILTINS and func.value not in scope.facts.aliases:
         values = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
         if func.value != "print":
             values = values[:1]
@@ -503,7 +501,7 @@ def _does_work(scope: Scope, node: cst.CSTNode) -> bool:
         return False
     if isinstance(node, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) and scope.is_tensor(node):
         op = scope.op(node)
-        if op is None or (op[0] not in _SYNC_METHODS and op[1] != VIEW):
+        if op is None or (op[0] not in SYNC_METHODS and op[1] != VIEW):
             return True
     if isinstance(node, cst.Subscript) and scope.is_tensor(node.value):
         if any(isinstance(s.slice, cst.Index) and scope.is_tensor(s.slice.value) for s in node.slice):

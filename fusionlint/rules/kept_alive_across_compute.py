@@ -15,7 +15,7 @@ from fusionlint.analysis import (
     names_of,
     statements_after,
 )
-from fusionlint.model import FixSafety
+from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import (
     COMPUTE,
     ELEMENTWISE,
@@ -63,6 +63,7 @@ class KeptAliveAcrossCompute(Rule):
     """
     use_instead = "Compute the later element-wise use before the compute-bound op, where its inputs already exist."
     fix_safety = FixSafety.UNSAFE
+    pays_in = (FUSIONRT,)
     # A `.clone()` FL002 reports between the op and the use: FL002's fix moves this use too.
     yields_to = frozenset({"FL002"})
     fix_notes = """

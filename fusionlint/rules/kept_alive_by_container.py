@@ -19,6 +19,7 @@ from fusionlint.analysis import (
     statements_after,
     statements_before,
 )
+from fusionlint.model import FUSIONRT
 from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, Violation
 
@@ -62,6 +63,7 @@ class KeptAliveByContainer(Rule):
         consumed by `torch.cat`, `torch.stack` or returned (the values are needed), lists of
         non-tensors, NumPy arrays, `self.weight = nn.Parameter(...)` in `__init__`.
     """
+    pays_in = (FUSIONRT,)
     use_instead = """
         Keep only what the computation needs: store the final value after the work, store it
         under a debug flag, or register a forward hook where the intermediate is the output of

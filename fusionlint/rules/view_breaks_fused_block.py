@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, Site, StatementRef, ancestors, children, names_of, reaching_value
-from fusionlint.model import FixSafety
+from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
@@ -56,6 +56,7 @@ class ViewBreaksFusedBlock(Rule):
         the view is the block's last step.
     """
     fix_safety = FixSafety.UNSAFE
+    pays_in = (FUSIONRT,)
     fix_notes = """
         The fix moves the view onto the only tensor operand of an inline element-wise
         expression: `(x * 2).flatten(0, 1)` becomes `(x.flatten(0, 1) * 2)`. It is offered only

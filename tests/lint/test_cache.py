@@ -8,7 +8,7 @@ from fusionlint import cache as cache_module
 from fusionlint.cache import Cache, options_digest, tool_fingerprint
 from fusionlint.model import Finding, FixMode, FixSafety, LintOptions, LintResult
 
-FINDING = Finding("FL001", "group the views", 3, 5, 3, 20, FixSafety.SAFE, cell=2)
+FINDING = Finding("FL001", "group the views", 3, 5, 3, 20, FixSafety.SAFE, cell=2, pays_in=("fusionrt",))
 OPTIONS = LintOptions(codes=frozenset({"FL001", "FL002"}))
 
 

@@ -92,9 +92,24 @@ def test_json_fields():
     rows = json.loads(format_json([outcome(SAFE), outcome(cell, path="a/nb.ipynb")]))
     assert rows[0] == {
         "path": "a/nb.ipynb", "cell": 3, "line": 1, "column": 1, "end_line": 1, "end_column": 2,
-        "code": "FL002", "message": "m", "fixable": False, "fix_safety": "none",
+        "code": "FL002", "message": "m", "fixable": False, "fix_safety": "none", "pays_in": [],
     }  # fmt: skip
     assert rows[1]["fixable"] is True and rows[1]["cell"] is None and rows[1]["end_column"] == 32
+    paying = Finding("FL002", "m", 1, 1, 1, 2, pays_in=("fusionrt", "eager"))
+    assert json.loads(format_json([outcome(paying)]))[0]["pays_in"] == ["fusionrt", "eager"]
+
+
+def test_where_a_finding_pays_is_shown_compactly(monkeypatch):
+    paying = Finding("FL002", "clone, then compute", 3, 5, 3, 14, pays_in=("fusionrt", "eager"))
+    stream = io.StringIO()
+    write_text([outcome(paying)], stream, unsafe_hint=False, show_source=False)
+    assert stream.getvalue() == "src/m.py:3:5: FL002 clone, then compute [pays in fusionrt, eager]\n"
+    for name in ("CI", "PRE_COMMIT", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    terminal = Terminal()
+    write_text([outcome(paying)], terminal, unsafe_hint=False, show_source=False)
+    assert "\x1b[" in terminal.getvalue()
+    assert "clone, then compute [pays in fusionrt, eager]" in re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
 
 
 def test_github_annotations_escape_properties_and_data():
@@ -122,6 +137,10 @@ def test_sarif_has_what_code_scanning_needs(tmp_path):
     assert location["region"] == {"startLine": 2, "startColumn": 6, "endLine": 2, "endColumn": 32}
     hashes = [r["partialFingerprints"]["primaryLocationLineHash"] for r in (first, second)]
     assert hashes[0].endswith(":1") and hashes[1].endswith(":2") and hashes[0][:-2] == hashes[1][:-2]
+    assert "properties" not in first
+    paying = Finding("FL001", "group the views", 2, 6, 2, 32, pays_in=("fusionrt",))
+    document = json.loads(format_sarif([outcome(paying, path=str(path))], RULES, root=tmp_path))
+    assert document["runs"][0]["results"][0]["properties"] == {"pays_in": ["fusionrt"]}
 
 
 def test_statistics_most_frequent_first():
