@@ -9,6 +9,7 @@ the user's code; the parent only reads JSON verdicts, so the linter itself never
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -142,8 +143,6 @@ class _Runs:
         limit = _STARTUP_SECONDS + self.timeout * len(indices)
         env = None
         if self.extra_paths:
-            import os
-
             paths = [*map(str, self.extra_paths), *filter(None, [os.environ.get("PYTHONPATH")])]
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
         failure = ""
