@@ -7,6 +7,7 @@ from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
 from fusionlint.rules.host_sync import HostSyncInTensorWork
 from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
 from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
+from fusionlint.rules.redundant_copy import RedundantCopy
 from fusionlint.rules.syntax_error import SyntaxErrorRule
 from fusionlint.rules.view_breaks_fused_block import ViewBreaksFusedBlock
 
@@ -18,6 +19,7 @@ _RULES: tuple[type[Rule], ...] = (
     HostSyncInTensorWork,
     KeptAliveAcrossCompute,
     KeptAliveByContainer,
+    RedundantCopy,
     ComputeBoundSequence,
     SyntaxErrorRule,
 )

@@ -1,0 +1,403 @@
+"""FL007: a copy (``.clone()``, ``.detach().clone()``, ``.contiguous()`` of a transposed view) that
+nothing needs: neither the copy nor its source is written in place, and the copy does not escape."""
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope, Site, ancestors, children, is_method_call, root_name
+from fusionlint.model import EAGER, FUSIONRT, FixSafety
+from fusionlint.ops import ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+
+_COPY = re.compile(r"\b(?:clone|contiguous)\s*\(")
+# Ops that may return their input itself (``x.to(x.dtype)`` is ``x``): an alias, like a view.
+_MAY_ALIAS = frozenset({"to", "float", "double", "half", "bfloat16", "int", "long", "bool", "type_as", "contiguous"})
+# Reads of metadata: no data is touched.
+_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "size", "dim", "numel"})
+# Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
+_STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
+                      "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
+
+# Ops that read a strided input without copying it first (element-wise ops too); ``softmax``,
+# the norms and convolutions make it contiguous themselves, so a `.contiguous()` before them
+# saves nothing.
+_STRIDE_FREE = frozenset({"sum", "nansum", "mean", "amax", "amin", "max", "min", "prod", "matmul", "mm", "bmm",
+                          "einsum", "@"})
+
+
+class RedundantCopy(Rule):
+    code = "FL007"
+    name = "redundant-copy"
+    message = "a copy that nothing needs: neither it nor its source is written in place, and it does not escape"
+    rationale = """
+        A copy costs a kernel that reads and writes the whole tensor in eager PyTorch. In a lazy
+        fusing backend it is free while it stays inside a fused block, but where the copy and
+        its source are both still needed after something that materializes them (a
+        reduction, a matmul, a fallback op, a host sync), both are written: fusionrt writes
+        4 times instead of 3 for `c = h.clone()` whose `c` feeds a `sum` and is used again with
+        `h`. A copy is needed when one of the two is written in place while the other is
+        still read, or when the caller may mutate or keep what the function hands out. When
+        neither happens, the copy is waste. Eager always saves the copy kernel; fusionrt saves a
+        write only where the copy and its source are both materialized (a copy that dies inside
+        a fused block costs it nothing), and nothing for `.contiguous()`, whose strided read it
+        fuses.
+
+        Flagged: `.clone()`, `.detach().clone()`, `.clone().detach()`, `torch.clone(x)`, and
+        `.contiguous()` of a transposed, permuted or expanded view, of a tensor, when every use
+        of the copy only reads it (arithmetic, comparisons, a tensor op that is not in place,
+        metadata; a view or a cast of it used the same way), its source is a local name or a
+        fresh value that is never written in place in the function, and the source is only
+        read too. Not flagged: a copy that is returned, yielded, stored on `self` or in a
+        container, passed to a function the rule does not know (it may mutate it) or viewed
+        with `.view()`, which needs a contiguous tensor; a copy or source written in place
+        (`add_`, `x[i] = ...`, `+=`, `out=`); `.contiguous()` of a value that already is
+        contiguous (eager returns it as is: nothing to save) or that feeds an op that makes its
+        input contiguous itself (`softmax`, norms, convolutions); copies with arguments
+        (`memory_format=`).
+    """
+    use_instead = """
+        Use the tensor itself (`x`, or `x.detach()` for `x.detach().clone()`).
+    """
+    pays_in = (FUSIONRT, EAGER)
+    yields_to = frozenset({"FL002"})  # a copy feeding a fused reduction: FL002 also moves the later use
+    fix_safety = FixSafety.UNSAFE
+    fix_notes = """
+        The fix drops the copy: `x.clone()` becomes `x`, `x.detach().clone()` and
+        `x.clone().detach()` become `x.detach()`, `x.t().contiguous()` becomes `x.t()`. It is
+        **unsafe**: the new name is an alias of the source, so code the rule cannot see that
+        writes into one (through a view, another alias or a callee) now changes the other, and
+        `y is x` tests or `data_ptr()` comparisons change their answer.
+    """
+    examples = (
+        Example(
+            bad="""\
+import torch
+
+
+def centered(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(x * 2)
+    c = h.clone()
+    m = c.sum(-1, keepdim=True)
+    return (c - m) * h
+""",
+            at=((6, 9),),
+            fixed="""\
+import torch
+
+
+def centered(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(x * 2)
+    c = h
+    m = c.sum(-1, keepdim=True)
+    return (c - m) * h
+""",
+            call="centered(randn(64, 128), randn(64, 128))",
+        ),
+        Example(  # `.detach().clone()` keeps `.detach()`
+            bad="""\
+import torch
+
+
+def scores(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(x * 2)
+    target = h.detach().clone()
+    z = torch.relu(target) @ w
+    return z + target * h
+""",
+            at=((6, 14),),
+            fixed="""\
+import torch
+
+
+def scores(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(x * 2)
+    target = h.detach()
+    z = torch.relu(target) @ w
+    return z + target * h
+""",
+            call="scores(randn(64, 128), randn(128, 128))",
+        ),
+        # `.contiguous()` of a transposed view, read by a reduction: no view needs it. It pays in
+        # eager only (3 -> 2 writes and kernels): fusionrt reads the transposed input in place and
+        # never writes the copy, so it is not a contract pair (the contract checks both places).
+        Example(
+            bad="""\
+import torch
+
+
+def col_energy(x: torch.Tensor) -> torch.Tensor:
+    xt = x.t().contiguous()
+    return (xt * xt).sum(-1)
+""",
+            at=((5, 10),),
+            fixed="""\
+import torch
+
+
+def col_energy(x: torch.Tensor) -> torch.Tensor:
+    xt = x.t()
+    return (xt * xt).sum(-1)
+""",
+        ),
+    )
+    valid = (
+        # the copy protects the source from an in-place write, or the source protects the copy
+        """\
+import torch
+
+
+def f(a: torch.Tensor) -> torch.Tensor:
+    old = a.clone()
+    a.add_(1)
+    return old * a
+
+
+def g(a: torch.Tensor, i: int) -> torch.Tensor:
+    b = a.clone()
+    b[i] = 0
+    return b * 2 + a
+""",
+        # the copy escapes: returned, stored on self, put in a list, passed to unknown code
+        """\
+import torch
+
+
+class Cache(torch.nn.Module):
+    def forward(self, x: torch.Tensor, log) -> torch.Tensor:
+        self.last = x.clone()
+        kept = [x.detach().clone()]
+        log(x.clone())
+        h = torch.relu(x)
+        return h.clone(), kept
+""",
+        # `.contiguous()` before `.view()`, which needs it; of a value that already is contiguous
+        """\
+import torch
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    xt = x.transpose(1, 2).contiguous()
+    flat = xt.view(xt.shape[0], -1)
+    h = torch.relu(x).contiguous()
+    p = torch.softmax(x.transpose(1, 2).contiguous(), -1)
+    return flat * 2, h.sum(-1), p * 2
+""",
+        # a view of the copy kept under another name may be written later; a copy with arguments
+        """\
+import torch
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    row = y[0]
+    row.zero_()
+    z = x.clone(memory_format=torch.channels_last)
+    return y * 2, z + 1
+""",
+    )
+
+    @classmethod
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        return _COPY.search(block[index]) is not None
+
+    def check(self, scope: Scope) -> Iterator[Violation]:
+        if scope.dynamic:
+            return
+        # `x.clone().detach()` is one copy, reported at the `detach` call that ends it
+        inner = {id(site.node.func.value) for site in scope.sites.get("detach", ())}  # type: ignore[attr-defined]
+        for key in ("clone", "contiguous", "detach"):
+            for site in scope.sites.get(key, ()):
+                copy = _copy(scope, site.node)
+                if copy is None or site.conditional or id(site.node) in inner:
+                    continue
+                kept, source = copy
+                if not scope.is_tensor(source) or not _source_is_stable(scope, source):
+                    continue
+                if not _only_read(scope, site.node, "copy", strided=key != "contiguous"):
+                    continue
+                yield Violation(site.node, fix=_fix(site, kept))
+
+
+def _copy(scope: Scope, call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(what the copy is replaced by, the tensor it copies) for a copy without arguments."""
+    if call.args and not (scope.torch_name(call.func) == "torch.clone" and len(call.args) == 1):
+        return None
+    func = call.func
+    if scope.torch_name(func) == "torch.clone":
+        if call.args[0].keyword is not None or call.args[0].star:
+            return None
+        return call.args[0].value, call.args[0].value
+    if not isinstance(func, cst.Attribute):
+        return None
+    receiver, name = func.value, func.attr.value
+    if name == "detach":  # `x.clone().detach()`
+        if not (is_method_call(receiver, "clone") and not receiver.args):  # type: ignore[union-attr]
+            return None
+        source = receiver.func.value  # type: ignore[union-attr]
+        return _detached(source), source
+    if name == "clone":
+        if is_method_call(receiver, "detach"):  # `x.detach().clone()`
+            return receiver, receiver.func.value  # type: ignore[union-attr]
+        return receiver, receiver
+    if name == "contiguous" and _strided(scope, receiver):
+        return receiver, receiver
+    return None
+
+
+def _detached(source: cst.BaseExpression) -> cst.Call:
+    return cst.Call(func=cst.Attribute(value=source, attr=cst.Name("detach")))
+
+
+def _strided(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` a view that leaves its tensor non-contiguous (``x.t()``, ``x.permute(...)``, ``x.T``)?"""
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value in VIEW_ATTRIBUTES and scope.is_tensor(expr.value)
+    op = scope.op(expr)
+    return op is not None and op[0] in _STRIDED
+
+
+def _source_is_stable(scope: Scope, source: cst.BaseExpression) -> bool:
+    """Is the copied tensor a fresh value, or a local name only read in the function? A name
+    of a module attribute (``self.x``) may be written by other code: not stable."""
+    name = root_name(source)
+    if name is None:
+        return not isinstance(source, cst.Attribute)
+    if name == "self" or name in scope.inplace or name in scope.escaped:
+        return False
+    return all(_only_read(scope, use, "source") for use in _uses(scope, name))
+
+
+def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True) -> bool:
+    """Is the value of ``node`` only read: used by tensor arithmetic, as an index, or by a tensor
+    op that is not in place (through views and casts, which may alias it, used the same way)?
+    ``role``: "copy" may be assigned to a name only read in turn, "alias" (a read of that name)
+    may not, and neither may be handed out; "source" may be returned, once the copy is dead.
+    ``strided``: may the op read a strided tensor as fast (a copy made contiguous: not
+    ``softmax`` or ``conv2d``, which copy a strided input themselves)?"""
+    path = ancestors(scope.node, node) or []
+    below: cst.CSTNode = node
+    for i, parent in enumerate(path):
+        if parent is below:
+            continue  # the call of a method whose attribute was seen
+        after = path[i + 1] if i + 1 < len(path) else None
+        if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
+            return True
+        if isinstance(parent, (cst.SubscriptElement, cst.Index, cst.Slice)):
+            return True  # used as an index
+        if isinstance(parent, cst.Subscript) and parent.value is below:
+            below = parent  # basic indexing is a view
+            continue
+        if isinstance(parent, cst.Attribute) and parent.value is below:
+            name = parent.attr.value
+            if name in _METADATA or name == "clone":
+                return True
+            if name in VIEW_ATTRIBUTES:
+                below = parent
+                continue
+            if not (isinstance(after, cst.Call) and after.func is parent) or name.endswith("_"):
+                return False
+            if name in _MAY_ALIAS or name == "detach" or scope.ops.op_class(name) == VIEW:
+                below = after  # an alias: its own uses decide
+                continue
+            return scope.ops.op_class(name) is not None and (strided or _reads_strided(scope, name))
+        if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is None:
+            if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
+                return False
+            op = scope.op(after)
+            if op is None or op[1] is None or op[0].endswith("_"):
+                return False
+            if op[1] == VIEW or op[0] in _MAY_ALIAS:
+                below = after
+                continue
+            return strided or _reads_strided(scope, op[0])
+        if isinstance(parent, cst.Assign) and role == "copy" and parent.value is below:
+            return _only_read_name(scope, parent, strided)
+        if isinstance(parent, (cst.Return, cst.Expr)) and role == "source":
+            return True  # the source handed out or dropped: the copy is dead by then
+        return False
+    return False
+
+
+def _reads_strided(scope: Scope, op: str) -> bool:
+    return scope.ops.op_class(op) == ELEMENTWISE or op in _STRIDE_FREE
+
+
+def _only_read_name(scope: Scope, assign: cst.Assign, strided: bool) -> bool:
+    """``y = <copy>``: is ``y`` a plain local, assigned once, read at least once, only read?"""
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return False
+    name = assign.targets[0].target.value
+    if name in scope.inplace or name in scope.escaped or not _assigned_once(scope, name):
+        return False
+    uses = _uses(scope, name)
+    return bool(uses) and all(_only_read(scope, use, "alias", strided) for use in uses)
+
+
+def _uses(scope: Scope, name: str) -> list[cst.Name]:
+    """Every read of ``name`` in the scope (not in nested functions): each ``Name`` that is not
+    an assignment target."""
+    found: list[cst.Name] = []
+
+    def walk(node: cst.CSTNode) -> None:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope.node:
+            return
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if not isinstance(target.target, cst.Name):
+                    walk(target.target)
+            walk(node.value)
+            return
+        if isinstance(node, cst.Param):
+            return
+        if isinstance(node, cst.Name) and node.value == name:
+            found.append(node)
+        if isinstance(node, cst.Attribute):
+            walk(node.value)  # `x.name` is not a read of `name`
+            return
+        if isinstance(node, cst.Arg):
+            walk(node.value)  # nor is the keyword `name=`
+            return
+        for child in children(node):
+            walk(child)
+
+    walk(scope.node)
+    return found
+
+
+def _assigned_once(scope: Scope, name: str) -> bool:
+    count = 0
+
+    def walk(node: cst.CSTNode) -> None:
+        nonlocal count
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope.node:
+            return
+        if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.AsName)):
+            target = node.name if isinstance(node, cst.AsName) else node.target
+            count += sum(1 for n in _names_in(target) if n == name)
+        for child in children(node):
+            walk(child)
+
+    walk(scope.node)
+    return count == 1
+
+
+def _names_in(target: cst.CSTNode) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for element in target.elements for n in _names_in(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _names_in(target.value)
+    return []
+
+
+def _fix(site: Site, kept: cst.BaseExpression) -> tuple[StatementEdit, ...] | None:
+    statement = site.statement.node
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    call = site.node
+    replacement = kept.with_changes(lpar=call.lpar, rpar=call.rpar) if isinstance(kept, cst.Call) else kept
+    return (StatementEdit(statement, (replace_nodes(statement, {call: replacement}),)),)

@@ -1,0 +1,153 @@
+"""FL007 beyond its own examples: which copies are needed (aliasing, escapes, unknown callees)."""
+from __future__ import annotations
+
+import pytest
+
+from fusionlint.engine import lint_source
+from fusionlint.model import LintOptions
+
+OPTIONS = LintOptions(codes=frozenset({"FL007"}))
+
+
+def positions(source: str) -> list[tuple[int, int]]:
+    result = lint_source(source, "m.py", OPTIONS)
+    assert not result.errors
+    return [(f.line, f.column) for f in result.findings]
+
+
+FLAGGED = {
+    "clone().detach() is one copy, reported at detach": """\
+import torch
+
+def f(x: torch.Tensor):
+    h = torch.tanh(x)
+    c = h.clone().detach()
+    return c * h
+""",
+    "torch.clone of a fresh value": """\
+import torch
+
+def f(x: torch.Tensor):
+    c = torch.clone(x * 2)
+    return c.sum(-1) + 1
+""",
+    "a copy used inline by arithmetic": """\
+import torch
+
+def f(x: torch.Tensor):
+    h = torch.relu(x)
+    return torch.sigmoid(h.clone()) * h
+""",
+    "a copy read through a view and an index": """\
+import torch
+
+def f(x: torch.Tensor, i: int):
+    h = torch.relu(x)
+    c = h.clone()
+    return c.T @ h + c[i]
+""",
+    "contiguous of a permuted view before a matmul": """\
+import torch
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    return x.permute(0, 2, 1).contiguous() @ w
+""",
+}
+EXPECTED = {
+    "clone().detach() is one copy, reported at detach": [(5, 9)],
+    "torch.clone of a fresh value": [(4, 9)],
+    "a copy used inline by arithmetic": [(5, 26)],
+    "a copy read through a view and an index": [(5, 9)],
+    "contiguous of a permuted view before a matmul": [(4, 12)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLAGGED))
+def test_flagged(name):
+    assert positions(FLAGGED[name]) == EXPECTED[name]
+
+
+SILENT = {
+    "the source is written in place after the copy": """\
+import torch
+
+def f(x: torch.Tensor):
+    h = torch.relu(x)
+    c = h.clone()
+    h.mul_(2)
+    return c + h
+""",
+    "the source is handed to unknown code that may write it": """\
+import torch
+
+def f(x: torch.Tensor, update):
+    h = torch.relu(x)
+    c = h.clone()
+    update(h)
+    return c + h
+""",
+    "the copy is aliased by a view kept under another name": """\
+import torch
+
+def f(x: torch.Tensor):
+    c = x.clone()
+    flat = c.reshape(-1)
+    flat.zero_()
+    return c * 2
+""",
+    "the copy is written through out=": """\
+import torch
+
+def f(x: torch.Tensor, y: torch.Tensor):
+    c = x.clone()
+    torch.add(c, y, out=c)
+    return c * 2
+""",
+    "the copy is yielded or stored in a dict": """\
+import torch
+
+def f(x: torch.Tensor):
+    c = x.clone()
+    yield c
+
+
+def g(x: torch.Tensor):
+    c = x.clone()
+    return {"x": c}
+""",
+    "the copy is reassigned in a loop": """\
+import torch
+
+def f(x: torch.Tensor):
+    c = x.clone()
+    for _ in range(3):
+        c = c * 0.5
+    return c
+""",
+    "a copy of a module attribute": """\
+import torch
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        c = self.weight.clone()
+        return x * c
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SILENT))
+def test_silent(name):
+    assert positions(SILENT[name]) == []
+
+
+def test_a_copy_feeding_a_fused_reduction_is_reported_once_by_fl002():
+    source = """\
+import torch
+
+def block(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    a = x * 2
+    t3 = a.clone().sum(-1, keepdim=True)
+    return t3 + a * y
+"""
+    result = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL002", "FL007"})))
+    assert [(f.code, f.line, f.column) for f in result.findings] == [("FL002", 5, 10)]
