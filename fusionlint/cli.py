@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(run=run_check)
 
     rules = commands.add_parser("rules", help="list the rules")
+    rules.add_argument("--format", choices=("text", "markdown"), default="text", help="markdown: README's table")
     rules.set_defaults(run=run_rules)
 
     explain = commands.add_parser("explain", help="show a rule's documentation")
@@ -260,6 +261,11 @@ def _rule_docs() -> list[output.RuleDoc]:
 
 
 def run_rules(args: argparse.Namespace) -> int:
+    if args.format == "markdown":
+        from fusionlint.ruledocs import documented_rules, markdown_table
+
+        sys.stdout.write(markdown_table(documented_rules()))
+        return 0
     docs = _rule_docs()
     from fusionlint.rules import all_rules
 
