@@ -1,0 +1,78 @@
+# FL007 (redundant-copy): its examples, flagged, then its look-alikes, not flagged.
+
+# --- example 1
+import torch
+
+
+def centered(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(x * 2)
+    c = h.clone()
+    m = c.sum(-1, keepdim=True)
+    return (c - m) * h
+
+# --- example 2
+import torch
+
+
+def scores(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = torch.tanh(x * 2)
+    target = h.detach().clone()
+    z = torch.relu(target) @ w
+    return z + target * h
+
+# --- example 3
+import torch
+
+
+def col_energy(x: torch.Tensor) -> torch.Tensor:
+    xt = x.t().contiguous()
+    return (xt * xt).sum(-1)
+
+# --- look-alike 1
+import torch
+
+
+def f(a: torch.Tensor) -> torch.Tensor:
+    old = a.clone()
+    a.add_(1)
+    return old * a
+
+
+def g(a: torch.Tensor, i: int) -> torch.Tensor:
+    b = a.clone()
+    b[i] = 0
+    return b * 2 + a
+
+# --- look-alike 2
+import torch
+
+
+class Cache(torch.nn.Module):
+    def forward(self, x: torch.Tensor, log) -> torch.Tensor:
+        self.last = x.clone()
+        kept = [x.detach().clone()]
+        log(x.clone())
+        h = torch.relu(x)
+        return h.clone(), kept
+
+# --- look-alike 3
+import torch
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    xt = x.transpose(1, 2).contiguous()
+    flat = xt.view(xt.shape[0], -1)
+    h = torch.relu(x).contiguous()
+    p = torch.softmax(x.transpose(1, 2).contiguous(), -1)
+    return flat * 2, h.sum(-1), p * 2
+
+# --- look-alike 4
+import torch
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    row = y[0]
+    row.zero_()
+    z = x.clone(memory_format=torch.channels_last)
+    return y * 2, z + 1
