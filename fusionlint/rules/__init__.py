@@ -4,7 +4,7 @@ from __future__ import annotations
 from fusionlint.rule import Rule
 from fusionlint.rules.clone_before_compute import CloneBeforeCompute
 from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
-from fusionlint.rules.host_sync import HostSyncInTensorWork
+from fusionlint.rules.host_sync_in_tensor_work import HostSyncInTensorWork
 from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
 from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
 from fusionlint.rules.redundant_copy import RedundantCopy

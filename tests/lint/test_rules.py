@@ -81,6 +81,7 @@ def test_rule_metadata_and_explain(rule):
     assert rule.message and "\n" not in rule.message
     assert isinstance(rule.fix_safety, FixSafety)
     assert get_rule(rule.code.lower()) is rule
+    assert rule.__module__ == "fusionlint.rules." + rule.name.replace("-", "_"), "a rule's file is named after it"
     text = rule.explain()
     assert text.startswith(f"# {rule.code} ({rule.name})")
     for section in ("## What it does / why it breaks fusion", "## Use instead", "## Fix safety"):
