@@ -205,11 +205,15 @@ def _verified(source: SourceFile, result: LintResult, options: LintOptions, time
         if where is not None and not where.verified and options.fix.allows(finding.fix_safety):
             finding = replace(finding, verified=where.verified, verification=where.reason)
         findings.append(finding)
+    # a fix found in a later pass points into an intermediate text: its function is a guess,
+    # needed only when some fixes were dropped
+    everything = verification.text == result.source
     fixed = []
-    for finding in result.fixed:
-        where = verification.verdicts.get(function_of_line(source.text, finding.line)) if fallback is None else None
-        if where is not None and where.verified:
-            fixed.append(replace(finding, verified=True, verification=where.reason))
+    for finding in result.fixed if fallback is None else ():
+        where = verification.verdicts.get(function_of_line(source.text, finding.line))
+        if everything or (where is not None and where.verified):
+            reason = where.reason if where is not None and where.verified else "proven with the rest of the file"
+            fixed.append(replace(finding, verified=True, verification=reason))
     errors = result.errors + tuple(error for error in left.errors if error not in result.errors)
     return LintResult(findings=tuple(findings), fixed=tuple(fixed), source=verification.text, errors=errors)
 
