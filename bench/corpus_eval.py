@@ -11,6 +11,7 @@ when it is in the same file and its line lies within the label's statement (any 
 
 Findings that hit no label are printed for review by hand: each is a missed label or noise.
 Held-out packages (``"held_out": true``) are reported apart: the rules were never tuned on them.
+Whoever tunes a rule runs it with ``--tuning-only``, which never lints or prints them.
 
     .venv/bin/python bench/corpus_eval.py --corpus /tmp/corpus
 """
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="*", type=Path, help="label files (default: every bench/corpus/labels/*.json)")
     parser.add_argument("--corpus", type=Path, default=Path("/tmp/corpus"), help="folder of unpacked wheels, one per package")
+    parser.add_argument("--tuning-only", action="store_true",
+                        help="skip the held-out packages (for whoever tunes rules: their findings stay unseen)")
     args = parser.parse_args(argv)
 
     groups = {"tuning": Tally(), "held-out": Tally(), "all": Tally()}
@@ -126,12 +129,15 @@ def main(argv: list[str] | None = None) -> int:
           f" {'precision':>9} {'(labelled)':>9}")
     for file in args.files or sorted(LABELS.glob("*.json")):
         data = json.loads(file.read_text(encoding="utf-8"))
+        if data["held_out"] and args.tuning_only:
+            continue
         tally = evaluate(data, args.corpus, review)
         print(tally.row(data["package"]))
         groups["held-out" if data["held_out"] else "tuning"].add(tally)
         groups["all"].add(tally)
     for name, tally in groups.items():
-        print(tally.row(name))
+        if name == "tuning" or not args.tuning_only:
+            print(tally.row(name))
     print("\nfindings per rule: " + ", ".join(f"{rule} {n}" for rule, n in sorted(groups["all"].rules.items())))
     kinds = groups["all"].kinds
     print("recall per kind: " + ", ".join(
