@@ -26,7 +26,7 @@ def _labels() -> list:
     for file in LABEL_FILES:
         data = json.loads(file.read_text(encoding="utf-8"))
         for label in data["labels"]:
-            params.append(pytest.param(data, label, id=label["id"]))
+            params.append(pytest.param(label, id=label["id"]))
     return params
 
 
@@ -42,8 +42,8 @@ def test_label_files_have_the_schema():
     assert len(ids) == len(set(ids)), "label ids must be unique across packages"
 
 
-@pytest.mark.parametrize("data,label", _labels())
-def test_label_agrees_with_its_measurement(bench, data, label):
+@pytest.mark.parametrize("label", _labels())
+def test_label_agrees_with_its_measurement(bench, label):
     measure, _ = bench
     assert label["kind"] in measure.KINDS
     assert label["quote"] and label["note"]
