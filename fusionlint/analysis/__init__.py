@@ -6,19 +6,26 @@ Heuristics (documented in docs/engine.md), all static and local to one file:
   as F``, ``from torch import Tensor, matmul``); a file that never imports torch has no tensors.
 - a name holds a tensor when it is a parameter annotated ``Tensor``/``torch.*Tensor`` (also inside
   ``Optional[...]`` or ``... | None``), an argument of ``forward`` (unless annotated otherwise or
-  defaulting to a non-``None`` constant), or is assigned from a tensor expression anywhere in its
-  scope (flow-insensitive, to a fixpoint): a torch / ``F.*`` call that returns tensors, a tensor
-  method or tensor attribute (``.T``, ``.data``) of a tensor, arithmetic and indexing with a tensor
-  operand. ``self.<attr>`` is a (concrete) tensor when the class assigns it an ``nn.Parameter`` or
-  a torch call, or registers it as a buffer.
+  defaulting to a non-``None`` constant), a name the scope uses the way only a tensor is used
+  (``x.clone()``, ``x.sum(dim=1)``, ``torch.matmul(x, y)``; ``x @ y`` and ``x.transpose()`` only
+  in a file without numpy), or is assigned from a tensor expression anywhere in its scope
+  (flow-insensitive, to a fixpoint): a torch / ``F.*`` / einops call that returns tensors, a
+  tensor method or tensor attribute (``.T``, ``.data``) of a tensor, arithmetic and indexing with
+  a tensor operand, the call of a module (``self.fc(x)`` where the class or a same-file base
+  assigns ``self.fc = nn.Linear(...)`` or a same-file module class; ``self.layers[i](x)`` and
+  ``for blk in self.blocks: blk(x)`` over an ``nn.ModuleList``/``Sequential``), or the call of a
+  same-file function or ``self.`` method whose return annotation or ``return`` values are tensors.
+  ``self.<attr>`` is a (concrete) tensor when the class assigns it an ``nn.Parameter`` or a torch
+  call, or registers it as a buffer.
 - liveness is conservative along straight-line statement sequences: a read in a later statement,
   in a loop that repeats the statement, in an exception handler that may follow, in a nested
   function or lambda (a closure), or after ``locals()``/``eval`` keeps a name alive.
 
-One module per idea: ``facts`` (the file's imports and classes), ``scope`` (scopes, blocks and
-statements), ``nodes`` (small helpers over libcst nodes), ``collect`` (the one pass that builds
-the scopes), ``flow`` (statements in flow order), ``compute`` (compute-bound statements and the
-element-wise work that may move past them).
+One module per idea: ``facts`` (the file's imports and classes), ``views`` (one view of an
+expression over libcst and ast), ``tensors`` (which expressions hold tensors), ``scope`` (scopes,
+blocks and statements), ``nodes`` (small helpers over libcst nodes), ``collect`` (the one pass that
+builds the scopes), ``flow`` (statements in flow order), ``compute`` (compute-bound statements and
+the element-wise work that may move past them).
 """
 from fusionlint.analysis.collect import collect_scopes
 from fusionlint.analysis.compute import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from fusionlint.analysis.facts import ModuleFacts
-from fusionlint.analysis.nodes import Walker, dotted_name, is_method_call, is_none, root_name
+from fusionlint.analysis.nodes import Walker, dotted_name, is_method_call, root_name
 from fusionlint.analysis.scope import Block, Scope, Site, StatementRef
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
 
@@ -97,13 +97,10 @@ class _Collector(Walker):
             params = params[1:]  # self / cls
         forward = node.name.value == "forward"
         for param in params:
-            name = param.name.value
-            if param.annotation is not None:
-                tensor = scope.is_tensor_annotation(param.annotation.annotation)
-            else:
-                tensor = forward and (param.default is None or is_none(param.default))
-            if tensor:
-                scope.params.add(name)
+            annotation = param.annotation.annotation if param.annotation is not None else None
+            tensor = scope.typing.param_is_tensor(annotation, param.default, forward)
+            group = scope.params if tensor else scope.typed if tensor is not None else scope.untyped
+            group.add(param.name.value)
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         self.lambdas += 1
@@ -180,6 +177,7 @@ class _Collector(Walker):
                 target = root_name(arg.value)
                 if target:
                     scope.inplace.add(target)
+        scope.used_as_tensor.update(scope.typing.used_as_tensor(node))
         self._site(name, node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -195,6 +193,12 @@ class _Collector(Walker):
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if isinstance(node.operator, cst.MatrixMultiply):
             self._site("@", node)
+            if self.scope is not None:
+                self.scope.used_as_tensor.update(self.scope.typing.used_as_tensor(node))
+
+    def visit_For(self, node: cst.For) -> None:
+        if self.scope is not None:
+            self.scope.loops.append((node.target, node.iter))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         scope = self.scope

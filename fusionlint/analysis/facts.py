@@ -1,36 +1,160 @@
 """File-level facts, read from the stdlib ``ast`` of the whole file: cheap, and it survives the
-engine's masking of the text libcst parses."""
+engine's masking of the text libcst parses. What a class holds is read the first time a rule
+asks (most classes of a file are never asked about)."""
 from __future__ import annotations
 
 import ast
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from fusionlint.analysis.views import ast_view, dotted_path
+
+_LIBRARIES = ("torch", "einops")
+_NON_TENSOR_TORCH_PREFIXES = tuple(
+    f"torch.{m}."
+    for m in """nn cuda backends distributed jit utils fx onnx compiler _dynamo autograd optim testing
+    library hub distributions profiler amp cpu mps xpu export func overrides""".split()
+)
+_NON_TENSOR_TORCH = frozenset(
+    "torch." + n
+    for n in """device dtype Size finfo iinfo is_tensor is_floating_point is_complex is_grad_enabled
+    get_default_dtype set_default_dtype manual_seed seed Generator no_grad enable_grad
+    inference_mode set_grad_enabled autocast compile save load numel broadcast_shapes result_type
+    promote_types can_cast typename is_autocast_enabled is_storage use_deterministic_algorithms
+    set_printoptions get_rng_state set_rng_state is_nonzero""".split()
+)
+_TENSOR_TORCH_NN = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
+# nn classes that are not modules, or whose call is no tensor
+_NON_MODULES = frozenset({"Parameter", "Buffer", "ParameterList", "ParameterDict", "Module"})
+_CONTAINERS = frozenset({"ModuleList", "ModuleDict"})
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    tensor_attrs: frozenset[str]  # self.<attr> that hold tensors (parameters, buffers, torch calls)
+    module_attrs: dict[str, str]  # self.<attr> -> "nn", "container", "sequential" or a same-file class
 
 
 @dataclass(frozen=True)
 class ModuleFacts:
     """Facts read from the stdlib ``ast`` of the whole file (cheap, and survives masking)."""
 
-    aliases: dict[str, str]  # local name -> canonical dotted torch path ("F" -> "torch.nn.functional")
-    class_tensor_attrs: dict[str, frozenset[str]]  # class name -> its self.<attr> tensors
+    aliases: dict[str, str]  # local name -> canonical dotted path ("F" -> "torch.nn.functional")
     identifiers: frozenset[str]  # every name bound or read anywhere in the file (for fresh names)
+    imports_numpy: bool = False  # then ``a @ b`` and ``a.transpose(...)`` may be of arrays
+    imported: frozenset[str] = frozenset()  # names bound by imports (modules: ``np.matmul`` is no method)
+    classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)
+    functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = field(default_factory=dict)  # top level
+    # ``self.<attr> = ...`` and ``register_buffer("<name>", ...)`` anywhere, for the classes around them
+    members: list[ast.Assign | ast.Call] = field(default_factory=list)
+    returns: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by tensors.returns_tensor
+    _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
 
     @property
     def imports_torch(self) -> bool:
-        return bool(self.aliases)
+        return any(path.partition(".")[0] == "torch" for path in self.aliases.values())
 
     def canonical(self, dotted: str) -> str | None:
-        """``F.linear`` -> ``torch.nn.functional.linear``; None when not a torch name."""
+        """``F.linear`` -> ``torch.nn.functional.linear``; None when not a torch (or einops) name."""
         head, _, rest = dotted.partition(".")
         base = self.aliases.get(head)
         if base is None:
             return None
         return f"{base}.{rest}" if rest else base
 
+    # --- classes ---------------------------------------------------------------------------------
+
+    def tensor_attrs(self, class_name: str) -> frozenset[str]:
+        return self._class(class_name).tensor_attrs
+
+    def module_attr(self, class_name: str, attr: str) -> str | None:
+        return self._class(class_name).module_attrs.get(attr)
+
+    def methods(self, class_name: str, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The definitions of method ``name`` in the class, else in its nearest same-file base that has it."""
+        for cls in self._lineage(class_name):
+            found = [
+                node for node in cls.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+            ]
+            if found:
+                return found
+        return []
+
+    def has_method(self, class_name: str, name: str) -> bool:
+        return bool(self.methods(class_name, name))
+
+    def is_module_class(self, class_name: str) -> bool:
+        """Does the class derive (through same-file classes) from a torch.nn class?"""
+        return any(
+            (self.canonical(dotted) or "").startswith("torch.nn.")
+            for cls in self._lineage(class_name)
+            for dotted in (dotted_path(ast_view, base) for base in cls.bases)
+            if dotted
+        )
+
+    def _lineage(self, class_name: str) -> list[ast.ClassDef]:
+        """The class's definitions, then those of its same-file bases, breadth first."""
+        seen, order, todo = set(), [], [class_name]
+        while todo:
+            name = todo.pop(0)
+            if name in seen:
+                continue
+            seen.add(name)
+            for cls in self.classes.get(name, ()):
+                order.append(cls)
+                todo += [base.id for base in cls.bases if isinstance(base, ast.Name)]
+        return order
+
+    def _class(self, class_name: str) -> ClassFacts:
+        known = self._class_facts.get(class_name)
+        if known is None:
+            tensors: set[str] = set()
+            modules: dict[str, str] = {}
+            for cls in reversed(self._lineage(class_name)):  # the class's own assignments win
+                self._read_class(cls, tensors, modules)
+            known = self._class_facts[class_name] = ClassFacts(frozenset(tensors), modules)
+        return known
+
+    def _read_class(self, cls: ast.ClassDef, tensors: set[str], modules: dict[str, str]) -> None:
+        """``self.w = nn.Parameter(...)`` / ``torch.ones(...)`` / ``register_buffer("w", ...)`` are
+        tensors; ``self.fc = nn.Linear(...)`` / ``Block(...)`` (a same-file module class) modules."""
+        last = cls.end_lineno or cls.lineno
+        for node in self.members:
+            if not cls.lineno <= node.lineno <= last:
+                continue
+            if isinstance(node, ast.Call):  # register_buffer("name", ...)
+                tensors.add(node.args[0].value)  # type: ignore[attr-defined]
+                continue
+            targets = [t.attr for t in node.targets if _is_self_attr(t)]  # type: ignore[attr-defined]
+            if _is_tensor_call(node.value, self):
+                tensors.update(targets)
+            kind = self._module_kind(node.value)
+            if kind is not None:
+                modules.update(dict.fromkeys(targets, kind))
+
+    def _module_kind(self, value: ast.expr) -> str | None:
+        if isinstance(value, ast.IfExp):
+            return self._module_kind(value.body) or self._module_kind(value.orelse)
+        if not isinstance(value, ast.Call):
+            return None
+        dotted = dotted_path(ast_view, value.func)
+        if dotted is None:
+            return None
+        canonical = self.canonical(dotted) or ""
+        name = canonical.rpartition(".")[2]
+        if canonical.startswith("torch.nn.") and name[:1].isupper() and name not in _NON_MODULES:
+            return "container" if name in _CONTAINERS else "sequential" if name == "Sequential" else "nn"
+        if dotted in self.classes and self.is_module_class(dotted):
+            return dotted
+        return None
+
 
 def module_facts(tree: ast.Module) -> ModuleFacts:
     aliases: dict[str, str] = {}
-    classes: dict[str, set[str]] = defaultdict(set)
+    numpy = False
+    imported: set[str] = set()
+    classes: dict[str, list[ast.ClassDef]] = defaultdict(list)
+    members: list[ast.Assign | ast.Call] = []
     identifiers: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
@@ -41,40 +165,29 @@ def module_facts(tree: ast.Module) -> ModuleFacts:
             identifiers.add(node.name)
         elif isinstance(node, ast.alias):
             identifiers.add(node.asname or node.name.partition(".")[0])
+            imported.add(node.asname or node.name.partition(".")[0])
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             identifiers.update(node.names)
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name == "torch" or alias.name.startswith("torch."):
+                library = alias.name.partition(".")[0]
+                numpy = numpy or library == "numpy"
+                if library in _LIBRARIES:
                     if alias.asname:
                         aliases[alias.asname] = alias.name
                     else:
-                        aliases["torch"] = "torch"
+                        aliases[library] = library
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module == "torch" or node.module.startswith("torch."):
+            numpy = numpy or node.module.partition(".")[0] == "numpy"
+            if node.module.partition(".")[0] in _LIBRARIES:
                 for alias in node.names:
                     if alias.name != "*":
                         aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
         elif isinstance(node, ast.ClassDef):
-            classes[node.name] |= _class_tensor_attrs(node)
-    class_attrs = {name: frozenset(attrs) for name, attrs in classes.items()}
-    return ModuleFacts(aliases, class_attrs, frozenset(identifiers))
-
-
-def _class_tensor_attrs(cls: ast.ClassDef) -> set[str]:
-    """``self.w = nn.Parameter(...)`` / ``self.w = torch.ones(...)`` / ``register_buffer("w", ...)``."""
-    attrs = set()
-    for node in ast.walk(cls):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            callee = ast.unparse(node.value.func)
-            if callee.startswith(("torch.", "nn.Parameter", "Parameter")) or callee in ("nn.Buffer",):
-                for target in node.targets:
-                    if (
-                        isinstance(target, ast.Attribute)
-                        and isinstance(target.value, ast.Name)
-                        and target.value.id == "self"
-                    ):
-                        attrs.add(target.attr)
+            classes[node.name].append(node)
+        elif isinstance(node, ast.Assign):
+            if any(_is_self_attr(target) for target in node.targets):
+                members.append(node)
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -83,5 +196,33 @@ def _class_tensor_attrs(cls: ast.ClassDef) -> set[str]:
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
-            attrs.add(node.args[0].value)
-    return attrs
+            members.append(node)
+    functions: dict[str, list] = defaultdict(list)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[node.name].append(node)
+    return ModuleFacts(aliases, frozenset(identifiers), numpy, frozenset(imported), dict(classes), dict(functions), members)
+
+
+def _is_self_attr(target: ast.expr) -> bool:
+    return isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+
+
+def torch_call_returns_tensor(canonical: str) -> bool:
+    """Does a call of the torch name ``canonical`` return tensors (``torch.ones``, ``F.gelu``,
+    ``nn.Parameter``; not ``torch.device`` nor anything of ``torch.cuda``, ``torch.nn.init``, ...)?"""
+    if canonical in _TENSOR_TORCH_NN or canonical.startswith("torch.nn.functional."):
+        return True
+    return (
+        canonical.startswith("torch.")
+        and canonical not in _NON_TENSOR_TORCH
+        and not canonical.startswith(_NON_TENSOR_TORCH_PREFIXES)
+    )
+
+
+def _is_tensor_call(value: ast.expr, facts: ModuleFacts) -> bool:
+    if not isinstance(value, ast.Call):
+        return False
+    dotted = dotted_path(ast_view, value.func)
+    canonical = facts.canonical(dotted) if dotted else None
+    return canonical is not None and torch_call_returns_tensor(canonical)

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from fusionlint.analysis.views import cst_view, dotted_path
+
 if TYPE_CHECKING:
     from fusionlint.analysis.scope import StatementRef
 
@@ -13,14 +15,7 @@ if TYPE_CHECKING:
 
 def dotted_name(expr: cst.BaseExpression) -> str | None:
     """``torch.nn.functional.linear`` for a chain of names and attributes, else None."""
-    parts = []
-    while isinstance(expr, cst.Attribute):
-        parts.append(expr.attr.value)
-        expr = expr.value
-    if not isinstance(expr, cst.Name):
-        return None
-    parts.append(expr.value)
-    return ".".join(reversed(parts))
+    return dotted_path(cst_view, expr)
 
 
 def root_name(expr: cst.BaseExpression) -> str | None:
@@ -198,7 +193,3 @@ class _NameUse(Walker):
 
 def is_method_call(expr: cst.BaseExpression, name: str) -> bool:
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == name
-
-
-def is_none(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"

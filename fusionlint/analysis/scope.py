@@ -9,32 +9,10 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis.facts import ModuleFacts
-from fusionlint.analysis.nodes import dotted_name, names_of
+from fusionlint.analysis.nodes import names_of
+from fusionlint.analysis.tensors import TORCH_OP_MODULES, Typing
+from fusionlint.analysis.views import cst_view
 from fusionlint.ops import COMPUTE, VIEW, VIEW_ATTRIBUTES, OpTables
-
-_TORCH_OP_MODULES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg", "torch.fft")
-_NON_TENSOR_TORCH_PREFIXES = tuple(
-    f"torch.{m}."
-    for m in """nn cuda backends distributed jit utils fx onnx compiler _dynamo autograd optim testing
-    library hub distributions profiler amp cpu mps xpu export func overrides""".split()
-)
-_NON_TENSOR_TORCH = frozenset(
-    "torch." + n
-    for n in """device dtype Size finfo iinfo is_tensor is_floating_point is_complex is_grad_enabled
-    get_default_dtype set_default_dtype manual_seed seed Generator no_grad enable_grad
-    inference_mode set_grad_enabled autocast compile save load numel broadcast_shapes result_type
-    promote_types can_cast typename is_autocast_enabled is_storage use_deterministic_algorithms
-    set_printoptions get_rng_state set_rng_state is_nonzero""".split()
-)
-_TENSOR_TORCH_NN = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
-_NON_TENSOR_METHODS = frozenset(
-    """item tolist size dim ndimension numel nelement stride data_ptr is_contiguous element_size
-    numpy get_device storage untyped_storage is_floating_point is_complex equal type register_hook
-    backward dim_order nbytes itemsize is_set_to __len__ __repr__ __str__""".split()
-)
-_TENSOR_ATTRIBUTES = VIEW_ATTRIBUTES | {"data", "grad", "real", "imag"}
-
-
 
 @dataclass(eq=False)
 class Block:
@@ -98,6 +76,15 @@ class Scope:
     dynamic: bool = False  # locals()/vars()/eval/exec: liveness unknowable
     sites: dict[str, list[Site]] = field(default_factory=lambda: defaultdict(list))
     assignments: list[tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)
+    loops: list[tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)  # for target, iterable
+    untyped: set[str] = field(default_factory=set)  # parameters only their use can tell tensors
+    typed: set[str] = field(default_factory=set)  # parameters annotated (or defaulted) as no tensor
+    used_as_tensor: set[str] = field(default_factory=set)  # names used the way only a tensor is
+    typing: Typing = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.typing = Typing(self.facts, self.ops, cst_view, self.class_name)
+        self.typing.tensors = self.tensors
 
     @property
     def is_module(self) -> bool:
@@ -106,8 +93,7 @@ class Scope:
     # --- tensors and op classes -------------------------------------------------------------
 
     def torch_name(self, expr: cst.BaseExpression) -> str | None:
-        dotted = dotted_name(expr)
-        return self.facts.canonical(dotted) if dotted else None
+        return self.typing.torch_name(expr)
 
     def op(self, node: cst.CSTNode) -> tuple[str, str | None, cst.BaseExpression | None] | None:
         """(op name, op class, main tensor operand) of a torch op node, or None.
@@ -135,100 +121,23 @@ class Scope:
         if canonical is None:
             return None
         module, _, name = canonical.rpartition(".")
-        if module not in _TORCH_OP_MODULES:
+        if module not in TORCH_OP_MODULES:
             return None
         first = node.args[0].value if node.args and node.args[0].keyword is None and not node.args[0].star else None
         return name, self.ops.op_class(name), first
 
     def is_tensor(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.Name):
-            return expr.value in self.tensors
-        if isinstance(expr, cst.Attribute):
-            if isinstance(expr.value, cst.Name) and expr.value.value == "self" and self.class_name:
-                return expr.attr.value in self.facts.class_tensor_attrs.get(self.class_name, ())
-            return expr.attr.value in _TENSOR_ATTRIBUTES and self.is_tensor(expr.value)
-        if isinstance(expr, cst.Call):
-            return self._call_returns_tensor(expr)
-        if isinstance(expr, cst.BinaryOperation):
-            return self.is_tensor(expr.left) or self.is_tensor(expr.right)
-        if isinstance(expr, cst.UnaryOperation):
-            return not isinstance(expr.operator, cst.Not) and self.is_tensor(expr.expression)
-        if isinstance(expr, cst.Subscript):
-            return self.is_tensor(expr.value)
-        if isinstance(expr, cst.Comparison):
-            return self.is_tensor(expr.left) or any(self.is_tensor(c.comparator) for c in expr.comparisons)
-        if isinstance(expr, cst.IfExp):
-            return self.is_tensor(expr.body) or self.is_tensor(expr.orelse)
-        return False
-
-    def _call_returns_tensor(self, call: cst.Call) -> bool:
-        func = call.func
-        if isinstance(func, cst.Attribute) and self.is_tensor(func.value):
-            return func.attr.value not in _NON_TENSOR_METHODS
-        canonical = self.torch_name(func)
-        if canonical is None:
-            return False
-        if canonical in _TENSOR_TORCH_NN:
-            return True
-        if canonical.startswith("torch.nn.functional."):
-            return True
-        return (
-            canonical.startswith("torch.")
-            and canonical not in _NON_TENSOR_TORCH
-            and not canonical.startswith(_NON_TENSOR_TORCH_PREFIXES)
-        )
+        return self.typing.is_tensor(expr)
 
     def is_tensor_annotation(self, annotation: cst.BaseExpression) -> bool:
-        if isinstance(annotation, cst.SimpleString):
-            text = annotation.evaluated_value
-            return isinstance(text, str) and self._is_tensor_type(text.strip())
-        if isinstance(annotation, cst.Subscript):  # Optional[Tensor], Union[Tensor, None]
-            return any(
-                isinstance(el.slice, cst.Index) and self.is_tensor_annotation(el.slice.value)
-                for el in annotation.slice
-            ) and dotted_name(annotation.value) in ("Optional", "Union", "typing.Optional", "typing.Union")
-        if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
-            return self.is_tensor_annotation(annotation.left) or self.is_tensor_annotation(annotation.right)
-        dotted = dotted_name(annotation)
-        return dotted is not None and self._is_tensor_type(dotted)
-
-    def _is_tensor_type(self, dotted: str) -> bool:
-        canonical = self.facts.canonical(dotted)
-        if canonical is None:
-            return False
-        last = canonical.rpartition(".")[2]
-        return last.endswith("Tensor") or last == "Parameter"
+        return self.typing.is_tensor_annotation(annotation)
 
     def resolve_tensors(self) -> None:
-        """Grow ``tensors`` from the parameters over the scope's assignments to a fixpoint."""
-        self.tensors |= self.params
-        pending = list(self.assignments)
-        changed = True
-        while changed and pending:
-            changed = False
-            rest = []
-            for target, value in pending:
-                names = self._tensor_targets(target, value)
-                if names:
-                    self.tensors |= names
-                    changed = True
-                else:
-                    rest.append((target, value))
-            pending = rest
-
-    def _tensor_targets(self, target: cst.BaseExpression, value: cst.BaseExpression) -> set[str]:
-        if isinstance(target, cst.Name):
-            return {target.value} if self.is_tensor(value) else set()
-        if isinstance(target, (cst.Tuple, cst.List)):
-            elements = [el.value for el in target.elements if not isinstance(el, cst.StarredElement)]
-            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
-                found = set()
-                for t, v in zip(target.elements, value.elements):
-                    found |= self._tensor_targets(t.value, v.value)
-                return found
-            if isinstance(value, cst.Call) and self._call_returns_tensor(value):  # split, chunk, max(dim)
-                return {el.value for el in elements if isinstance(el, cst.Name)}
-        return set()
+        """Grow ``tensors`` from the parameters and the names used as tensors over the scope's
+        assignments and loops, to a fixpoint."""
+        self.params |= self.untyped & self.used_as_tensor
+        self.tensors |= self.params | (self.used_as_tensor - self.typed)
+        self.typing.resolve(self.assignments, self.loops)
 
     # --- view chains ---------------------------------------------------------------------------
 

@@ -257,7 +257,7 @@ import numpy as np
 import torch
 
 
-def f(config, arr: np.ndarray):
+def f(config: "Config", arr: np.ndarray):
     total = config.clone().sum()
     s = arr.copy().sum()
     return total + config.scale + s + arr

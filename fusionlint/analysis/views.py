@@ -1,0 +1,84 @@
+"""One view of an expression over both syntax trees (libcst's and the stdlib ``ast``), so that the
+heuristics that read expressions are written once."""
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+import libcst as cst
+
+# The kinds of an expression's view; the fields after the kind differ per kind.
+NAME, ATTR, CALL, BINOP, UNARY, SUBSCRIPT, COMPARE, IFEXP, SEQ, STRING, NONE, OTHER = range(12)
+View = Callable[[object], tuple]
+
+
+def cst_view(expr: cst.CSTNode) -> tuple:
+    """(kind, fields...) of a libcst expression: NAME name | ATTR value attr | CALL func positional
+    keywords | BINOP left right operator | UNARY operand is_not | SUBSCRIPT value indices |
+    COMPARE operands | IFEXP body orelse | SEQ elements | STRING text | NONE | OTHER."""
+    if isinstance(expr, cst.Name):
+        return (NONE,) if expr.value == "None" else (NAME, expr.value)
+    if isinstance(expr, cst.Attribute):
+        return ATTR, expr.value, expr.attr.value
+    if isinstance(expr, cst.Call):
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+        keywords = [a.keyword.value for a in expr.args if a.keyword is not None]
+        return CALL, expr.func, positional, keywords
+    if isinstance(expr, cst.BinaryOperation):
+        operator = "@" if isinstance(expr.operator, cst.MatrixMultiply) else "|" if isinstance(expr.operator, cst.BitOr) else ""
+        return BINOP, expr.left, expr.right, operator
+    if isinstance(expr, cst.UnaryOperation):
+        return UNARY, expr.expression, isinstance(expr.operator, cst.Not)
+    if isinstance(expr, cst.Subscript):
+        return SUBSCRIPT, expr.value, [el.slice.value for el in expr.slice if isinstance(el.slice, cst.Index)]
+    if isinstance(expr, cst.Comparison):
+        return COMPARE, [expr.left, *(c.comparator for c in expr.comparisons)]
+    if isinstance(expr, cst.IfExp):
+        return IFEXP, expr.body, expr.orelse
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return SEQ, [el.value for el in expr.elements if not isinstance(el, cst.StarredElement)], len(expr.elements)
+    if isinstance(expr, cst.SimpleString):
+        text = expr.evaluated_value
+        return (STRING, text) if isinstance(text, str) else (OTHER,)
+    return (OTHER,)
+
+
+def ast_view(expr: ast.AST) -> tuple:
+    """The same view of a stdlib ``ast`` expression."""
+    if isinstance(expr, ast.Name):
+        return NAME, expr.id
+    if isinstance(expr, ast.Attribute):
+        return ATTR, expr.value, expr.attr
+    if isinstance(expr, ast.Call):
+        positional = [a for a in expr.args if not isinstance(a, ast.Starred)]
+        return CALL, expr.func, positional, [k.arg for k in expr.keywords if k.arg]
+    if isinstance(expr, ast.BinOp):
+        operator = "@" if isinstance(expr.op, ast.MatMult) else "|" if isinstance(expr.op, ast.BitOr) else ""
+        return BINOP, expr.left, expr.right, operator
+    if isinstance(expr, ast.UnaryOp):
+        return UNARY, expr.operand, isinstance(expr.op, ast.Not)
+    if isinstance(expr, ast.Subscript):
+        index = expr.slice
+        return SUBSCRIPT, expr.value, list(index.elts) if isinstance(index, ast.Tuple) else [index]
+    if isinstance(expr, ast.Compare):
+        return COMPARE, [expr.left, *expr.comparators]
+    if isinstance(expr, ast.IfExp):
+        return IFEXP, expr.body, expr.orelse
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return SEQ, [el for el in expr.elts if not isinstance(el, ast.Starred)], len(expr.elts)
+    if isinstance(expr, ast.Constant):
+        return (NONE,) if expr.value is None else (STRING, expr.value) if isinstance(expr.value, str) else (OTHER,)
+    return (OTHER,)
+
+
+def dotted_path(view: View, expr: object) -> str | None:
+    """``torch.nn.functional.linear`` for a chain of names and attributes, else None."""
+    parts = []
+    seen = view(expr)
+    while seen[0] == ATTR:
+        parts.append(seen[2])
+        seen = view(seen[1])
+    if seen[0] != NAME:
+        return None
+    parts.append(seen[1])
+    return ".".join(reversed(parts))

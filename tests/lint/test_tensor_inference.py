@@ -1,0 +1,243 @@
+"""Tensor inference that reads models: module attributes, same-file functions, library calls and
+names used the way only a tensor is, on real libcst and ast trees (and through the engine)."""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import libcst as cst
+
+from fusionlint.analysis import collect_scopes, module_facts
+from fusionlint.engine import lint_source
+from fusionlint.model import FixMode, LintOptions
+from fusionlint.ops import op_tables
+
+
+def tensors(source: str) -> dict[str, set[str]]:
+    """The tensor names of each function scope, by function name."""
+    source = textwrap.dedent(source)
+    found = collect_scopes(cst.parse_module(source), module_facts(ast.parse(source)), op_tables())
+    return {s.node.name.value: s.tensors for s in found if isinstance(s.node, cst.FunctionDef)}
+
+
+def test_calls_of_module_attributes_return_tensors():
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        class Gate(nn.Module):
+            def forward(self, x):
+                return x.sigmoid()
+
+        class Base(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(8)
+
+        class Block(Base):
+            def __init__(self, cfg):
+                super().__init__()
+                self.fc1 = nn.Linear(8, 8)
+                self.gate = Gate()
+                self.act = torch.nn.GELU() if cfg.gelu else nn.Identity()
+                self.name = str(cfg)
+                self.helper = make_helper(cfg)
+                self.scale = cfg.scale
+
+            def run(self, x, cfg):
+                h = self.fc1(x)
+                g = self.gate(h)
+                n = self.norm(h)
+                a = self.act(h)
+                w = self.fc1.weight
+                label = self.name.upper()
+                other = self.helper(x)
+                s = self.scale(x)
+                c = cfg.encoder(x)
+                return h
+    """)["run"]
+    assert {"h", "g", "n", "a", "w"} <= found
+    assert not {"label", "other", "s", "c", "x", "cfg"} & found
+
+
+def test_a_module_whose_forward_returns_no_tensor():
+    found = tensors("""
+        from torch import nn
+
+        class Pair(nn.Module):
+            def forward(self, x):
+                return (x, x)
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pair = Pair()
+                self.proj = nn.Linear(2, 2)
+
+            def run(self, x):
+                p = self.pair(x)
+                y = self.proj(x)
+                return y
+    """)["run"]
+    assert "y" in found and "p" not in found
+
+
+def test_members_of_module_containers():
+    found = tensors("""
+        import torch.nn as nn
+
+        class Layer(nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        class Stack(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([Layer() for _ in range(2)])
+                self.seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+                self.heads = nn.ModuleDict({"a": nn.Linear(2, 2)})
+                self.names = ["a", "b"]
+
+            def run(self, x, i):
+                for blk in self.blocks:
+                    a = blk(x)
+                for j, layer in enumerate(self.blocks[1:]):
+                    b = layer(x)
+                c = self.blocks[i](x)
+                d = self.seq(x)
+                e = self.heads["a"](x)
+                first = self.seq[0]
+                f = first(x)
+                for name in self.names:
+                    g = name(x)
+                h = self.blocks(x)
+                return a
+    """)["run"]
+    assert {"a", "b", "c", "d", "e", "f"} <= found
+    assert not {"g", "h", "name", "j", "i"} & found
+
+
+def test_same_file_functions_and_methods_returning_tensors():
+    found = tensors("""
+        import torch
+        from torch import Tensor
+
+        def rotate(x):
+            x1, x2 = x.chunk(2, dim=-1)
+            return torch.cat((-x2, x1), dim=-1)
+
+        def annotated(x) -> Tensor:
+            return helper_from_elsewhere(x)
+
+        def shape_of(x) -> tuple:
+            return x.softmax(-1)
+
+        def count(x):
+            return len(x)
+
+        def ping(x):
+            return pong(x)
+
+        def pong(x):
+            return ping(x)
+
+        def nested(x):
+            def inner():
+                return torch.ones(1)
+            return 3
+
+        class Attention(torch.nn.Module):
+            def _scores(self, q, k):
+                return q @ k.transpose(-1, -2)
+
+            def _shape(self, x):
+                return x.size()
+
+            def run(self, x):
+                r = rotate(x)
+                t = annotated(x)
+                s = shape_of(x)
+                n = count(x)
+                p = ping(x)
+                z = nested(x)
+                scores = self._scores(x, x)
+                size = self._shape(x)
+                return r
+    """)["run"]
+    assert {"r", "t", "scores"} <= found
+    assert not {"s", "n", "p", "z", "size"} & found
+
+
+def test_library_calls():
+    found = tensors("""
+        import torch
+        import torch.nn.functional as F
+        from einops import rearrange, repeat
+        import einops
+
+        def run(x: torch.Tensor, spec):
+            a = rearrange(x, "b n d -> b d n")
+            b = einops.reduce(x, "b n d -> b d", "mean")
+            c = repeat(spec, "n -> b n", b=2)
+            d = F.gelu(x)
+            e = torch.randn(2, 3)
+            f = torch.cuda.device_count()
+            return a
+    """)["run"]
+    assert {"a", "b", "d", "e"} <= found
+    assert not {"c", "f", "spec"} & found
+
+
+def test_names_used_as_tensors():
+    found = tensors("""
+        import torch
+
+        def used(x, y, w, m, cfg, n: int, dims=(0, 1)):
+            a = x.clone()
+            b = torch.matmul(y, w)
+            c = m.sum(dim=-1)
+            d = cfg.get("k")
+            e = n.bit_length()
+            return torch.softmax(a, -1)
+
+        def operator(p, q):
+            return p @ q
+
+        def transposed(p):
+            return p.transpose(0, 1)
+    """)
+    assert {"x", "y", "w", "m", "a", "b", "c"} <= found["used"]
+    assert not {"cfg", "n", "d", "e", "dims"} & found["used"]
+    assert found["operator"] == {"p", "q"} and found["transposed"] == {"p"}
+
+
+def test_numpy_files_keep_the_ambiguous_uses_out():
+    found = tensors("""
+        import numpy as np
+        import torch
+
+        def arrays(p, q, r, s):
+            t = p @ q
+            u = r.transpose(1, 0)
+            v = np.matmul(s, s)
+            return s.clone()
+    """)["arrays"]
+    assert found == {"s"}  # .clone() is a tensor's alone; np is a module, never a tensor
+
+
+def test_burn_clone_example_without_annotations_is_found():
+    source = textwrap.dedent("""\
+        import torch
+
+
+        def g(x, y):
+            a = x * 2
+            b = y + 1
+            t3 = a.clone().sum(-1, keepdim=True)
+            out = t3 + a * b
+            return out
+    """)
+    result = lint_source(source, "burn.py", LintOptions(codes=frozenset({"FL002"}), fix=FixMode.OFF))
+    assert [(f.code, f.line) for f in result.findings] == [("FL002", 7)]
+    plain = source.replace("a.clone()", "a.copy()")
+    assert lint_source(plain, "burn.py", LintOptions(codes=frozenset({"FL002"}), fix=FixMode.OFF)).findings == ()
