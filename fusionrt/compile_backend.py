@@ -8,8 +8,11 @@ later calls replay the program. So this backend reuses, rather than repeats, wha
 AOTAutograd already do well; the dispatch-level capture of ``lazy()``/``measure`` stays for
 code whose meaning depends on what Python keeps alive.
 
+An inference graph whose inputs all live on one CUDA device is then replayed through a CUDA
+graph, as ``torch.compile``'s "reduce-overhead" mode does: one launch instead of one per kernel.
+
 Options (``torch.compile(..., options={...})``): ``executor`` and ``policy``, as for
-``fusionrt.jit``.
+``fusionrt.jit``; ``cudagraphs`` (default True).
 """
 from __future__ import annotations
 
@@ -22,11 +25,11 @@ from torch._decomp import core_aten_decompositions, decomposition_table
 
 from .capture import COMPOSITE_OPS, EXTERN_KINDS, REDUCTION_OPS
 from .kernel_ir import POINTWISE_OPS
-from .replay import Jitted, jit
+from .replay import Jitted, global_state, jit
 
-__all__ = ["fusionrt_backend", "decompositions", "compiled_graphs"]
+__all__ = ["fusionrt_backend", "decompositions", "compiled_graphs", "cuda_graphed", "CudaGraphed"]
 
-_OPTIONS = ("executor", "policy")
+_OPTIONS = ("executor", "policy", "cudagraphs")
 aten = torch.ops.aten
 
 # Beyond the core ATen set: ops the capture would otherwise run eagerly that decompose into
@@ -64,26 +67,143 @@ _GRAPHS: "list[weakref.ref[Jitted]]" = []
 _MAX_GRAPHS = 256
 
 
+_GRAPHED: "weakref.WeakKeyDictionary[Jitted, CudaGraphed]" = weakref.WeakKeyDictionary()
+
+
+def cuda_graphed(graph: Jitted) -> Optional[CudaGraphed]:
+    """The CUDA-graph replayer of a compiled graph, or None when the graph is not graphed."""
+    return _GRAPHED.get(graph)
+
+
 def compiled_graphs() -> list[Jitted]:
     """The aten graphs this backend compiled that are still in use, oldest first: each a
     ``Jitted`` whose ``report`` is its last call's and whose ``stats`` say how often it replayed."""
     return [g for g in (ref() for ref in _GRAPHS) if g is not None]
 
 
-def _compiler(executor: str, policy: str) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
+def _compiler(executor: str, policy: str,
+              graphed: bool) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         jitted = jit(gm, executor=executor, policy=policy)
         _GRAPHS[:] = [ref for ref in _GRAPHS[-_MAX_GRAPHS + 1:] if ref() is not None]
         _GRAPHS.append(weakref.ref(jitted))
+        run: Callable[[list[Any]], Any]
+        static, mutates = _input_facts()
+        if graphed and not mutates:  # a mutated input would be written in the graph's copy of it
+            run = _GRAPHED[jitted] = CudaGraphed(jitted, static)
+        else:
+            def run(args: list[Any]) -> Any:
+                return jitted(*args)
 
-        def run(args: list[Any]) -> Any:
-            return jitted(*args)
-
-        run._boxed_call = True  # AOTAutograd passes the inputs as one list
+        run._boxed_call = True  # type: ignore[attr-defined]  # AOTAutograd passes the inputs as one list
         run.jitted = jitted  # type: ignore[attr-defined]
         return run
 
     return compile_graph
+
+
+def _input_facts() -> tuple[frozenset[int], bool]:
+    """From AOTAutograd's metadata of the graph being compiled: which inputs keep their memory
+    from call to call (parameters and buffers: a CUDA graph reads them in place, not from a
+    copy), and whether the graph writes into an input (unknown counts as yes)."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    if meta is None:
+        return frozenset(), True
+    static = frozenset(getattr(meta, "static_input_indices", None) or ())
+    return static, getattr(meta, "num_mutated_inp_runtime_indices", 1) > 0
+
+
+class CudaGraphed:
+    """A jitted inference graph replayed through CUDA graphs, one per input layout.
+
+    A layout's first call records the jitted graph and its second replays it (the warm-up); the
+    third captures a replay into a CUDA graph, which later calls launch after copying their
+    inputs into the graph's own buffers. Static inputs (parameters) are read in place; a call
+    where one has moved goes back to the jitted graph. Results are copied out of the graph's
+    memory, which the next launch overwrites. A layout that does not replay, or whose capture
+    fails (a step that syncs with the host), stays with the jitted graph."""
+
+    MAX_LAYOUTS = 8
+
+    def __init__(self, jitted: Jitted, static: frozenset[int]) -> None:
+        self.jitted = jitted
+        self.static = static
+        self.launches = 0  # calls served by a CUDA graph
+        self._layouts: dict[tuple, Any] = {}  # layout -> calls so far | "warm" | _Captured | None (never)
+
+    def __call__(self, args: list[Any]) -> Any:
+        key = self._layout(args)
+        if key is None or (key not in self._layouts and len(self._layouts) >= self.MAX_LAYOUTS):
+            return self.jitted(*args)
+        state = self._layouts.get(key, 0)
+        if state == "warm":
+            state = self._layouts[key] = _Captured.capture(self.jitted, args, self.static)
+        if isinstance(state, _Captured) and state.serves(args):
+            self.launches += 1
+            return state.launch(args)
+        if state is None or isinstance(state, _Captured):
+            return self.jitted(*args)
+        replays = self.jitted.stats.replays
+        result = self.jitted(*args)
+        # the first call records; one that records again is not replayable: never graphed
+        self._layouts[key] = "warm" if self.jitted.stats.replays > replays else (None if state else 1)
+        return result
+
+    @staticmethod
+    def _layout(args: list[Any]) -> Optional[tuple]:
+        """What a captured graph depends on, or None where no graph may serve the call."""
+        parts: list[Any] = [global_state()]
+        device = None
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if a.device.type != "cuda" or (device is not None and a.device != device):
+                    return None
+                device = a.device
+                parts.append((a.shape, a.stride(), a.storage_offset(), a.dtype))
+            elif a is None or type(a) in (bool, int, float):
+                parts.append((type(a), a))
+            else:
+                return None
+        return tuple(parts) if device is not None else None
+
+
+class _Captured:
+    """One CUDA graph of a jitted replay and the buffers it reads and writes."""
+
+    def __init__(self, graph: Any, inputs: list[Any], outputs: Any, copied: list[int]) -> None:
+        self.graph, self.inputs, self.outputs, self.copied = graph, inputs, outputs, copied
+        self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)}
+
+    @classmethod
+    def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int]) -> Optional[_Captured]:
+        copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in static]
+        inputs = list(args)
+        for i in copied:
+            inputs[i] = torch.empty_strided(args[i].shape, args[i].stride(), dtype=args[i].dtype,
+                                            device=args[i].device)
+        graph = torch.cuda.CUDAGraph()
+        replays = jitted.stats.replays
+        torch.cuda.synchronize()
+        try:
+            with torch.cuda.graph(graph):
+                outputs = jitted(*inputs)
+        except Exception:  # a host sync or a CPU step inside: no graph for this layout
+            return None
+        if jitted.stats.replays != replays + 1:  # it recorded instead: not a pure replay
+            return None
+        return cls(graph, inputs, outputs, copied)
+
+    def serves(self, args: list[Any]) -> bool:
+        return all(args[i].data_ptr() == ptr for i, ptr in self.pointers.items() if i not in self.copied)
+
+    def launch(self, args: list[Any]) -> Any:
+        for i in self.copied:
+            self.inputs[i].copy_(args[i])
+        self.graph.replay()
+        return type(self.outputs)(o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs)
 
 
 def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, mode: Optional[str] = None,
@@ -98,8 +218,14 @@ def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         raise ValueError(f"fusionrt backend: unknown option(s) {', '.join(unknown)}; known: {', '.join(_OPTIONS)}")
     if mode not in (None, "default"):
         raise ValueError(f"fusionrt backend: mode {mode!r} is not supported (only the default mode)")
-    compiler = _compiler(options.get("executor", "auto"), options.get("policy", "stream"))
-    backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=decompositions(),
+    executor, policy = options.get("executor", "auto"), options.get("policy", "stream")
+    # Training graphs return the values saved for backward: copying those out of a CUDA graph's
+    # memory would cost what the graph saves, so only inference graphs are graphed.
+    training = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
+                                               for x in example_inputs)
+    graphed = bool(options.get("cudagraphs", True)) and not training and torch.cuda.is_available()
+    backend = aot_autograd(fw_compiler=_compiler(executor, policy, graphed),
+                           bw_compiler=_compiler(executor, policy, False), decompositions=decompositions(),
                            keep_inference_input_mutations=True)
     return backend(gm, example_inputs)
 

@@ -1,0 +1,99 @@
+"""``torch.compile(backend="fusionrt")`` on a CUDA GPU (run through the device tool): inference
+graphs replayed through CUDA graphs give eager's values on fresh inputs every call, results are
+not overwritten by the next launch, and graphs that must not be graphed are not."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from fusionrt.compile_backend import compiled_graphs, cuda_graphed
+from tests.rt.test_compile_backend import Block, conv_net, randomized
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def graphs_since(before: int):
+    return compiled_graphs()[before:]
+
+
+@pytest.mark.parametrize("make", [Block, lambda: randomized(conv_net())])
+def test_graphed_inference_equals_eager_on_fresh_inputs(make):
+    model = make().cuda().eval()
+    compiled = torch.compile(model, backend="fusionrt")
+    before = len(compiled_graphs())
+    shape = (4, 16, 32) if isinstance(model, Block) else (2, 3, 16, 16)
+    outs, refs = [], []
+    with torch.no_grad():
+        for _ in range(6):
+            x = torch.randn(shape, device="cuda")
+            outs.append(compiled(x))
+            refs.append(model(x))
+    for out, ref in zip(outs, refs):  # earlier results survive later launches
+        torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3)
+    (graph,) = graphs_since(before)
+    graphed = cuda_graphed(graph)
+    assert graphed is not None and graphed.launches == 4  # record, warm-up replay, then 4 graph launches
+
+
+def test_a_moved_parameter_is_read_where_it_now_lives():
+    model = Block().cuda().eval()
+    compiled = torch.compile(model, backend="fusionrt")
+    with torch.no_grad():
+        for _ in range(4):
+            compiled(torch.randn(2, 8, 32, device="cuda"))
+        model.up.weight.data = model.up.weight.data * 2 + 1  # new memory, same layout
+        x = torch.randn(2, 8, 32, device="cuda")
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-3)
+        model.up.weight.mul_(0.5)  # same memory: the graph reads the new values
+        x = torch.randn(2, 8, 32, device="cuda")
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-3)
+
+
+def test_a_graph_that_writes_an_input_is_not_graphed():
+    def fn(x, acc):
+        acc.add_(x)
+        return torch.sigmoid(acc) * 3
+
+    compiled = torch.compile(fn, backend="fusionrt")
+    before = len(compiled_graphs())
+    for _ in range(5):
+        x, acc = torch.randn(128, device="cuda"), torch.randn(128, device="cuda")
+        acc2 = acc.clone()
+        torch.testing.assert_close(compiled(x, acc), fn(x, acc2))
+        torch.testing.assert_close(acc, acc2)
+    assert all(cuda_graphed(g) is None for g in graphs_since(before))
+
+
+def test_training_is_not_graphed_and_matches_eager():
+    torch.manual_seed(0)
+    model = conv_net().cuda().train()
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="fusionrt")
+    before = len(compiled_graphs())
+    for _ in range(3):
+        x = torch.randn(4, 3, 8, 8, device="cuda")
+        compiled(x).square().mean().backward()
+        twin(x).square().mean().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
+    assert all(cuda_graphed(g) is None for g in graphs_since(before))
+
+
+def test_bf16_whole_block_in_a_loop():
+    model = nn.Sequential(*[Block(64) for _ in range(3)]).cuda().to(torch.bfloat16).eval()
+    compiled = torch.compile(model, backend="fusionrt")
+    with torch.no_grad():
+        for _ in range(5):
+            x = torch.randn(8, 64, 64, device="cuda", dtype=torch.bfloat16)
+            torch.testing.assert_close(compiled(x), model(x), rtol=5e-2, atol=5e-2)
