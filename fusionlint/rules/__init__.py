@@ -9,6 +9,7 @@ from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
 from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
 from fusionlint.rules.reduce_before_compute import ReduceBeforeCompute
 from fusionlint.rules.redundant_copy import RedundantCopy
+from fusionlint.rules.scale_after_matmul import ScaleAfterMatmul
 from fusionlint.rules.syntax_error import SyntaxErrorRule
 from fusionlint.rules.view_breaks_fused_block import ViewBreaksFusedBlock
 
@@ -22,6 +23,7 @@ _RULES: tuple[type[Rule], ...] = (
     KeptAliveByContainer,
     RedundantCopy,
     ReduceBeforeCompute,
+    ScaleAfterMatmul,
     ComputeBoundSequence,
     SyntaxErrorRule,
 )

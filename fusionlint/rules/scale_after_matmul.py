@@ -1,0 +1,198 @@
+"""FL009: a similarity matrix (``q @ k.transpose(-2, -1)``, ``einsum('i d, j d -> i j', q, k)``)
+scaled by a number after the matmul instead of scaling the smaller operand before it."""
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope
+from fusionlint.model import EAGER, FixSafety
+from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+
+_MATMUL_TEXT = re.compile(r"@|\b(?:matmul|bmm|einsum)\s*\(")
+_TRANSPOSES = frozenset({"transpose", "swapaxes", "swapdims", "t", "mT", "T"})
+
+
+class ScaleAfterMatmul(Rule):
+    code = "FL009"
+    name = "scale-after-matmul"
+    message = "a similarity matrix scaled after its matmul: scale the smaller operand before it"
+    rationale = """
+        `q @ k.transpose(-2, -1)` compares every row of `q` with every row of `k`: its result
+        (rows of `q` by rows of `k`, the attention scores) is usually larger than `q` itself,
+        whose rows are as long as the head dimension. Eager PyTorch runs `scores * scale` as a
+        kernel that reads and writes the whole score matrix; `(q * scale) @ k.transpose(-2,
+        -1)` gives the same scores (up to rounding) for a kernel over `q`: fusionrt's eager
+        count for four 64 x 32 heads is 128 -> 96 KiB written. A lazy fusing backend runs the
+        scale as the matmul's epilogue either way, so the rewrite pays in eager only.
+
+        Flagged: `*` or `/` by a value not known to be a tensor (a number, a float attribute
+        such as `self.scale`, `math.sqrt(d)`) applied directly to a matmul (`@`, `matmul`,
+        `bmm`) whose second operand is a transposed view, or to a two-operand `einsum` whose
+        output keeps one index of each operand and sums over a shared one. Not flagged: other
+        matmuls (`x @ w`, whose output may be smaller than `x`), a scale known to be a tensor
+        (its shape may not broadcast against `q`).
+    """
+    use_instead = "Scale the first operand: `(q * scale) @ k.transpose(-2, -1)`."
+    fix_safety = FixSafety.UNSAFE
+    pays_in = (EAGER,)
+    fix_notes = """
+        The fix moves the scale onto the matmul's first operand. It is **unsafe**: the result
+        differs by floating-point rounding (the product is scaled before the sum, not after),
+        and the rule guesses, without shapes, that the first operand is the smaller one.
+    """
+    examples = (
+        Example(
+            bad="""\
+import torch
+
+
+def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return (q @ k.transpose(-1, -2)) * 0.125
+""",
+            at=((5, 12),),
+            fixed="""\
+import torch
+
+
+def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return (q * 0.125) @ k.transpose(-1, -2)
+""",
+            call="scores(randn(4, 64, 32), randn(4, 64, 32))",
+        ),
+        Example(
+            bad="""\
+import math
+
+import torch
+
+
+def scores(q: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch.einsum("b i d, b j d -> b i j", q, k) / math.sqrt(dim)
+""",
+            at=((7, 12),),
+            fixed="""\
+import math
+
+import torch
+
+
+def scores(q: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
+    return torch.einsum("b i d, b j d -> b i j", q / math.sqrt(dim), k)
+""",
+            call="scores(randn(4, 64, 32), randn(4, 64, 32), 32)",
+        ),
+    )
+    valid = (
+        # a projection, whose output may be smaller than its input; a scale that is a tensor
+        """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor):
+    h = (x @ w) * 0.5
+    s = (q @ k.transpose(-1, -2)) * bias
+    return h, s
+""",
+        # an einsum that is not a similarity (a batched projection)
+        """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    return torch.einsum("b n d, d e -> b n e", x, w) * 0.5
+""",
+    )
+
+    @classmethod
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        text = block[index]
+        return ("*" in text or "/" in text) and _MATMUL_TEXT.search(text) is not None
+
+    def check(self, scope: Scope) -> Iterator[Violation]:
+        for site in (*scope.sites.get("@", ()), *scope.sites.get("matmul", ()), *scope.sites.get("bmm", ()),
+                     *scope.sites.get("einsum", ())):
+            if site.conditional:
+                continue
+            scaled = _scaled(scope, site.statement.node, site.node)
+            if scaled is None or not _similarity(scope, site.node):
+                continue
+            yield Violation(scaled, fix=_fix(scope, site.statement.node, scaled, site.node))
+
+
+def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> cst.BinaryOperation | None:
+    """The ``matmul * s`` or ``matmul / s`` in ``statement``, ``s`` not known to be a tensor."""
+    found: list[cst.BinaryOperation] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            if node.left is matmul and isinstance(node.operator, (cst.Multiply, cst.Divide)):
+                if not scope.is_tensor(node.right):
+                    found.append(node)
+
+    statement.visit(_Find())
+    return found[0] if found else None
+
+
+def _similarity(scope: Scope, matmul: cst.CSTNode) -> bool:
+    """``q @ k.transpose(-2, -1)`` (or ``matmul``/``bmm``), or ``einsum('i d, j d -> i j', q, k)``."""
+    if isinstance(matmul, cst.BinaryOperation):
+        return _transposed(scope, matmul.right)
+    if not isinstance(matmul, cst.Call) or any(a.keyword is not None or a.star for a in matmul.args):
+        return False
+    op = scope.op(matmul)
+    if op is None:
+        return False
+    if op[0] in ("matmul", "bmm"):
+        return len(matmul.args) == 2 and _transposed(scope, matmul.args[1].value)
+    if op[0] == "einsum" and len(matmul.args) == 3 and isinstance(matmul.args[0].value, cst.SimpleString):
+        return _gram(matmul.args[0].value.evaluated_value)
+    return False
+
+
+def _transposed(scope: Scope, expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value in VIEW_ATTRIBUTES and scope.is_tensor(expr.value)
+    op = scope.op(expr)
+    return op is not None and op[0] in _TRANSPOSES
+
+
+def _gram(equation: str | bytes) -> bool:
+    """Is ``a, b -> out`` rows of ``a`` against rows of ``b``: operands of one rank, summed over
+    their shared last index, each keeping its own next-to-last one (``b i d, b j d -> b i j``)?"""
+    if not isinstance(equation, str) or "->" not in equation:
+        return False
+    inputs, out = equation.replace(" ", "").split("->")
+    parts = [p.replace("...", "") for p in inputs.split(",")]
+    if len(parts) != 2 or not all(parts) or len(parts[0]) != len(parts[1]):
+        return False
+    if len(parts[0]) < 2:
+        return False
+    kept = set(out.replace("...", ""))
+    (row_a, last), (row_b, last_b) = parts[0][-2:], parts[1][-2:]
+    summed = last == last_b and last not in kept
+    return summed and row_a in kept and row_b in kept and row_a not in parts[1] and row_b not in parts[0]
+
+
+def _fix(
+    scope: Scope, statement: cst.CSTNode, scaled: cst.BinaryOperation, matmul: cst.CSTNode
+) -> tuple[StatementEdit, ...] | None:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    if isinstance(matmul, cst.BinaryOperation):
+        first = cst.BinaryOperation(
+            left=matmul.left, operator=scaled.operator, right=scaled.right,
+            lpar=[cst.LeftParen()], rpar=[cst.RightParen()],
+        )
+        moved = matmul.with_changes(left=first, lpar=scaled.lpar, rpar=scaled.rpar)
+    else:
+        index = 1 if scope.op(matmul)[0] == "einsum" else 0  # type: ignore[index]
+        operand = matmul.args[index].value  # type: ignore[attr-defined]
+        product = cst.BinaryOperation(left=operand, operator=scaled.operator, right=scaled.right)
+        args = list(matmul.args)  # type: ignore[attr-defined]
+        args[index] = args[index].with_changes(value=product)
+        moved = matmul.with_changes(args=args, lpar=scaled.lpar, rpar=scaled.rpar)
+    return (StatementEdit(statement, (replace_nodes(statement, {scaled: moved}),)),)

@@ -1,0 +1,63 @@
+"""FL009 beyond its own examples: which matmuls are similarity matrices, and the fix's operand."""
+from __future__ import annotations
+
+import pytest
+
+from fusionlint.engine import lint_source
+from fusionlint.model import FixMode, LintOptions
+
+OPTIONS = LintOptions(codes=frozenset({"FL009"}))
+
+
+def positions(source: str) -> list[tuple[int, int]]:
+    result = lint_source(source, "m.py", OPTIONS)
+    assert not result.errors
+    return [(f.line, f.column) for f in result.findings]
+
+
+ATTENTION = """\
+import torch
+
+def attend(query: torch.Tensor, key: torch.Tensor, scaling: float):
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    return torch.softmax(attn_weights, -1)
+"""
+
+
+def test_flagged_on_the_transformers_attention_scores():
+    assert positions(ATTENTION) == [(4, 20)]
+
+
+def test_fix_scales_the_query():
+    result = lint_source(ATTENTION, "m.py", LintOptions(codes=frozenset({"FL009"}), fix=FixMode.UNSAFE))
+    assert "attn_weights = torch.matmul(query * scaling, key.transpose(2, 3))\n" in result.source
+
+
+@pytest.mark.parametrize(
+    "equation,flagged",
+    [
+        ("... i d, ... j d -> ... i j", True),
+        ("bhqd, bhkd -> bhqk", True),
+        ("v b ... d, l b ... d -> v l b ...", False),  # the result drops d but keeps the leading dims
+        ("b n d, d e -> b n e", False),  # a projection
+        ("b i d, b j d -> b i j d", False),  # nothing summed
+    ],
+)
+def test_einsum_similarity(equation, flagged):
+    source = f"""\
+import torch
+
+def f(q: torch.Tensor, k: torch.Tensor):
+    return torch.einsum("{equation}", q, k) * 0.5
+"""
+    assert bool(positions(source)) is flagged
+
+
+def test_a_matmul_without_a_transposed_operand_is_silent():
+    source = """\
+import torch
+
+def f(q: torch.Tensor, k: torch.Tensor):
+    return torch.matmul(q, k) / 8 + (q @ k.T.contiguous()) * 2
+"""
+    assert positions(source) == []
