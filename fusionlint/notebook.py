@@ -1,4 +1,6 @@
-"""Jupyter notebooks: lint each code cell as its own source, write fixes back into the same JSON.
+"""Jupyter notebooks: lint the code cells as one program in cell order, as the kernel runs them
+(``import torch`` in the first cell is seen by the others), and write fixes back into the same
+JSON, cell by cell. A cell that is not Python on its own is linted alone, for its syntax error.
 
 IPython syntax is masked before linting: a line magic (``%time``), a shell escape (``!ls``),
 their assignment forms (``x = !ls``) and help lines (``obj?``, ``?obj``) become a ``pass``
@@ -7,7 +9,7 @@ only a line that starts a logical line can be one: ``!= b`` or ``% b`` continuin
 backslash or a string is Python. A cell whose first line (after blank ones) is a cell magic is
 skipped unless its body is Python (``%%time``, ``%%fuse``, ...), like Ruff.
 Findings carry the cell number counted over all cells, markdown included, as Jupyter and Ruff
-show it.
+show it, and the line inside the cell. ``# fusionlint: noqa`` in any cell covers the notebook.
 
 The notebook is read and written with ``json``, not ``nbformat``: ``nbformat.write`` re-indents
 and adds cell ids. The file is written back only when a cell changed, in its own indentation,
@@ -16,6 +18,8 @@ cells stays byte for byte the same.
 """
 from __future__ import annotations
 
+import bisect
+import collections
 import io
 import json
 import re
@@ -23,12 +27,14 @@ import tokenize
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fusionlint.model import LintOptions, LintResult
+from fusionlint.model import Finding, FixMode, LintOptions, LintResult
 from fusionlint.sourcefile import SourceFileError
 
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3", "fuse"})
 IPYTHON_LINE = re.compile(r"\s*(?:[%!?]|[\w.]+\s*=\s*[%!]|[\w.]+\?\??\s*$)")
 MARKER = "pass  # fusionlint: masked IPython line {}"
+SEPARATOR_PREFIX = "# fusionlint: notebook cell "
+SEPARATOR = SEPARATOR_PREFIX + "{}"
 
 
 @dataclass(frozen=True)
@@ -177,27 +183,35 @@ def unmask(cell: CodeCell, fixed: str) -> str | None:
 
 
 def lint_notebook(text: str, path: str, options: LintOptions) -> LintResult:
-    from fusionlint.engine import lint_source  # the engine (libcst) only when a file really is linted
+    """Lint the code cells as one program in cell order (an import in the first cell is seen by
+    the others); findings and fixes go back to their cells."""
+    from fusionlint.engine import _parses, lint_source  # the engine (libcst) only when a file really is linted
 
     notebook = read_notebook(text)
     if not is_python_notebook(notebook):
         return LintResult(findings=())
-    findings, fixed, errors = [], [], []
-    new_sources: dict[int, str] = {}
+    program, alone = [], []
     for cell in code_cells(notebook):
-        where = f"{path}:cell {cell.number}"  # how the engine's messages name the cell
-        result = lint_source(cell.text, where, options)
+        (program if _parses(cell.text, path) else alone).append(cell)
+    findings, fixed, errors = [], [], []
+    for cell in alone:  # not Python on its own: reported alone (its syntax error), left out of the program
+        result = lint_source(cell.text, f"{path}:cell {cell.number}", options)
         findings += [replace(finding, cell=cell.number) for finding in result.findings]
         errors += result.errors
-        if result.source is None:
-            continue
-        restored = unmask(cell, result.source)
-        if restored is None:  # the fix moved an IPython line: keep the cell, report unfixed
-            errors.append(f"{where}: fixes not applied, they would move an IPython line")
-            findings += [replace(finding, cell=cell.number) for finding in result.fixed]
-            continue
-        fixed += [replace(finding, cell=cell.number) for finding in result.fixed]
-        new_sources[cell.number] = restored
+    new_sources: dict[int, str] = {}
+    if program:
+        joined = Program(program)
+        result = lint_source(joined.text, path, options)
+        errors += [joined.locate_message(error, path) for error in result.errors]
+        restored = joined.restore(result.source) if result.source is not None else {}
+        if restored is None:  # keep every cell, report unfixed
+            errors.append(f"{path}: fixes not applied, they would move code between cells or move an IPython line")
+            result = lint_source(joined.text, path, replace(options, fix=FixMode.OFF))
+        else:
+            new_sources = restored
+            fixed += [joined.locate(finding, joined.starts) for finding in result.fixed]
+        starts = joined.starts if result.source is None or restored is None else joined.starts_in(result.source)
+        findings += [joined.locate(finding, starts) for finding in result.findings]
     new_text = None
     if new_sources:
         for number, source in new_sources.items():
@@ -205,6 +219,81 @@ def lint_notebook(text: str, path: str, options: LintOptions) -> LintResult:
         new_text = dump_like(text, notebook)
     order = sorted(findings, key=lambda f: (f.cell, f.line, f.column, f.code))
     return LintResult(findings=tuple(order), fixed=tuple(fixed), source=new_text, errors=tuple(errors))
+
+
+class Program:
+    """Code cells joined into one source, each after a separator comment line, so that findings
+    map back to (cell, line) and a fixed text splits back into cells. Fixes are whole-line edits
+    of statements, which never span a separator: a comment between top-level statements."""
+
+    def __init__(self, cells: list[CodeCell]) -> None:
+        self.cells = cells
+        self.starts: list[int] = []  # the first line of each cell in the joined text
+        pieces, line = [], 1
+        for cell in cells:
+            pieces.append(SEPARATOR.format(cell.number) + "\n")
+            line += 1
+            self.starts.append(line)
+            body = cell.text if cell.text.endswith(("\n", "\r")) or not cell.text else cell.text + "\n"
+            pieces.append(body)
+            line += len(source_lines(body))
+        self.text = "".join(pieces)
+
+    def starts_in(self, text: str) -> list[int]:
+        """The first line of each cell in a fixed joined text (whose separators ``restore`` checked)."""
+        lines = source_lines(text)
+        return [i + 2 for i, line in enumerate(lines) if line.startswith(SEPARATOR_PREFIX)]
+
+    def locate(self, finding: Finding, starts: list[int]) -> Finding:
+        """The finding with its lines counted inside its cell, and the cell's number."""
+        index = bisect.bisect_right(starts, finding.line) - 1
+        shift = starts[index] - 1
+        return replace(
+            finding, cell=self.cells[index].number, line=finding.line - shift, end_line=finding.end_line - shift
+        )
+
+    def locate_message(self, message: str, path: str) -> str:
+        """``path:LINE:...`` in an engine message becomes ``path:cell N:LINE:...``."""
+        head = f"{path}:"
+        match = re.match(r"(\d+):", message[len(head):]) if message.startswith(head) else None
+        if match is None:
+            return message
+        line = int(match.group(1))
+        index = bisect.bisect_right(self.starts, line) - 1
+        if index < 0:
+            return message
+        rest = message[len(head) + match.end():]
+        return f"{head}cell {self.cells[index].number}:{line - self.starts[index] + 1}:{rest}"
+
+    def restore(self, fixed: str) -> dict[int, str] | None:
+        """The new source of each cell a fix changed, by cell number, IPython lines put back; None
+        if a separator moved or went, a line went from one cell to another, or a fix moved an
+        IPython line."""
+        lines = source_lines(fixed)
+        marks = [i for i, line in enumerate(lines) if line.startswith(SEPARATOR_PREFIX)]
+        if [lines[i] for i in marks] != [SEPARATOR.format(cell.number) + "\n" for cell in self.cells]:
+            return None
+        changed, gone, added = {}, collections.Counter(), collections.Counter()
+        for cell, start, end in zip(self.cells, marks, [*marks[1:], len(lines)]):
+            part = "".join(lines[start + 1 : end])
+            if cell.text and not cell.text.endswith(("\n", "\r")) and part.endswith("\n"):
+                part = part[:-1]
+            if part == cell.text:
+                continue
+            source = unmask(cell, part)
+            if source is None:
+                return None
+            old, new = _stripped_lines(cell.text), _stripped_lines(part)
+            if gone & (new - old) or added & (old - new):  # a line left an earlier cell for this one, or back
+                return None
+            gone += old - new
+            added += new - old
+            changed[cell.number] = source
+        return changed
+
+
+def _stripped_lines(text: str) -> collections.Counter:
+    return collections.Counter(line.strip() for line in source_lines(text) if line.strip())
 
 
 def set_cell_source(cell: dict, source: str) -> None:
