@@ -9,10 +9,10 @@ import torch
 from . import cost
 from .graph import IndexMap, Node
 from .kernel_ir import Input, MatmulKernel, Value
-from .plan import PlannedKernel
+from .plan import FusedLaunch
 
 
-def cublaslt_activation(planned: PlannedKernel) -> str:
+def cublaslt_activation(planned: FusedLaunch) -> str:
     """"relu" or "gelu" when a matmul kernel is ``act(a @ b + bias)`` as cuBLASLt's fused
     epilogue computes it (torch's ``_addmm_activation``): a plain 2-d product of half or
     bfloat16 operands, a bias vector broadcast over the rows added in the product's dtype or in
@@ -39,7 +39,7 @@ def cublaslt_activation(planned: PlannedKernel) -> str:
     return activation
 
 
-def matmul_backend(planned: PlannedKernel, choice: cost.Choice) -> cost.Choice:
+def matmul_backend(planned: FusedLaunch, choice: cost.Choice) -> cost.Choice:
     """The cost model's verdict on a matmul planned as the template, unless cuBLASLt's fused
     epilogue computes the same kernel: at cuBLAS's rate it beats the template."""
     activation = cublaslt_activation(planned)

@@ -14,7 +14,7 @@ import torch
 from .blocks import Block, matmul_operands, tensor_uses
 from .graph import IndexMap, Leaf, Node, Use, View
 from .kernel_ir import FusedKernel, Input, Instr, MatmulKernel, Value
-from .plan import KernelInput, PlannedKernel
+from .plan import FusedLaunch, KernelInput
 
 
 class Lowering:
@@ -141,7 +141,7 @@ def _inline(block: Block, owner: Mapping[Node, Block], floating: Set[Node]) -> C
 
 
 def emit_fused(block: Block, outputs: tuple[Node, ...], owner: Mapping[Node, Block],
-               floating: Set[Node]) -> PlannedKernel:
+               floating: Set[Node]) -> FusedLaunch:
     """Lower a fused block to a ``FusedKernel`` computing ``outputs`` from loads."""
     low = Lowering(block.space, _inline(block, owner, floating), lambda src: owner.get(src) is block,
                    block.real_dims)
@@ -149,11 +149,12 @@ def emit_fused(block: Block, outputs: tuple[Node, ...], owner: Mapping[Node, Blo
     dims = tuple(sorted(block.dims)) if block.dims is not None else ()
     kernel, inputs = low.kernel(outs, dims)
     name = "_".join(dict.fromkeys(n.op for n in block.nodes))
-    return PlannedKernel(block.kind, name, tuple(block.nodes), outputs, kernel, tuple(inputs))
+    return FusedLaunch(kind=block.kind, name=name, nodes=tuple(block.nodes), outputs=outputs, kernel=kernel,
+                       inputs=tuple(inputs))
 
 
 def emit_matmul(block: Block, outputs: tuple[Node, ...], owner: Mapping[Node, Block], floating: Set[Node],
-                recomputable: Callable[[Node], bool]) -> PlannedKernel:
+                recomputable: Callable[[Node], bool]) -> FusedLaunch:
     """Lower a matmul block to a ``MatmulKernel``: two prologues (computing on read what
     ``recomputable`` accepts, when the planner fused that operand) and an epilogue."""
     node = block.nodes[0]
@@ -191,7 +192,8 @@ def emit_matmul(block: Block, outputs: tuple[Node, ...], owner: Mapping[Node, Bl
     epilogue, ins = low.kernel(outs, keep=frozenset({0}))
     kernel = MatmulKernel(prologues[0], prologues[1], epilogue, product_dtype)
     name = "_".join(dict.fromkeys(n.op for n in block.nodes))
-    return PlannedKernel("matmul", name, tuple(block.nodes), outputs, kernel, tuple(inputs + ins[1:]))
+    return FusedLaunch(kind="matmul", name=name, nodes=tuple(block.nodes), outputs=outputs, kernel=kernel,
+                       inputs=tuple(inputs + ins[1:]))
 
 
 def _prune(instrs: list[Instr], n_inputs: int, outs: tuple[Value, ...],

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import torch
 
@@ -151,13 +151,15 @@ def _reduce(ins: Instr, x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
     return getattr(torch.ops.aten, ins.op)(x, list(dims), True, **kwargs)
 
 
-def evaluate(kernel: Union[FusedKernel, MatmulKernel], inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def evaluate(kernel: Union[FusedKernel, MatmulKernel], inputs: Sequence[torch.Tensor],
+             outputs: Optional[Sequence[Optional[torch.Tensor]]] = None) -> list[torch.Tensor]:
     """Run a kernel with eager aten ops: the ``reference`` executor, and the IR's definition.
 
-    Returns one contiguous tensor per output, in ``output_shape``.
+    Returns one tensor per output, in ``output_shape``: written into ``outputs`` where given (any
+    strides), else new and contiguous.
     """
     if isinstance(kernel, MatmulKernel):
-        return evaluate_matmul(kernel, inputs)
+        return evaluate_matmul(kernel, inputs, outputs)
     kernel.check_inputs(inputs)
     values: list[Any] = []
 
@@ -180,7 +182,9 @@ def evaluate(kernel: Union[FusedKernel, MatmulKernel], inputs: Sequence[torch.Te
     results = []
     for i, ref in enumerate(kernel.outputs):
         v = values[ref.index]
-        out = torch.empty(kernel.output_shape(i), dtype=v.dtype, device=device)
+        out = outputs[i] if outputs is not None else None
+        if out is None:
+            out = torch.empty(kernel.output_shape(i), dtype=v.dtype, device=device)
         results.append(out.copy_(v))
     return results
 
@@ -277,7 +281,8 @@ def identity_kernel(shape: tuple[int, ...], dtype: torch.dtype) -> FusedKernel:
     return FusedKernel(shape, (dtype,), (Instr("clone", (Input(0),), dtype),), (Value(0),))
 
 
-def evaluate_matmul(kernel: MatmulKernel, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def evaluate_matmul(kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
+                    outputs: Optional[Sequence[Optional[torch.Tensor]]] = None) -> list[torch.Tensor]:
     """The template's definition with eager ops: what the ``reference`` executor runs."""
     kernel.check_inputs(inputs)
     ins_a, ins_b, ins_e = kernel.split_inputs(inputs)
@@ -287,5 +292,6 @@ def evaluate_matmul(kernel: MatmulKernel, inputs: Sequence[torch.Tensor]) -> lis
         a, b = a.to(kernel.product_dtype), b.to(kernel.product_dtype)
     product = torch.matmul(a, b)
     if plain_operand(kernel.epilogue):
-        return [product.contiguous()]
-    return evaluate(kernel.epilogue, [product, *ins_e])
+        out = outputs[0] if outputs is not None else None
+        return [product.contiguous() if out is None else out.copy_(product)]
+    return evaluate(kernel.epilogue, [product, *ins_e], outputs)

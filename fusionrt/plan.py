@@ -1,11 +1,18 @@
-"""What the planner hands to the runtime: kernels in order, and the writes they make."""
+"""What the planner hands to the runtime: kernels in order, and the writes they make.
+
+A planned kernel is one of a small tagged union (``FusedLaunch``, ``ExternLaunch``, ``CopyHome``),
+frozen once planned; ``fusionrt.steps`` registers how each kind runs.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from .blocks import tensor_uses
 from .graph import IndexMap, Leaf, Node, View
 from .kernel_ir import FusedKernel, MatmulKernel
+
+Source = Union[Leaf, Node, View]
 
 
 @dataclass(frozen=True, eq=False)
@@ -19,23 +26,60 @@ class KernelInput:
     reduced: bool = False
 
 
-@dataclass(eq=False)
-class PlannedKernel:
-    """One launch. ``kernel`` is set for fused and reduction kernels and for the matmul template;
-    ``extern`` for an op run on torch's own kernel; a ``copy`` kernel copies ``outputs[0]`` from
-    scratch into its home. ``backend`` says what runs it (``generated``: a generated element-wise
-    or reduction kernel; ``template``: the Triton matmul template; ``torch``: torch's kernel,
-    i.e. cuBLAS or cuDNN on a GPU) and ``decision`` why, for compute-bound ops."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class _Launch:
+    """What every planned kernel has: what the report names it (``kind``, ``name``), the
+    recorded ops it covers in program order, the results it writes, what runs it (``backend``)
+    and why (``decision``, for compute-bound ops)."""
 
     kind: str
     name: str
-    nodes: tuple[Node, ...]  # the recorded ops it covers, in program order
+    nodes: tuple[Node, ...]
     outputs: tuple[Node, ...]
-    kernel: Optional[Union[FusedKernel, MatmulKernel]] = None
-    inputs: tuple[KernelInput, ...] = ()
-    extern: Optional[Node] = None
-    backend: str = "generated"
+    backend: str
     decision: str = ""
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FusedLaunch(_Launch):
+    """A kernel over ``inputs`` viewed into its space: a fused element-wise or reduction kernel
+    (backend ``generated``) or a matmul with its prologues and epilogue, run as the Triton
+    template (``template``) or, when it is exactly ``act(a @ b + bias)``, by cuBLASLt
+    (``cublaslt``)."""
+
+    kernel: Union[FusedKernel, MatmulKernel]
+    inputs: tuple[KernelInput, ...]
+    backend: str = "generated"
+
+    def reads(self) -> tuple[Source, ...]:
+        return tuple(inp.view or inp.src for inp in self.inputs)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ExternLaunch(_Launch):
+    """``op`` run by torch's own kernel (cuBLAS, cuDNN, ...); with a ReLU among ``nodes`` after
+    a convolution, the convolution's fused kernel."""
+
+    op: Node
+    backend: str = "torch"
+
+    def reads(self) -> tuple[Source, ...]:
+        return tuple(use.src for use in tensor_uses(self.op.args))
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class CopyHome(_Launch):
+    """``outputs[0]``, computed into scratch by an earlier kernel, copied into its home once
+    nothing reads the old data there."""
+
+    kind: str = "copy"
+    backend: str = "torch"
+
+    def reads(self) -> tuple[Source, ...]:
+        return self.outputs
+
+
+PlannedKernel = Union[FusedLaunch, ExternLaunch, CopyHome]  # each has reads(): what it loads from memory
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,3 +110,11 @@ class Flags:
     sync: frozenset[Node] = frozenset()
     outputs: frozenset[Node] = frozenset()
     fallback_inputs: frozenset[Node] = frozenset()
+
+
+def writes_of(plan: Plan) -> dict[int, list[PlannedWrite]]:
+    """Kernel index -> the writes it makes (a node may go to scratch in one, home in a later copy)."""
+    writes: dict[int, list[PlannedWrite]] = {}
+    for w in plan.writes:
+        writes.setdefault(w.kernel, []).append(w)
+    return writes

@@ -21,12 +21,12 @@ from typing import Any, Callable, Optional, Union
 import torch
 
 from .executors import Executor, get_executor
-from .graph import Leaf, Node, Use, View, numel
-from .plan import KernelInput, Plan
-from .report import Report
-from .runtime import cublaslt_matmul, extern_call, tensor_of, writes_of
+from .graph import Leaf, Node, View
+from .plan import Plan
 from .plan_cache import CachedPlan
+from .report import Report
 from .session import Session, current
+from .steps import build_steps, scratch
 
 MAX_PROGRAMS = 64  # argument signatures remembered per function
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]  # shape, stride, storage offset
@@ -463,25 +463,13 @@ class _EagerStep:
 def _last_readers(plan: Plan) -> list[list[Node]]:
     """For each kernel, the nodes it is the last to produce or read."""
     last: dict[Node, int] = {}
-
-    def read(src: Any, k: int) -> None:
-        if isinstance(src, Use):
-            src = src.src
-        if isinstance(src, View):
-            src = src.root
-        if isinstance(src, Node):
-            last[src] = k
-        elif isinstance(src, (list, tuple)):
-            for x in src:
-                read(x, k)
-
     for k, planned in enumerate(plan.kernels):
         for node in planned.outputs:
             last[node] = k
-        for inp in planned.inputs:
-            read(inp.view or inp.src, k)
-        if planned.extern is not None:
-            read(planned.extern.args, k)
+        for src in planned.reads():
+            root = src.root if isinstance(src, View) else src
+            if isinstance(root, Node):
+                last[root] = k
     drops: list[list[Node]] = [[] for _ in plan.kernels]
     for node, k in last.items():
         drops[k].append(node)
@@ -489,135 +477,68 @@ def _last_readers(plan: Plan) -> list[list[Node]]:
 
 
 class _FlushStep:
-    """One flush's plan, run the way the runtime runs it, minus what is the same on every call:
-    no report records (the plan decides them, so every replay shares the recorded report
-    object), input views computed once, and a result computed into fresh memory laid out like
-    its home becomes that home instead of being copied there."""
+    """One flush's plan, run through the steps the runtime runs it with, minus what is the same
+    on every call: no report records (the plan decides them, so every replay shares the
+    recorded report object), and each buffer dropped after the last kernel that reads it."""
 
     def __init__(self, plan: Plan, leaf_refs: list[tuple[Leaf, Ref]], homes: dict[Node, Slot]) -> None:
         self.plan = plan
         self.leaf_refs = leaf_refs  # each leaf the plan reads <- its slot (and layout)
         self.homes = homes  # node written home -> its slot
-        writes = writes_of(plan)  # a node may go to scratch first and home in a later copy
-        self._home_nodes = [{w.node for w in writes.get(k, []) if w.home} for k in range(len(plan.kernels))]
+        self.steps = build_steps(plan)
         self._drops = _last_readers(plan)  # kernel -> nodes whose buffers no later kernel reads
-        self._views: dict[tuple, Optional[tuple]] = {}  # (input, layout read) -> strides, offset
-        self._externs = {k.extern: (*extern_call(k), _argument_builder(k.extern.args))
-                         for k in plan.kernels if k.extern is not None}
-        self._relaunchers: dict[int, Any] = {}  # kernel index -> its Relauncher, after one run
 
     def slots(self) -> Iterator[Slot]:
         yield from (ref[0] for _, ref in self.leaf_refs)
         yield from self.homes.values()
 
     def run(self, program: _Program, tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> None:
-        leaves = {leaf: program.tensor(ref, tensors, bases) for leaf, ref in self.leaf_refs}
-        buffers: dict[Node, torch.Tensor] = {}
-        for k, planned in enumerate(self.plan.kernels):
-            if planned.kernel is not None:
-                kernel = planned.kernel
-                inputs = [self._input(inp, kernel.input_shape(i), leaves, buffers)
-                          for i, inp in enumerate(planned.inputs)]
-                if planned.backend == "cublaslt":
-                    outs = [cublaslt_matmul(kernel, inputs)]
-                else:
-                    outs = self._launch(program, k, kernel, inputs)
-                for node, value in zip(planned.outputs, outs):
-                    if value.numel() != numel(node.shape):  # a full-size value computed at reduced level
-                        value = value.expand(kernel.shape)
-                    self._store(program, k, node, value.reshape(node.shape), buffers, tensors, bases)
-            elif planned.extern is not None:
-                node = planned.extern
-                func, kwargs, arguments = self._externs[node]
-                out = func(*arguments(leaves, buffers), **kwargs)
-                self._store(program, k, planned.outputs[0], out, buffers, tensors, bases)
-            else:  # a scratch result copied home once nothing reads the old data
-                (node,) = planned.outputs
-                self._home(program, node, tensors, bases).copy_(buffers[node])
-            for node in self._drops[k]:  # scratch goes as soon as nothing reads it
+        env = _Replay(self, program, tensors, bases)
+        buffers = env.buffers
+        for step, drops in zip(self.steps, self._drops):
+            step.bind(env)[0]()
+            for node in drops:  # scratch goes as soon as nothing reads it
                 buffers.pop(node, None)
 
-    def _launch(self, program: _Program, k: int, kernel: Any, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Kernel ``k``'s outputs, computed into new tensors. Generated kernels are bound once
-        and relaunched: the guards hold the inputs' layouts, so nothing else is re-examined."""
-        relaunch = self._relaunchers.get(k)
-        if relaunch is not None:
-            return relaunch(inputs)
-        bound = program.executor_for(inputs[0].device if inputs else _CPU).bind(kernel, inputs)
-        outs = bound()
-        if hasattr(bound, "relauncher"):  # the reference executor evaluates anew each time
-            self._relaunchers[k] = bound.relauncher()
-        return outs
 
-    def _input(self, inp: KernelInput, shape: tuple[int, ...], leaves: dict[Leaf, torch.Tensor],
-               buffers: dict[Node, torch.Tensor]) -> torch.Tensor:
-        t = tensor_of(inp.view or inp.src, leaves, buffers)
-        key = (inp, t.stride(), t.storage_offset())
-        if key not in self._views:
-            strides, offset = inp.map.strides(t.stride(), t.storage_offset())
-            same = tuple(t.shape) == shape and t.stride() == strides and t.storage_offset() == offset
-            self._views[key] = None if same else (strides, offset)
-        layout = self._views[key]
-        return t if layout is None else t.as_strided(shape, *layout)
+class _Replay:
+    """Where a replayed flush finds its tensors: leaves and homes are slots of the call. A home
+    in a storage the call creates is allocated when first written, so a result computed there
+    is its home, not a copy of it; the result torch allocates for an extern op becomes its
+    scratch, or such a home, when laid out like it."""
 
-    def _store(self, program: _Program, k: int, node: Node, value: torch.Tensor, buffers: dict[Node, torch.Tensor],
-               tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> None:
-        slot = self.homes[node] if node in self._home_nodes[k] else None
-        if slot is None:  # scratch, laid out like the node: views of it are read by its strides
-            if value.stride() != node.stride and node.stride:
-                value = torch.empty_strided(node.shape, node.stride, dtype=node.dtype,
-                                            device=value.device).copy_(value)
-            buffers[node] = value
-            return
-        kind, i = slot
-        if (kind == "fresh" and bases[i] is None and value.stride() == node.stride and node.offset == 0
-                and value.storage_offset() == 0 and program.fresh[i][:3] == (node.shape, node.stride, node.dtype)):
-            bases[i] = buffers[node] = value  # computed in place of the storage it would be copied to
-            return
-        target = self._home(program, node, tensors, bases)
-        target.copy_(value)
-        buffers[node] = target
+    replays = True
 
-    def _home(self, program: _Program, node: Node, tensors: list[torch.Tensor],
-              bases: list[Optional[torch.Tensor]]) -> torch.Tensor:
-        base = program.base(self.homes[node], tensors, bases)
+    def __init__(self, flush: _FlushStep, program: _Program, tensors: list[torch.Tensor],
+                 bases: list[Optional[torch.Tensor]]) -> None:
+        self.leaves = {leaf: program.tensor(ref, tensors, bases) for leaf, ref in flush.leaf_refs}
+        self.buffers: dict[Node, torch.Tensor] = {}
+        self.executor = program.executor_for
+        self.homes = flush.homes
+        self.program, self.tensors, self.bases = program, tensors, bases
+
+    def destination(self, node: Node, home: bool, device: torch.device) -> torch.Tensor:
+        if not home:
+            return scratch(node, device)
+        base = self.program.base(self.homes[node], self.tensors, self.bases)
         if (tuple(base.shape), base.stride(), base.storage_offset()) == (node.shape, node.stride, node.offset):
             return base
         return base.as_strided(node.shape, node.stride, node.offset)
 
+    def adopts(self, node: Node, home: bool) -> bool:
+        if not home:
+            return True
+        kind, i = self.homes[node]
+        return kind == "fresh" and self.bases[i] is None and node.offset == 0 and (
+            self.program.fresh[i][:3] == (node.shape, node.stride, node.dtype))
 
-_CPU = torch.device("cpu")
-
-
-def _argument_builder(args: tuple) -> Callable[[dict[Leaf, torch.Tensor], dict[Node, torch.Tensor]], list]:
-    """An extern op's arguments for one call: only its tensors change between calls, so the
-    rest is copied from a template (walking the whole argument tree each call cost more than
-    a small convolution)."""
-    template = list(args)
-    slots = [(i, a) for i, a in enumerate(args) if isinstance(a, Use) or (
-        isinstance(a, (list, tuple)) and any(isinstance(x, Use) for x in _flat_args(a)))]
-
-    def build(leaves: dict[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> list:
-        values = template.copy()
-        for i, a in slots:
-            values[i] = tensor_of(a.src, leaves, buffers) if isinstance(a, Use) else _extern_args(a, leaves, buffers)
-        return values
-
-    return build
-
-
-def _flat_args(args: Any) -> list:
-    if isinstance(args, (list, tuple)):
-        return [x for a in args for x in _flat_args(a)]
-    return [args]
-
-
-def _extern_args(args: Any, leaves: dict[Leaf, torch.Tensor], buffers: dict[Node, torch.Tensor]) -> Any:
-    if isinstance(args, Use):
-        return tensor_of(args.src, leaves, buffers)
-    if isinstance(args, (list, tuple)):
-        return type(args)(_extern_args(a, leaves, buffers) for a in args)
-    return args
+    def adopt(self, node: Node, home: bool, value: torch.Tensor) -> None:
+        if (value.stride() != node.stride and node.stride) or (home and value.storage_offset() != 0):
+            self.buffers[node] = self.destination(node, home, value.device).copy_(value)
+            return
+        if home:
+            self.bases[self.homes[node][1]] = value
+        self.buffers[node] = value
 
 
 def _allocation(nodes: tuple[Node, ...], storage: Any) -> tuple:

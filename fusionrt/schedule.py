@@ -7,6 +7,7 @@ matches kernels that a library kernel runs better.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from .backends import extern_decision, matmul_backend
 from .blocks import Block, matmul_operands, tensor_uses
 from .graph import IndexMap, Leaf, Node, Use, View, numel
 from .kernel_emit import emit_fused, emit_matmul
-from .plan import Flags, Plan, PlannedKernel, PlannedWrite
+from .plan import CopyHome, ExternLaunch, Flags, Plan, PlannedWrite
 
 POLICIES = ("stream",)
 
@@ -390,16 +391,16 @@ class _Planner:
                 planned = emit_matmul(block, outputs, self.owner, self.floating,
                                       functools.partial(self.recomputable, producer=block.producer))
                 choice = matmul_backend(planned, choices[block.nodes[0]])
-                planned.backend, planned.decision = choice.backend, choice.reason
+                planned = dataclasses.replace(planned, backend=choice.backend, decision=choice.reason)
                 read = {i.src for i in planned.inputs}
             elif block.fusible:
                 planned = emit_fused(block, outputs, self.owner, self.floating)
                 read = {i.src for i in planned.inputs}
             else:
                 node = block.nodes[0]
-                planned = PlannedKernel(node.kernel_kind, "_".join(n.op for n in block.nodes), tuple(block.nodes),
-                                        outputs, extern=node, backend="torch",
-                                        decision=extern_decision(block.nodes, self.torch_matmuls.get(node)))
+                planned = ExternLaunch(kind=node.kernel_kind, name="_".join(n.op for n in block.nodes),
+                                       nodes=tuple(block.nodes), outputs=outputs, op=node,
+                                       decision=extern_decision(block.nodes, self.torch_matmuls.get(node)))
                 read = {u.src.root if isinstance(u.src, View) else u.src for u in tensor_uses(node.args)}
             reads.append({r.storage if isinstance(r, Leaf) else r for r in read})
             for node in outputs:
@@ -423,7 +424,7 @@ class _Planner:
         for node in late_home:  # scratch results copied home, in program order, once nothing
             # reads the old data
             plan.writes.append(PlannedWrite(node, "alive", len(plan.kernels), True))
-            plan.kernels.append(PlannedKernel("copy", f"copy {node.op} home", (node,), (node,), backend="torch"))
+            plan.kernels.append(CopyHome(name=f"copy {node.op} home", nodes=(node,), outputs=(node,)))
         return plan
 
     def _deferred(self, node: Node, k: int, index_of: dict[Node, int], reads: list[set[Any]],

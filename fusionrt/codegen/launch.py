@@ -115,8 +115,8 @@ class BoundKernel:
 
 
 class Relauncher:
-    """A bound kernel's launch over new inputs with the bound ones' layouts and alignment, into
-    new outputs laid out like the bound ones: a replayed plan re-examines no argument."""
+    """A bound kernel's launch over new tensors with the bound ones' layouts and alignment (a
+    missing output is allocated like the bound one): a replayed plan re-examines no argument."""
 
     __slots__ = ("kernel", "spec", "key", "layouts")
 
@@ -124,9 +124,9 @@ class Relauncher:
                  layouts: list[tuple]) -> None:
         self.kernel, self.spec, self.key, self.layouts = kernel, spec, key, layouts
 
-    def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        outs = [torch.empty_strided(shape, stride, dtype=dtype, device=device)
-                for shape, stride, dtype, device in self.layouts]
+    def __call__(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
+        outs = [torch.empty_strided(shape, stride, dtype=dtype, device=device) if out is None else out
+                for out, (shape, stride, dtype, device) in zip(outputs, self.layouts)]
         launch = None if self.spec is None else Launch(self.spec, (*inputs, *outs), self.key)
         _launch(launch, self.kernel, inputs, outs)
         return outs
@@ -135,8 +135,7 @@ class Relauncher:
 def _launch(launch: Launch | None, kernel: FusedKernel | MatmulKernel, inputs: Sequence[torch.Tensor],
             outputs: list[torch.Tensor]) -> None:
     if launch is None:  # nothing to launch (an empty result): aten's answer
-        for out, value in zip(outputs, evaluate(kernel, inputs)):
-            out.copy_(value)
+        evaluate(kernel, inputs, outputs)
     elif launch.device.type == "cuda" and launch.device.index != torch.cuda.current_device():
         with torch.cuda.device(launch.device):
             launch()
