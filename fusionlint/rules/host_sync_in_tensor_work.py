@@ -58,20 +58,21 @@ class HostSyncInTensorWork(Rule):
         in 4 kernels, against 2 writes in 1 kernel when the sum is accumulated on the device.
 
         Flagged: a sync whose operand is a tensor, when it sits in a loop whose body does tensor
-        work (a `while` test on a tensor included), or when tensor work runs both before and
-        after it and it is a branch whose arms do tensor work (`torch.where` can replace it), a
-        scalar read in a step function (`forward`, `*step`, `train*`, `fit`, `update`), or a
-        scalar that goes back into tensor work (`x / float(x.max())`). For `bool`, `float`,
-        `int`, `print` and conditions, the operand must itself compute with a torch op
-        (`x.sum()`, `(a > 0).any()`), so a bare argument of unknown type is never taken for a
-        tensor.
+        work, or when tensor work runs both before and after it and it is a branch whose arms
+        do tensor work (`torch.where` can replace it), a scalar read in a step function
+        (`forward`, `*step`, `train*`, `fit`, `update`), or a value that goes back into tensor
+        work (`x / float(x.max())`) or decides such a branch (`found = m.any(-1).tolist()`,
+        then `if found[0]:`-style flags). For `bool`, `float`, `int`, `print` and conditions,
+        the operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), so a
+        bare argument of unknown type is never taken for a tensor.
 
         Not flagged, because the host needs the value once and reading it is the point: a sync
         after all the work (`return out.item()`); validation (`assert`, a `*check*(...)` call, a
-        branch whose arm raises or warns or does no tensor work); a loop exit (an arm ending in
-        `break`); a value that decides a shape (passed to `torch.zeros`, `range`, `split`,
-        `view`..., or assigned to a `*size*`/`num_*` name); a hand-off to host code (`.cpu()`,
-        `.numpy()`, `.tolist()`) outside a step function's loop; code that runs once or offline
+        branch whose arm raises or warns or does no tensor work); a loop exit (a `while` test,
+        an arm ending in `break`, or a name one of them reads: `changed = bool(...)`); a value
+        that decides a shape (passed to `torch.zeros`, `range`, `split`, `view`..., or assigned
+        to a `*size*`/`num_*` name); a hand-off to host code (`.cpu()`, `.numpy()`,
+        `.tolist()`) outside a step function's loop; code that runs once or offline
         (`__init__`, `process*`, `plot*`, `visualize*`, (de)serialization, `read_*`,
         `download*`). NumPy arrays, Python numbers, `print(x.shape)` and identity tests (`if
         mask is None:`) are not syncs.
@@ -190,11 +191,9 @@ def run(x: torch.Tensor, layers: list) -> torch.Tensor:
     for w in layers:
         x = torch.tanh(x @ w)
         print("norm", x.norm())
-        while float(x.abs().amax()) > 1e3:
-            x = x * 0.5
     return x
 """,
-            at=((7, 9), (8, 15)),
+            at=((7, 9),),
             fixed=None,
         ),
     )
@@ -290,6 +289,8 @@ def clean(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         out = out * 0.5
         if (out.abs() < 1).all():
             break
+    while float(out.abs().amax()) > 1e3:
+        out = out * 0.5
     return out + 1
 """,
         # a loop that does no tensor work (it only reads results)
@@ -318,10 +319,10 @@ def report(x: torch.Tensor) -> list:
             statement = ref.node
             for part in own_parts(statement):
                 test = isinstance(statement, (cst.If, cst.While)) and part is statement.test
-                if test and isinstance(statement, cst.If) and _needed_branch(scope, statement):
-                    continue
+                if test and (isinstance(statement, cst.While) or _needed_branch(scope, statement)):
+                    continue  # a loop's exit condition, validation
                 for node, kind in _syncs(scope, part, test):
-                    where = _where(scope, ref, loop_test=test and isinstance(statement, cst.While))
+                    where = _where(scope, ref)
                     if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
                         continue
                     yield Violation(
@@ -467,11 +468,8 @@ def _has_table_op_call(scope: Scope, node: cst.CSTNode) -> bool:
 # --------------------------------------------------------------------------- tensor work around a sync
 
 
-def _where(scope: Scope, ref: StatementRef, loop_test: bool) -> str | None:
+def _where(scope: Scope, ref: StatementRef) -> str | None:
     """Where the sync interrupts fusable work ("inside a loop ...", "between tensor work"), or None."""
-    if loop_test:
-        body = ref.node.body  # type: ignore[attr-defined]
-        return "in the condition of a loop that does tensor work" if _does_work(scope, body) else None
     if _in_working_loop(scope, ref):
         return "inside a loop that does tensor work"
     after = any(_does_work(scope, block) for block in inner_blocks(ref.node)) or any(
@@ -569,21 +567,23 @@ _SIZE_CALLS = frozenset({
 
 def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, where: str, branch: bool) -> bool:
     """Is the value one the host needs anyway, so the sync is not worth a finding? Code that runs
-    once (setup, dataset processing, plotting), a deliberate hand-off to the host (``.cpu()``,
-    ``.numpy()``) outside a step loop, a value that decides a shape."""
+    once (setup, dataset processing, plotting), a value that decides a shape or a loop exit, and
+    outside a step function's loop a deliberate hand-off to host code (``.cpu()``, ``.numpy()``,
+    ``.tolist()``) or a scalar read between work, unless the value goes back into tensor work or
+    decides a branch that does tensor work."""
     function = scope.node.name.value if isinstance(scope.node, cst.FunctionDef) else None
     if function is not None and _OFFLINE.match(function):
         return True
+    if _decides_shape(scope, ref, node, kind) or _decides_exit(ref, node):
+        return True
     hot = function is not None and _HOT.match(function) is not None
-    if kind in _HAND_OFFS and not (hot and where.startswith("inside a loop")):
-        return True
-    if _decides_shape(scope, ref, node, kind):
-        return True
-    # A scalar read between work, outside a loop: a cost only when it is read on every step, or
-    # when the host value goes back into tensor work (a round trip).
-    if not branch and kind != "branch" and where == "between tensor work":
-        return not hot and not _flows_back(scope, ref, node)
-    return False
+    if kind in _HAND_OFFS:
+        once = not (hot and where.startswith("inside a loop"))
+    elif not branch and kind != "branch" and where == "between tensor work":
+        once = not hot and not _flows_back(scope, ref, node)
+    else:
+        return False
+    return once and not _decides_branch(scope, ref, node)
 
 
 def _decides_shape(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str) -> bool:
@@ -595,6 +595,44 @@ def _decides_shape(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str
     if targets is None or (kind != "branch" and any(_is_size_name(name) for name in targets)):
         return True
     return _used_later(ref, targets, lambda root, use: _in_size_argument(root, use))
+
+
+def _decides_branch(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Does the synced value, through the names it is assigned or unpacked to, decide a branch
+    whose arms do tensor work (``found = flags.any(-1).tolist(); a, b = found; if a: ...``)?"""
+    names = _assigned_names(ref, node) or set()
+    for later in statements_after(ref):
+        if not names:
+            return False
+        statement = later.node
+        if isinstance(statement, cst.If) and _branch_works(scope, statement):
+            if any(_name_nodes(statement.test, name) for name in names):
+                return True
+        small = later.simple
+        defs = names_of(statement)[1] if isinstance(statement, cst.SimpleStatementLine) else frozenset()
+        if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value in names:
+            names = names | (_assigned_names(later, small.value) or set())  # unpacked or renamed
+        else:
+            names = names - defs
+    return False
+
+
+def _decides_exit(ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Is the synced value, through the name it is assigned to, a loop's exit condition (a
+    ``while`` test, or the test of an ``if`` that ends in ``break``)?"""
+
+    def in_exit_test(root: cst.CSTNode, use: cst.CSTNode) -> bool:
+        if isinstance(root, cst.While) or (isinstance(root, cst.If) and _breaks(root.body)):
+            return ancestors(root.test, use) is not None
+        return False
+
+    names = _assigned_names(ref, node) or set()
+    outer = ref.block.parent
+    while outer is not None:  # `while changed:` around `changed = bool(...)`
+        if isinstance(outer.node, cst.While) and any(_name_nodes(outer.node.test, name) for name in names):
+            return True
+        outer = outer.block.parent
+    return _used_later(ref, names, in_exit_test)
 
 
 def _assigned_names(ref: StatementRef, node: cst.CSTNode) -> set[str] | None:

@@ -69,8 +69,23 @@ def forward(x: torch.Tensor, arrays: list):
         arrays.append((x * 2).cpu().numpy())
     return x + 1
 """,
+    "a list of flags that decide branches doing tensor work": """\
+import torch
+
+def solve(a: torch.Tensor, c: torch.Tensor, compiling: bool):
+    m1 = torch.sigmoid(a) > 0.5
+    if compiling:
+        has_one, has_two = True, True
+    else:
+        found = torch.stack([m1, a < -1]).any(-1).tolist()
+        has_one, has_two = found
+    if has_one:
+        c = torch.where(m1, c * 2, c)
+    return c + 1
+""",
 }
 EXPECTED = {
+    "a list of flags that decide branches doing tensor work": [(8, 17)],
     "to-cpu in a training step's loop": [(6, 21)],
     "a scalar read in forward, between work": [(6, 26)],
     "a scalar that goes back into tensor work": [(5, 12)],
@@ -190,6 +205,27 @@ class Data:
         for graph in range(3):
             h = edge_index * graph
             print(h.max().item())
+""",
+    "loop exits: a while test, a flag the while reads, a value an if-break reads": """\
+import torch
+
+def refine(x: torch.Tensor, opt, tol: float):
+    changed = True
+    while changed:
+        prev = x
+        x = torch.relu(x - 0.1)
+        changed = bool((x != prev).any())
+    while float(x.abs().amax()) > 1e3:
+        x = x * 0.5
+    prev_loss = None
+    for _ in range(10):
+        loss = (x * x).sum()
+        current = loss.item()
+        if prev_loss is not None and abs(current - prev_loss) < tol:
+            break
+        prev_loss = current
+        x = x * 0.9
+    return x
 """,
     "only syncs after the work, in a loop that only reads": """\
 import torch
