@@ -8,7 +8,8 @@ under ``torch.no_grad()`` in bfloat16 on a GPU (float32 on the CPU). Per model:
   the rounds. This is wall time, so fusionrt's recording (on the CPU) counts like any other cost.
 - first-call seconds of fusionrt and of torch.compile, with empty kernel caches, in a process
   that already ran a trivial function through each path (so imports and CUDA init stay out);
-- peak memory (``torch.cuda.max_memory_allocated`` over one warm call) of eager and fusionrt;
+- peak memory over one warm call of eager and fusionrt: allocated (``max_memory_allocated``) and
+  reserved from the device with the cache emptied first (a CUDA graph's pool is reserved);
 - kernels and writes of fusionrt's report next to the report's eager counts, its fallbacks;
 - rel err ‖out - ref‖ / ‖ref‖ of each path's main output (logits, else the last hidden state)
   against the same model run eagerly in float32 (no TF32);
@@ -58,7 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fusionrt  # noqa: E402
 
 FIELDS = ("model", "library", "mode", "dtype", "shape", "params_m", "eager_ms", "compile_ms", "fusionrt_ms",
-          "fusionrt_first_s", "compile_first_s", "eager_peak_mib", "fusionrt_peak_mib", "kernels",
+          "fusionrt_first_s", "compile_first_s", "eager_peak_mib", "fusionrt_peak_mib",
+          "eager_reserved_mib", "fusionrt_reserved_mib", "kernels",
           "eager_kernels", "writes", "eager_writes", "fallbacks", "fallback_ops", "eager_rel_err", "rel_err",
           "compile_rel_err", "replayed", "why_not_replayed", "route", "graphs")
 ROUND_S = {"full": 0.25, "quick": 0.1}  # seconds per timing round
@@ -251,16 +253,19 @@ def per_call_ms(fn: Callable[[], Any], device: str, pace: str) -> float:
     return statistics.median(rounds) * 1e3
 
 
-def peak_call(fn: Callable[[], Any], device: str) -> tuple[torch.Tensor, float | None]:
-    """One call's output and the peak of allocated memory during it (weights and input included)."""
+def peak_call(fn: Callable[[], Any], device: str) -> tuple[torch.Tensor, float | None, float | None]:
+    """One call's output, the peak of allocated memory during it (weights and input included),
+    and the peak of memory reserved from the device with the allocator's cache emptied first:
+    what a CUDA graph's private pool holds is reserved, not allocated, between launches."""
     if device != "cuda":
-        return fn(), None
+        return fn(), None, None
     gc.collect()
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     out = fn()
     torch.cuda.synchronize()
-    return out, torch.cuda.max_memory_allocated() / 2 ** 20
+    return out, torch.cuda.max_memory_allocated() / 2 ** 20, torch.cuda.max_memory_reserved() / 2 ** 20
 
 
 def warm_paths(device: str, executor: str, with_compile: bool) -> None:
@@ -317,7 +322,7 @@ def measure_model(spec: Model, opts: argparse.Namespace, row: dict, stage: Calla
 
     eager()
     row["eager_ms"] = per_call_ms(eager, device, pace)
-    out, row["eager_peak_mib"] = peak_call(eager, device)
+    out, row["eager_peak_mib"], row["eager_reserved_mib"] = peak_call(eager, device)
     row["eager_rel_err"] = rel_err(out, ref)
     del out
     stage(f"eager {row['eager_ms']:.2f} ms")
@@ -340,7 +345,7 @@ def measure_model(spec: Model, opts: argparse.Namespace, row: dict, stage: Calla
     not_replayed = [g for g in graphs() if g.stats.replays <= replays.get(id(g), 0)]
     row["replayed"] = not not_replayed
     row["why_not_replayed"] = "; ".join(g.stats.last_recording for g in not_replayed) or None
-    out, row["fusionrt_peak_mib"] = peak_call(call, device)
+    out, row["fusionrt_peak_mib"], row["fusionrt_reserved_mib"] = peak_call(call, device)
     row["rel_err"] = max(first_err, rel_err(out, ref))  # the recorded call's and a timed call's
     del out
     stage(f"fusionrt {row['fusionrt_ms']:.2f} ms ({'replayed' if row['replayed'] else 'recorded'})")
@@ -448,9 +453,10 @@ def markdown(result: dict) -> str:
              "rel err: against the model run eagerly in float32 (eager's own: its dtype's rounding).", "",
              "| model | input | eager ms | compile ms | fusionrt ms | fusionrt/eager | fusionrt/compile "
              "| first call s (fusionrt / compile) | peak MiB (eager / fusionrt) | peak ratio "
+             "| reserved MiB (eager / fusionrt) "
              "| writes (fusionrt / eager) | writes ratio | kernels (fusionrt / eager) | fallbacks "
              "| rel err (eager / fusionrt / compile) | replayed |",
-             "|" + "---|" * 16]
+             "|" + "---|" * 17]
     notes = []
     for r in result["rows"]:
         if r.get("skipped"):
@@ -470,6 +476,7 @@ def markdown(result: dict) -> str:
             f"| {_num(r['fusionrt_first_s'], '.1f')} / {_num(r['compile_first_s'], '.1f')} "
             f"| {_num(r['eager_peak_mib'], '.0f')} / {_num(r['fusionrt_peak_mib'], '.0f')} "
             f"| {_ratio(r['fusionrt_peak_mib'], r['eager_peak_mib'])} "
+            f"| {_num(r.get('eager_reserved_mib'), '.0f')} / {_num(r.get('fusionrt_reserved_mib'), '.0f')} "
             f"| {_num(r['writes'], 'd')} / {_num(r['eager_writes'], 'd')} | {_ratio(r['writes'], r['eager_writes'])} "
             f"| {_num(r['kernels'], 'd')} / {_num(r['eager_kernels'], 'd')} | {_num(r['fallbacks'], 'd')} "
             f"| {_num(r['eager_rel_err'], '.1e')} / {_num(r['rel_err'], '.1e')} / {_num(r['compile_rel_err'], '.1e')} "

@@ -113,7 +113,9 @@ def _input_facts() -> tuple[frozenset[int], bool]:
     if meta is None:
         return frozenset(), True
     static = frozenset(getattr(meta, "static_input_indices", None) or ())
-    return static, getattr(meta, "num_mutated_inp_runtime_indices", 1) > 0
+    infos = getattr(meta, "input_info", None)
+    mutates = infos is None or any(info.mutates_data or info.mutates_metadata for info in infos)
+    return static, mutates
 
 
 class CudaGraphed:
@@ -223,7 +225,7 @@ def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     # memory would cost what the graph saves, so only inference graphs are graphed.
     training = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                                for x in example_inputs)
-    graphed = bool(options.get("cudagraphs", True)) and not training and torch.cuda.is_available()
+    graphed = bool(options.get("cudagraphs", True)) and not training
     backend = aot_autograd(fw_compiler=_compiler(executor, policy, graphed),
                            bw_compiler=_compiler(executor, policy, False), decompositions=decompositions(),
                            keep_inference_input_mutations=True)

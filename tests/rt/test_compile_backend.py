@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import fusionrt
-from fusionrt.compile_backend import compiled_graphs, decompositions
+from fusionrt.compile_backend import compiled_graphs, cuda_graphed, decompositions
 from tests.rt.test_models_bench import load_bench
 
 EXECUTORS = ["reference", "interpret"]
@@ -147,17 +147,25 @@ def test_a_new_shape_compiles_again_and_stays_right():
             torch.testing.assert_close(compiled(x), model(x))
 
 
-def test_an_input_mutated_in_place_is_written_back():
+def test_an_input_mutated_in_place_is_written_back_and_never_cuda_graphed():
+    """A CUDA graph reads copies of its inputs: a graph that writes an input must not be one."""
     def fn(x, acc):
         acc.add_(x * 3)
         return torch.tanh(acc) * 2
 
     compiled = compile_(fn)
+    before = len(compiled_graphs())
     for _ in range(2):
         x, acc = torch.randn(16), torch.randn(16)
         acc2 = acc.clone()
         torch.testing.assert_close(compiled(x, acc), fn(x, acc2))
         torch.testing.assert_close(acc, acc2)
+    (graph,) = new_graphs(before)
+    assert cuda_graphed(graph) is None
+    pure = compile_(lambda x: torch.tanh(x) * 2)
+    pure(torch.randn(16))
+    (graph,) = new_graphs(before + 1)
+    assert cuda_graphed(graph) is not None and cuda_graphed(graph).launches == 0  # CPU tensors: never launched
 
 
 def test_unknown_options_are_named():
