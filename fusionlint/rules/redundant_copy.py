@@ -2,12 +2,15 @@
 nothing needs: neither the copy nor its source is written in place, and the copy does not escape."""
 from __future__ import annotations
 
+import functools
 import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, Site, ancestors, children, is_method_call, root_name
+from fusionlint.analysis import Scope, Site, children, is_method_call, root_name
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
@@ -277,7 +280,7 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True)
     may not, and neither may be handed out; "source" may be returned, once the copy is dead.
     ``strided``: may the op read a strided tensor as fast (a copy made contiguous: not
     ``softmax`` or ``conv2d``, which copy a strided input themselves)?"""
-    path = ancestors(scope.node, node) or []
+    path = _path(scope, node)
     below: cst.CSTNode = node
     for i, parent in enumerate(path):
         if parent is below:
@@ -336,52 +339,57 @@ def _only_read_name(scope: Scope, assign: cst.Assign, strided: bool) -> bool:
     return bool(uses) and all(_only_read(scope, use, "alias", strided) for use in uses)
 
 
-def _uses(scope: Scope, name: str) -> list[cst.Name]:
-    """Every read of ``name`` in the scope (not in nested functions): each ``Name`` that is not
-    an assignment target."""
-    found: list[cst.Name] = []
+@dataclass
+class _Index:
+    """One walk of a scope: each node's parent, the reads of each name, the assignments of each."""
 
-    def walk(node: cst.CSTNode) -> None:
+    parents: dict[int, cst.CSTNode] = field(default_factory=dict)
+    reads: dict[str, list[cst.Name]] = field(default_factory=lambda: defaultdict(list))
+    stores: Counter = field(default_factory=Counter)
+
+
+@functools.lru_cache(maxsize=4)
+def _index(scope: Scope) -> _Index:
+    index = _Index()
+
+    def walk(node: cst.CSTNode, reading: bool) -> None:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope.node:
-            return
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                if not isinstance(target.target, cst.Name):
-                    walk(target.target)
-            walk(node.value)
-            return
-        if isinstance(node, cst.Param):
-            return
-        if isinstance(node, cst.Name) and node.value == name:
-            found.append(node)
-        if isinstance(node, cst.Attribute):
-            walk(node.value)  # `x.name` is not a read of `name`
-            return
-        if isinstance(node, cst.Arg):
-            walk(node.value)  # nor is the keyword `name=`
-            return
+            return  # a closure's reads make the name `escaped`
+        if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.AsName)):
+            target = node.name if isinstance(node, cst.AsName) else node.target
+            index.stores.update(_names_in(target))
+        if isinstance(node, cst.Name) and reading:
+            index.reads[node.value].append(node)
         for child in children(node):
-            walk(child)
+            index.parents[id(child)] = node
+            # not reads: a plain assignment target, an attribute's name, a keyword, a parameter
+            walk(child, reading and not (
+                isinstance(node, cst.AssignTarget) and isinstance(child, cst.Name)
+                or isinstance(node, cst.Attribute) and child is node.attr
+                or isinstance(node, cst.Arg) and child is node.keyword
+                or isinstance(node, cst.Param)
+            ))
 
-    walk(scope.node)
-    return found
+    walk(scope.node, True)
+    return index
+
+
+def _path(scope: Scope, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes from ``node``'s parent up to the scope, nearest first."""
+    parents = _index(scope).parents
+    path = []
+    while id(node) in parents:
+        node = parents[id(node)]
+        path.append(node)
+    return path
+
+
+def _uses(scope: Scope, name: str) -> list[cst.Name]:
+    return _index(scope).reads.get(name, [])
 
 
 def _assigned_once(scope: Scope, name: str) -> bool:
-    count = 0
-
-    def walk(node: cst.CSTNode) -> None:
-        nonlocal count
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope.node:
-            return
-        if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.AsName)):
-            target = node.name if isinstance(node, cst.AsName) else node.target
-            count += sum(1 for n in _names_in(target) if n == name)
-        for child in children(node):
-            walk(child)
-
-    walk(scope.node)
-    return count == 1
+    return _index(scope).stores[name] == 1
 
 
 def _names_in(target: cst.CSTNode) -> list[str]:
