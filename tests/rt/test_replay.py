@@ -43,6 +43,12 @@ def matmul_bias(t1, t2, t3):
     return t1.unsqueeze(0).matmul(t2) + t3.unsqueeze(0)
 
 
+def conv_relu(img, w):
+    y = F.conv2d(img, w, padding=1).relu()  # returned: torch's result is its home
+    h = F.conv2d(img * 0.5, w, padding=1).relu()  # scratch, read by the next kernel
+    return y, h * 2 + y
+
+
 def several_results(x, y):
     h = F.layer_norm(x + y, (x.shape[-1],))
     return torch.relu(h), h.sum(-1), h[:, :3], x, 3
@@ -53,6 +59,7 @@ PROGRAMS = {
     "clone_pattern": (clone_pattern, lambda: (rand(16, 32), rand(16, 32))),
     "in_place_on_input": (in_place_on_input, lambda: (rand(6, 5), rand(6, 5))),
     "matmul_bias": (matmul_bias, lambda: (rand(8, 16), rand(3, 16, 12), rand(8, 12))),
+    "conv_relu": (conv_relu, lambda: (rand(2, 3, 8, 8), rand(3, 3, 3, 3))),
     "softmax_transposed": (lambda s: F.softmax(s.t() * 0.125, -1), lambda: (rand(12, 7),)),
     "several_results": (several_results, lambda: (rand(5, 9), rand(5, 9))),
 }
