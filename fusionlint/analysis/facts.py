@@ -26,13 +26,13 @@ _NON_TENSOR_TORCH = frozenset(
 _TENSOR_TORCH_NN = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
 # nn classes that are not modules, or whose call is no tensor
 _NON_MODULES = frozenset({"Parameter", "Buffer", "ParameterList", "ParameterDict", "Module"})
-_CONTAINERS = frozenset({"ModuleList", "ModuleDict"})
+_CONTAINERS = {"ModuleList": "list", "ModuleDict": "dict", "Sequential": "sequential"}
 
 
 @dataclass(frozen=True)
 class ClassFacts:
     tensor_attrs: frozenset[str]  # self.<attr> that hold tensors (parameters, buffers, torch calls)
-    module_attrs: dict[str, str]  # self.<attr> -> "nn", "container", "sequential" or a same-file class
+    module_attrs: dict[str, str]  # self.<attr> -> "nn", "list", "dict", "sequential" or a same-file class
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class ModuleFacts:
         canonical = self.canonical(dotted) or ""
         name = canonical.rpartition(".")[2]
         if canonical.startswith("torch.nn.") and name[:1].isupper() and name not in _NON_MODULES:
-            return "container" if name in _CONTAINERS else "sequential" if name == "Sequential" else "nn"
+            return _CONTAINERS.get(name, "nn")
         if dotted in self.classes and self.is_module_class(dotted):
             return dotted
         return None

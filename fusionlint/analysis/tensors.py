@@ -33,6 +33,8 @@ _TENSOR_ONLY_METHODS = frozenset(
 _NUMPY_METHODS = frozenset({"transpose", "view"})
 _DIM_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "softmax", "log_softmax", "norm", "std", "var"})
 _UNION_TYPES = ("Optional", "Union", "typing.Optional", "typing.Union")
+_CONTAINERS = ("list", "dict", "sequential")
+
 
 class Typing:
     """The tensor and module names of one scope, and the questions asked about its expressions.
@@ -115,17 +117,19 @@ class Typing:
         if view[0] == NAME:
             return view[1] in self.modules
         if view[0] == SUBSCRIPT:
-            return self.is_container(view[1])
+            return self._container(view[1]) is not None
         attr = self._self_attr(view)
-        return attr is not None and self.facts.module_attr(self.class_name, attr) not in (None, "container")
+        return attr is not None and self.facts.module_attr(self.class_name, attr) not in (None, "list", "dict")
 
-    def is_container(self, expr: object) -> bool:
-        """``self.blocks`` holding an ``nn.Sequential``/``ModuleList``/``ModuleDict`` (or a slice of it)."""
+    def _container(self, expr: object) -> str | None:
+        """The kind of ``self.blocks`` holding an ``nn.ModuleList`` ("list"), ``ModuleDict`` ("dict")
+        or ``Sequential`` ("sequential"), or of a slice of it; None for anything else."""
         view = self.view(expr)
         if view[0] == SUBSCRIPT:
-            return self.is_container(view[1])
+            return self._container(view[1])
         attr = self._self_attr(view)
-        return attr is not None and self.facts.module_attr(self.class_name, attr) in ("container", "sequential")
+        kind = self.facts.module_attr(self.class_name, attr) if attr is not None else None
+        return kind if kind in _CONTAINERS else None
 
     def _module_returns_tensor(self, func: object) -> bool:
         """A module's call: a tensor, unless it is a same-file class whose ``forward`` returns none."""
@@ -143,7 +147,7 @@ class Typing:
             if not (bound[0] == SEQ and len(bound[1]) == 2 == bound[2]):
                 return
             iterable, bound = view[2][0], self.view(bound[1][1])
-        if bound[0] == NAME and self.is_container(iterable):
+        if bound[0] == NAME and self._container(iterable) in ("list", "sequential"):  # a ModuleDict yields keys
             yield bound[1]
 
     # --- names -----------------------------------------------------------------------------------

@@ -110,11 +110,13 @@ def test_members_of_module_containers():
                 f = first(x)
                 for name in self.names:
                     g = name(x)
+                for key in self.heads:
+                    k = key(x)
                 h = self.blocks(x)
                 return a
     """)["run"]
     assert {"a", "b", "c", "d", "e", "f"} <= found
-    assert not {"g", "h", "name", "j", "i"} & found
+    assert not {"g", "h", "k", "name", "key", "j", "i"} & found
 
 
 def test_same_file_functions_and_methods_returning_tensors():
