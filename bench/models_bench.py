@@ -62,7 +62,7 @@ FIELDS = ("model", "library", "mode", "dtype", "shape", "params_m", "eager_ms", 
           "fusionrt_first_s", "compile_first_s", "eager_peak_mib", "fusionrt_peak_mib",
           "eager_reserved_mib", "fusionrt_reserved_mib", "kernels",
           "eager_kernels", "writes", "eager_writes", "fallbacks", "fallback_ops", "eager_rel_err", "rel_err",
-          "compile_rel_err", "replayed", "why_not_replayed", "route", "graphs")
+          "compile_rel_err", "replayed", "why_not_replayed", "route", "graphs", "cuda_graphed")
 ROUND_S = {"full": 0.25, "quick": 0.1}  # seconds per timing round
 ROUNDS = {"full": 5, "quick": 3}
 MAX_CALLS = 200  # per round: a sub-millisecond tiny model would otherwise loop for long
@@ -345,6 +345,10 @@ def measure_model(spec: Model, opts: argparse.Namespace, row: dict, stage: Calla
     not_replayed = [g for g in graphs() if g.stats.replays <= replays.get(id(g), 0)]
     row["replayed"] = not not_replayed
     row["why_not_replayed"] = "; ".join(g.stats.last_recording for g in not_replayed) or None
+    if opts.route == "compile":
+        from fusionrt.compile_backend import cuda_graphed
+
+        row["cuda_graphed"] = sum(bool(cuda_graphed(g) and cuda_graphed(g).launches) for g in graphs())
     out, row["fusionrt_peak_mib"], row["fusionrt_reserved_mib"] = peak_call(call, device)
     row["rel_err"] = max(first_err, rel_err(out, ref))  # the recorded call's and a timed call's
     del out
