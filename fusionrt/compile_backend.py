@@ -218,8 +218,8 @@ def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise ValueError(f"fusionrt backend: unknown option(s) {', '.join(unknown)}; known: {', '.join(_OPTIONS)}")
-    if mode not in (None, "default"):
-        raise ValueError(f"fusionrt backend: mode {mode!r} is not supported (only the default mode)")
+    if mode not in (None, "default", "reduce-overhead"):  # the latter is what cudagraphs already does
+        raise ValueError(f"fusionrt backend: mode {mode!r} is not supported (default, reduce-overhead)")
     executor, policy = options.get("executor", "auto"), options.get("policy", "stream")
     # Training graphs return the values saved for backward: copying those out of a CUDA graph's
     # memory would cost what the graph saves, so only inference graphs are graphed.
