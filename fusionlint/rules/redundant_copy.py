@@ -24,6 +24,8 @@ _METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                       "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
 
+# Views that fail on a tensor whose strides they cannot reshape: a `.contiguous()` before them is needed.
+_NEEDS_CONTIGUOUS = frozenset({"view", "view_as"})
 # Ops that read a strided input without copying it first (element-wise ops too); ``softmax``,
 # the norms and convolutions make it contiguous themselves, so a `.contiguous()` before them
 # saves nothing.
@@ -302,6 +304,8 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True)
                 continue
             if not (isinstance(after, cst.Call) and after.func is parent) or name.endswith("_"):
                 return False
+            if not strided and name in _NEEDS_CONTIGUOUS:
+                return False
             if name in _MAY_ALIAS or name == "detach" or scope.ops.op_class(name) == VIEW:
                 below = after  # an alias: its own uses decide
                 continue
@@ -311,6 +315,8 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True)
                 return False
             op = scope.op(after)
             if op is None or op[1] is None or op[0].endswith("_"):
+                return False
+            if not strided and op[0] in _NEEDS_CONTIGUOUS:
                 return False
             if op[1] == VIEW or op[0] in _MAY_ALIAS:
                 below = after

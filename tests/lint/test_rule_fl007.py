@@ -46,6 +46,12 @@ def f(x: torch.Tensor, i: int):
     c = h.clone()
     return c.T @ h + c[i]
 """,
+    "contiguous of an expanded view before arithmetic": """\
+import torch
+
+def f(ids: torch.Tensor, shape: tuple, past: int):
+    return ids.unsqueeze(0).expand(shape).contiguous() + past
+""",
     "contiguous of a permuted view before a matmul": """\
 import torch
 
@@ -59,6 +65,7 @@ EXPECTED = {
     "a copy used inline by arithmetic": [(5, 26)],
     "a copy read through a view and an index": [(5, 9)],
     "contiguous of a permuted view before a matmul": [(4, 12)],
+    "contiguous of an expanded view before arithmetic": [(4, 12)],
 }
 
 
@@ -123,6 +130,14 @@ def f(x: torch.Tensor):
     for _ in range(3):
         c = c * 0.5
     return c
+""",
+    "contiguous() before a view, inline or through a view chain": """\
+import torch
+
+def f(q: torch.Tensor, k: torch.Tensor, shape: tuple):
+    query = q.transpose(1, 2).contiguous().view(shape)
+    key = k.permute(0, 2, 1).contiguous().unsqueeze(0).view(shape)
+    return torch.matmul(query * 0.5, key.transpose(1, 2))
 """,
     "a copy of a module attribute": """\
 import torch
