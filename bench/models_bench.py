@@ -215,6 +215,16 @@ def randomize_batch_norm(model: nn.Module) -> None:
             m.bias.data.normal_(0, 0.1)
 
 
+def without_dropout(model: nn.Module) -> None:
+    """Training without randomness, so each path's output can be compared with the reference."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd):
+            m.p = 0.0
+        for name in ("attention_dropout", "attn_dropout_p", "dropout_p"):  # passed to SDPA as floats
+            if isinstance(getattr(m, name, None), float):
+                setattr(m, name, 0.0)
+
+
 def main_output(out: Any) -> torch.Tensor:
     """The tensor the errors are measured on: logits, else the last hidden state, else the output."""
     for name in ("logits", "last_hidden_state"):
@@ -306,19 +316,37 @@ def measure_model(spec: Model, opts: argparse.Namespace, row: dict, stage: Calla
     torch.manual_seed(0)
     with torch.device(device):
         model, x = spec.build(opts.tiny)
-    model.eval()
     randomize_batch_norm(model)
+    train = opts.mode == "train"
+    model.train(train)
+    if train:
+        without_dropout(model)
     row["shape"] = "x".join(map(str, x.shape))
     row["params_m"] = round(sum(p.numel() for p in model.parameters()) / 1e6, 2)
     if x.is_floating_point():
         x = x.to(dtype)
-    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False), torch.no_grad():
         ref = main_output(model(x.float() if x.is_floating_point() else x, **spec.kwargs)).float().cpu()
     model.to(dtype)
-    stage(f"{row['params_m']}M parameters, input {row['shape']}, {row['dtype']}")
+    stage(f"{row['params_m']}M parameters, input {row['shape']}, {row['dtype']}, {opts.mode}")
+    # A training step: forward, a loss, backward and an SGD step (learning rate 0: the update's
+    # kernels run, the weights stay, so every step computes the same and errors stay comparable).
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0, foreach=True) if train else None
 
-    def eager() -> torch.Tensor:
-        return main_output(model(x, **spec.kwargs))
+    def as_call(forward: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+        if not train:
+            return forward
+
+        def step() -> torch.Tensor:
+            out = forward()
+            out.float().square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            return out.detach()
+
+        return step
+
+    eager = as_call(lambda: main_output(model(x, **spec.kwargs)))
 
     eager()
     row["eager_ms"] = per_call_ms(eager, device, pace)
@@ -329,6 +357,7 @@ def measure_model(spec: Model, opts: argparse.Namespace, row: dict, stage: Calla
 
     warm_paths(device, executor, with_compile=not opts.no_compile)
     call, graphs = fusionrt_call(spec, model, x, executor, opts.route)
+    call = as_call(call)
     out, row["fusionrt_first_s"] = timed_s(call, device)
     first_err = rel_err(out, ref)
     del out
@@ -357,10 +386,11 @@ def measure_model(spec: Model, opts: argparse.Namespace, row: dict, stage: Calla
     if opts.no_compile:
         return
     compiled = torch.compile(model)
-    out, row["compile_first_s"] = timed_s(lambda: main_output(compiled(x, **spec.kwargs)), device)
+    compiled_call = as_call(lambda: main_output(compiled(x, **spec.kwargs)))
+    out, row["compile_first_s"] = timed_s(compiled_call, device)
     row["compile_rel_err"] = rel_err(out, ref)
     del out
-    row["compile_ms"] = per_call_ms(lambda: main_output(compiled(x, **spec.kwargs)), device, pace)
+    row["compile_ms"] = per_call_ms(compiled_call, device, pace)
     stage(f"compile {row['compile_ms']:.2f} ms, first call {row['compile_first_s']:.1f} s")
 
 
@@ -368,7 +398,7 @@ def worker(opts: argparse.Namespace) -> int:
     """Measure one model and keep its row in ``--row-file`` after every stage, so a row killed by
     its time limit still has what was measured."""
     spec = ZOO[opts.worker]
-    row = {**new_row(spec), "route": opts.route}
+    row = {**new_row(spec), "route": opts.route, "mode": opts.mode}
     path = Path(opts.row_file)
     start = time.monotonic()
 
@@ -377,7 +407,7 @@ def worker(opts: argparse.Namespace) -> int:
         print(f"{time.monotonic() - start:6.1f} s  {spec.name}: {done}", flush=True)
 
     try:
-        with torch.no_grad():
+        with torch.set_grad_enabled(opts.mode == "train"):
             measure_model(spec, opts, row, stage)
     except Exception as e:  # recorded in the row; the traceback goes to stderr
         row["error"] = f"{type(e).__name__}: {e}"[:400]
@@ -403,7 +433,7 @@ def run_model(spec: Model, opts: argparse.Namespace, timeout: float) -> dict:
         command += [flag for flag, on in (("--tiny", opts.tiny), ("--quick", opts.quick),
                                           ("--no-compile", opts.no_compile)) if on]
         command += ["--executor", opts.executor] if opts.executor else []
-        command += ["--route", opts.route]
+        command += ["--route", opts.route, "--mode", opts.mode]
         with log.open("w") as stderr:
             proc = subprocess.Popen(command, env=env, stderr=stderr, start_new_session=True)
             try:
@@ -451,7 +481,7 @@ def _ratio(a: Any, b: Any) -> str:
 def markdown(result: dict) -> str:
     lines = [f"# Model zoo: fusionrt, eager and torch.compile on {result['device']}", "",
              f"{result['date']}, torch {result['torch']}, triton {result['triton']}, executor "
-             f"{result['executor']}, route {result.get('route', 'jit')}"
+             f"{result['executor']}, route {result.get('route', 'jit')}, {result.get('mode', 'inference')}"
              f"{', tiny configs' if result['tiny'] else ''}. Time per call: wall time "
              "around N calls, median of rounds (lower is better); ratios are fusionrt over the other. "
              "rel err: against the model run eagerly in float32 (eager's own: its dtype's rounding).", "",
@@ -507,6 +537,8 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="tiny configs and inputs (the CPU smoke test)")
     parser.add_argument("--quick", action="store_true", help="fewer and shorter timing rounds")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--mode", choices=["inference", "train"], default="inference",
+                        help="inference under no_grad, or training steps (forward, loss, backward, SGD step)")
     parser.add_argument("--route", choices=["compile", "jit"], default="compile",
                         help="how fusionrt runs the model: torch.compile(backend='fusionrt') (default) or fusionrt.jit")
     parser.add_argument("--budget-s", type=float, default=540, help="time for the whole run (default 540)")
@@ -515,6 +547,8 @@ def main() -> int:
     parser.add_argument("--worker", choices=list(ZOO), help=argparse.SUPPRESS)
     parser.add_argument("--row-file", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.mode == "train" and opts.route == "jit":
+        parser.error("--mode train needs --route compile (fusionrt.jit records only what runs without grad)")
     if opts.worker:
         return worker(opts)
 
@@ -527,7 +561,7 @@ def main() -> int:
               "device": torch.cuda.get_device_name() if opts.device == "cuda" else "cpu",
               "torch": torch.__version__, "triton": triton_version, "tiny": opts.tiny,
               "executor": opts.executor or ("triton" if opts.device == "cuda" else "reference"),
-              "route": opts.route,
+              "route": opts.route, "mode": opts.mode,
               "rows": run(opts)}
     out = save(result, opts.out)
     print(markdown(result))
