@@ -162,6 +162,14 @@ def mix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         ),
     )
     valid = (
+        # a one-element result made a scalar merges nothing (and once crashed the rule)
+        """\
+import torch
+
+
+def flag(mask: torch.Tensor) -> bool:
+    return bool((mask * 2).reshape(()))
+""",
         # views of inputs are metadata (Burn's unsqueeze-matmul example: 2 -> 2 writes)
         """\
 import torch
@@ -339,6 +347,8 @@ def _merges(name: str, args: Sequence[cst.Arg]) -> bool:
         if any(isinstance(el, cst.StarredElement) for el in shape[0].elements):
             return False
         shape = [el.value for el in shape[0].elements]
+    if not shape:
+        return False  # `reshape(())`: a one-element tensor made a scalar merges nothing
     if len(shape) == 1:
         return _int(shape[0]) is not None  # `view(-1)`: one dim; `view(dtype)`, `view(shape)`: unknown
     if _int(shape[-1]) == 1:
