@@ -208,11 +208,11 @@ def _check(
         return [], []
     lines = _LINE.findall(text)
     enabled = [rule for rule in rules if rule.code in codes]
-    wanted = lambda block, index: any(rule.may_match(block, index, tables) for rule in enabled)  # noqa: E731
-    masked = _mask(lines, tree, wanted)
+    matching = lambda block, index: {r.code for r in enabled if r.may_match(block, index, tables)}  # noqa: E731
+    masked = _mask(lines, tree, matching)
     if masked is None:
         return [], []
-    masked, unit_starts = masked
+    masked, unit_starts, unit_codes = masked
 
     import libcst as cst
 
@@ -221,27 +221,41 @@ def _check(
     except Exception as exc:  # the masked text may trip libcst where the whole file does not
         if _recursed(exc):
             raise  # lint_source retries with a deeper stack
-        unit_starts = None
+        unit_starts = unit_codes = None
         try:
             module = cst.parse_module(text)
         except Exception as exc:
             if _recursed(exc):
                 raise
             return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
-    return _run_rules(module, unit_starts, lines, path, rules, codes, tables, facts)
+    return _run_rules(module, unit_starts, unit_codes, lines, path, rules, codes, tables, facts)
 
 
 def _run_rules(
-    module, unit_starts, lines: list[str], path: str, rules: list[Rule], codes: frozenset[str], tables: OpTables, facts
+    module, unit_starts, unit_codes, lines: list[str], path: str, rules: list[Rule], codes: frozenset[str],
+    tables: OpTables, facts
 ) -> tuple:
     from fusionlint.analysis import collect_scopes
 
     scopes = collect_scopes(module, facts, tables)
+    # A rule runs only on the top-level units where its text test passed: where it says False
+    # the rule cannot report (Rule.may_match), and the analyses of the other rules' units are
+    # not its business. A rule that yields to others is always run with them, so those see
+    # every unit where it might report. Without the units' texts, every rule runs everywhere.
+    codes_at: dict[int, set[str]] = {}
+    if unit_starts is not None and unit_codes is not None and len(unit_starts) == len(module.body):
+        codes_at = {id(unit): unit_codes.get(start, set()) for unit, start in zip(module.body, unit_starts)}
     found = []
     problems = []
     for rule in rules:
+        deciding = {rule.code} | {other.code for other in rules if rule.code in other.yields_to}
+
+        def runs_on(scope, deciding=deciding) -> bool:
+            wanted = codes_at.get(id(scope.unit)) if codes_at and scope.unit is not None else None
+            return wanted is None or not deciding.isdisjoint(wanted)
+
         try:
-            found.extend((rule, scope, v) for scope in scopes for v in rule.check(scope))
+            found.extend((rule, scope, v) for scope in scopes if runs_on(scope) for v in rule.check(scope))
         except Exception as exc:  # the other rules still run; the run fails all the same
             if _recursed(exc):
                 raise  # lint_source retries with a deeper stack
@@ -375,12 +389,13 @@ def _describe(exc: BaseException) -> str:
 
 
 def _mask(
-    lines: list[str], tree: ast.Module, wanted: Callable[["_Texts", int], bool]
-) -> tuple[str, list[int] | None] | None:
+    lines: list[str], tree: ast.Module, matching: Callable[["_Texts", int], set[str]]
+) -> tuple[str, list[int] | None, dict[int, set[str]] | None] | None:
     """The text with every line blanked that cannot hold a finding; None if nothing is left.
 
     Also returns the first line of each kept top-level statement (None when the whole text is
-    kept), which places the statement without rendering the module before it.
+    kept), which places the statement without rendering the module before it, and the codes of
+    the rules whose text test passed in each, by that first line.
 
     The rules' text tests (``Rule.may_match``) run on every statement. A function holding a
     candidate statement is kept whole (with its decorators), classes around it keep their
@@ -394,31 +409,40 @@ def _mask(
         for i in range(first, last + 1):
             keep[i] = True
 
-    def visit_class_body(body: list[ast.stmt]) -> bool:
-        kept = False
+    def visit_class_body(body: list[ast.stmt]) -> set[str]:
+        """The codes matched in the functions of ``body``, marking what holds them."""
+        found: set[str] = set()
         for node in body:
             if isinstance(node, ast.ClassDef):
                 body_first = _start_line(node.body[0])
                 if body_first <= node.lineno:  # `class A: ...` on one line
-                    if _candidate_in(node.body, lines, wanted):
+                    inner = _candidates_in(node.body, lines, matching)
+                    if inner:
                         mark(_start_line(node), node.end_lineno or node.lineno)
-                        kept = True
-                elif visit_class_body(node.body):
-                    mark(node.lineno, body_first - 1)
-                    kept = True
+                else:
+                    inner = visit_class_body(node.body)
+                    if inner:
+                        mark(node.lineno, body_first - 1)
+                found |= inner
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if _candidate_in(node.body, lines, wanted):
+                inner = _candidates_in(node.body, lines, matching)
+                if inner:
                     mark(_start_line(node), node.end_lineno or node.lineno)
-                    kept = True
-        return kept
+                found |= inner
+        return found
 
-    if _candidate_in(tree.body, lines, wanted, skip_definitions=True):
-        return "".join(lines), None
-    if not visit_class_body(tree.body):
+    if _candidates_in(tree.body, lines, matching, skip_definitions=True, first_only=True):
+        return "".join(lines), None, None
+    codes: dict[int, set[str]] = {}
+    for node in tree.body:
+        found = visit_class_body([node])
+        if found:
+            codes[_start_line(node) if keep[_start_line(node)] else node.lineno] = found
+    if not codes:
         return None
     starts = [_start_line(node) if keep[_start_line(node)] else node.lineno for node in tree.body if keep[node.lineno]]
     text = "".join(line if keep[i] else line[len(line.rstrip("\r\n")) :] for i, line in enumerate(lines, start=1))
-    return text, starts
+    return text, starts, codes
 
 
 class _Texts:
@@ -449,17 +473,24 @@ def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
     return [b for b in blocks if b]
 
 
-def _candidate_in(body: list[ast.stmt], lines: list[str], wanted, skip_definitions: bool = False) -> bool:
-    """Does a statement of ``body`` (or of the blocks nested in it) pass a rule's text test?"""
+def _candidates_in(body: list[ast.stmt], lines: list[str], matching, skip_definitions: bool = False,
+                   first_only: bool = False) -> set[str]:
+    """The codes of the rules whose text test passes on a statement of ``body`` (or of the
+    blocks nested in it); with ``first_only``, those of the first statement that passes one."""
     texts = _Texts(body, lines)
+    found: set[str] = set()
     for index, node in enumerate(body):
         if skip_definitions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        if not _is_docstring(node) and wanted(texts, index):
-            return True
-        if any(_candidate_in(block, lines, wanted) for block in _blocks(node)):
-            return True
-    return False
+        if not _is_docstring(node):
+            found |= matching(texts, index)
+        for block in _blocks(node):
+            if first_only and found:
+                return found
+            found |= _candidates_in(block, lines, matching, first_only=first_only)
+        if first_only and found:
+            return found
+    return found
 
 
 def _start_line(node: ast.stmt) -> int:

@@ -121,10 +121,36 @@ def test_masking_blanks_lines_but_keeps_line_count():
     source = "import torch\r\nX = 1\r\nclass A:\r\n    y = 2\r\n    def f(self):\r\n        hit()\r\n"
     lines = engine._LINE.findall(source)
     tree = ast.parse(source)
-    masked = engine._mask(lines, tree, lambda block, index: "hit" in block[index])
-    assert masked == ("\r\n\r\nclass A:\r\n\r\n    def f(self):\r\n        hit()\r\n", [3])
-    assert engine._mask(lines, tree, lambda block, index: "X" in block[index]) == (source, None)  # module level
-    assert engine._mask(lines, tree, lambda block, index: False) is None
+    masked = engine._mask(lines, tree, lambda block, index: {"FL1"} if "hit" in block[index] else set())
+    assert masked == ("\r\n\r\nclass A:\r\n\r\n    def f(self):\r\n        hit()\r\n", [3], {3: {"FL1"}})
+    module_level = engine._mask(lines, tree, lambda block, index: {"FL1"} if "X" in block[index] else set())
+    assert module_level == (source, None, None)
+    assert engine._mask(lines, tree, lambda block, index: set()) is None
+
+
+def test_a_rule_runs_only_on_the_units_its_text_test_keeps(monkeypatch):
+    """FL002's text test passes in ``a`` alone and FL004's in ``b`` alone: each rule's check runs
+    on its own function (and the module scope), and both findings are still reported."""
+    from fusionlint.model import LintOptions
+    from fusionlint.rules import get_rule
+
+    source = (
+        "import torch\n\n\ndef a(x, w):\n    h = x.clone().sum(-1) + w\n    return h + x.mean()\n\n\n"
+        "def b(x, y):\n    total = 0.0\n    for i in range(4):\n        h = torch.tanh(x * i + y)\n"
+        "        total += h.sum().item()\n    return total\n"
+    )
+    seen: dict[str, set] = {}
+    for code in ("FL002", "FL004"):
+        rule = get_rule(code)
+
+        def spy(self, scope, check=rule.check, code=code):
+            seen.setdefault(code, set()).add(scope.unit.name.value if scope.unit is not None else None)
+            return check(self, scope)
+
+        monkeypatch.setattr(rule, "check", spy)
+    result = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL002", "FL004"})))
+    assert sorted(f.code for f in result.findings) == ["FL002", "FL004"]
+    assert seen == {"FL002": {"a", None}, "FL004": {"b", None}}  # None: the module's own scope
 
 
 def test_fix_keeps_untouched_lines_byte_for_byte():
