@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("nbclient")
 
 import demo  # noqa: E402
+from fusionlint.rules import get_rule  # noqa: E402
 
 COMMITTED = demo.load_numbers()
 
@@ -16,4 +17,9 @@ def test_notebook_numbers_are_the_committed_ones(notebook):
     numbers = demo.notebook_numbers(notebook)
     assert numbers == COMMITTED[notebook.name], "re-measure with python examples/demo.py --update"
     assert numbers["results_equal"] is True
-    assert numbers["after"]["writes"] < numbers["before"]["writes"]
+    before, after = numbers["before"], numbers["after"]
+    rules = COMMITTED[notebook.with_suffix(".py").name]["rules"]  # its script's twin says what it shows
+    if any("fusionrt" in get_rule(code).pays_in for code in rules):
+        assert after["writes"] < before["writes"]
+    else:  # a rule that pays in eager only (its contract test measures that): fusionrt no worse
+        assert all(after[k] <= before[k] for k in ("kernels", "writes", "bytes_written"))
