@@ -154,14 +154,17 @@ class CudaGraphed:
         self._layouts[key] = "warm" if self.jitted.stats.replays > replays else (None if state else 1)
         return result
 
-    @staticmethod
-    def _layout(args: list[Any]) -> Optional[tuple]:
-        """What a captured graph depends on, or None where no graph may serve the call."""
+    def _layout(self, args: list[Any]) -> Optional[tuple]:
+        """What a captured graph depends on, or None where no graph may serve the call (a CPU
+        tensor; an input to copy whose elements share memory, as an expanded one does, which
+        no buffer of its layout can receive)."""
         parts: list[Any] = [global_state()]
         device = None
-        for a in args:
+        for i, a in enumerate(args):
             if isinstance(a, torch.Tensor):
                 if a.device.type != "cuda" or (device is not None and a.device != device):
+                    return None
+                if i not in self.static and torch._debug_has_internal_overlap(a) != 0:
                     return None
                 device = a.device
                 parts.append((a.shape, a.stride(), a.storage_offset(), a.dtype))
