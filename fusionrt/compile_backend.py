@@ -17,6 +17,7 @@ Options (``torch.compile(..., options={...})``): ``executor`` and ``policy``, as
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from typing import Any, Callable, Optional, Sequence
 
@@ -176,11 +177,17 @@ class CudaGraphed:
 
 
 class _Captured:
-    """One CUDA graph of a jitted replay and the buffers it reads and writes."""
+    """One CUDA graph of a jitted replay and the buffers it reads and writes.
 
-    def __init__(self, graph: Any, inputs: list[Any], outputs: Any, copied: list[int]) -> None:
-        self.graph, self.inputs, self.outputs, self.copied = graph, inputs, outputs, copied
+    The buffers are shared by every launch, so launches are serialized: one at a time from
+    Python (a lock), and in order on the GPU (only from the stream the graph was captured for;
+    a call on another stream runs the jitted replay)."""
+
+    def __init__(self, graph: Any, inputs: list[Any], outputs: Any, copied: list[int],
+                 stream: tuple[torch.device, int]) -> None:
+        self.graph, self.inputs, self.outputs, self.copied, self.stream = graph, inputs, outputs, copied, stream
         self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)}
+        self.lock = threading.Lock()
 
     @classmethod
     def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int]) -> Optional[_Captured]:
@@ -190,25 +197,32 @@ class _Captured:
             inputs[i] = torch.empty_strided(args[i].shape, args[i].stride(), dtype=args[i].dtype,
                                             device=args[i].device)
         graph = torch.cuda.CUDAGraph()
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        stream = (device, torch.cuda.current_stream(device).cuda_stream)
         replays = jitted.stats.replays
         torch.cuda.synchronize()
         try:
-            with torch.cuda.graph(graph):
+            # thread_local: other threads' CUDA work during the capture neither fails nor joins it
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 outputs = jitted(*inputs)
         except Exception:  # a host sync or a CPU step inside: no graph for this layout
             return None
         if jitted.stats.replays != replays + 1:  # it recorded instead: not a pure replay
             return None
-        return cls(graph, inputs, outputs, copied)
+        return cls(graph, inputs, outputs, copied, stream)
 
     def serves(self, args: list[Any]) -> bool:
+        device, handle = self.stream
+        if torch.cuda.current_stream(device).cuda_stream != handle:
+            return False
         return all(args[i].data_ptr() == ptr for i, ptr in self.pointers.items() if i not in self.copied)
 
     def launch(self, args: list[Any]) -> Any:
-        for i in self.copied:
-            self.inputs[i].copy_(args[i])
-        self.graph.replay()
-        return type(self.outputs)(o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs)
+        with self.lock:
+            for i in self.copied:
+                self.inputs[i].copy_(args[i])
+            self.graph.replay()
+            return type(self.outputs)(o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs)
 
 
 def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, mode: Optional[str] = None,
