@@ -88,16 +88,15 @@ def _compiler(executor: str, policy: str,
         jitted = jit(gm, executor=executor, policy=policy)
         _GRAPHS[:] = [ref for ref in _GRAPHS[-_MAX_GRAPHS + 1:] if ref() is not None]
         _GRAPHS.append(weakref.ref(jitted))
+        static, mutates = _input_facts() if graphed else (frozenset(), True)
         run: Callable[[list[Any]], Any]
-        static, mutates = _input_facts()
-        if graphed and not mutates:  # a mutated input would be written in the graph's copy of it
+        if not mutates:  # a mutated input would be written in the graph's copy of it
             run = _GRAPHED[jitted] = CudaGraphed(jitted, static)
         else:
             def run(args: list[Any]) -> Any:
                 return jitted(*args)
 
         run._boxed_call = True  # type: ignore[attr-defined]  # AOTAutograd passes the inputs as one list
-        run.jitted = jitted  # type: ignore[attr-defined]
         return run
 
     return compile_graph

@@ -10,21 +10,10 @@ import torch
 from torch import nn
 
 from fusionrt.compile_backend import compiled_graphs, cuda_graphed
-from tests.rt.test_compile_backend import Block, conv_net, randomized
+from tests.rt.test_compile_backend import Block, conv_net, fresh_dynamo, new_graphs, randomized  # noqa: F401
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def graphs_since(before: int):
-    return compiled_graphs()[before:]
 
 
 @pytest.mark.parametrize("make", [Block, lambda: randomized(conv_net())])
@@ -41,7 +30,7 @@ def test_graphed_inference_equals_eager_on_fresh_inputs(make):
             refs.append(model(x))
     for out, ref in zip(outs, refs):  # earlier results survive later launches
         torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3)
-    (graph,) = graphs_since(before)
+    (graph,) = new_graphs(before)
     graphed = cuda_graphed(graph)
     assert graphed is not None and graphed.launches == 4  # record, warm-up replay, then 4 graph launches
 
@@ -72,7 +61,7 @@ def test_a_graph_that_writes_an_input_is_not_graphed():
         acc2 = acc.clone()
         torch.testing.assert_close(compiled(x, acc), fn(x, acc2))
         torch.testing.assert_close(acc, acc2)
-    assert all(cuda_graphed(g) is None for g in graphs_since(before))
+    assert all(cuda_graphed(g) is None for g in new_graphs(before))
 
 
 def test_training_is_not_graphed_and_matches_eager():
@@ -87,7 +76,7 @@ def test_training_is_not_graphed_and_matches_eager():
         twin(x).square().mean().backward()
     for p, q in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
-    assert all(cuda_graphed(g) is None for g in graphs_since(before))
+    assert all(cuda_graphed(g) is None for g in new_graphs(before))
 
 
 def test_bf16_whole_block_in_a_loop():
