@@ -62,6 +62,15 @@ class ModuleFacts:
             return None
         return f"{base}.{rest}" if rest else base
 
+    def spelling(self, canonical: str) -> str | None:
+        """How this file writes ``canonical`` (``torch.nn.functional.linear`` -> ``F.linear``)
+        through its imports, the most specific one first; None when it cannot (for fixes)."""
+        best: tuple[str, str] | None = None
+        for local, path in self.aliases.items():
+            if (canonical == path or canonical.startswith(path + ".")) and (best is None or len(path) > len(best[1])):
+                best = (local, path)
+        return None if best is None else best[0] + canonical[len(best[1]):]
+
     # --- classes ---------------------------------------------------------------------------------
 
     def tensor_attrs(self, class_name: str) -> frozenset[str]:

@@ -1,0 +1,315 @@
+"""FL011: a matmul followed by a bias add (``x @ w.t() + b``), two eager kernels where
+``F.linear``/``torch.addmm`` run one with the bias in the GEMM epilogue."""
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope, StatementRef, ancestors, count_name, names_of
+from fusionlint.model import EAGER, FixSafety
+from fusionlint.ops import OpTables
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, assign, replace_nodes
+
+_MATMUL_TEXT = re.compile(r"[\w)\]]\s*@(?!=)|\b(?:matmul|mm)\s*\(")
+
+
+class MatmulBias(Rule):
+    code = "FL011"
+    name = "matmul-bias"
+    message = "a matmul and then a bias add: one fused op (`F.linear`, `torch.addmm`) does both"
+    rationale = """
+        `x @ w.t() + b` runs two kernels in eager PyTorch: the GEMM writes its whole result,
+        and the addition reads it back to write it again. `F.linear(x, w, b)` (and
+        `torch.addmm(b, a, c)` for two matrices) adds the bias in the GEMM's epilogue: one
+        kernel and one write. fusionrt's eager count for a 64 x 32 by 32 x 48 product goes
+        from 2 kernels and 24 KiB written to 1 and 12 KiB; fusionrt itself fuses the addition
+        into its matmul for 2-D operands either way (for a 3-D `x` it writes the product too,
+        2 -> 1 writes).
+
+        Flagged: `+` of a tensor and a product whose weight is transposed by `.t()` or `.T`
+        (`x @ w.t()`, `torch.matmul(x, w.T)`, `x.mm(w.t())`) -> `F.linear`; `+` of a tensor
+        and `torch.mm(a, c)`/`a.mm(c)` (2-D by definition) -> `torch.addmm`. Also across
+        statements (`h = x @ w.t()` then `h = h + b` or `h += b`), when the product is read
+        by that addition only and nothing between reassigns its operands. Not flagged: `a @ c`
+        without a transposed weight (its operands may be 1-D or batched, which `addmm` does
+        not take), a product that is read again, an addend not known to be a tensor
+        (`F.linear` takes no number as bias).
+    """
+    use_instead = "`F.linear(x, w, b)` for `x @ w.t() + b`; `torch.addmm(b, a, c)` for `b + torch.mm(a, c)`."
+    fix_safety = FixSafety.UNSAFE
+    pays_in = (EAGER,)
+    fix_notes = """
+        The fix writes the fused op in place of the sum (and drops the product's own statement
+        when it was split over two). It is **unsafe**: the fused op rounds differently (the
+        bias is added to the accumulator), and it is stricter than `+`: the bias must have the
+        operands' dtype (`+` promotes), and `torch.addmm` and `F.linear` on a 2-D input want a
+        bias that broadcasts to the product's shape from the right. `fusionlint check --fix
+        --verify` runs both versions on random inputs and applies the fix only if they agree.
+    """
+    examples = (
+        Example(
+            bad="""\
+import torch
+
+
+def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x @ w.t() + b)
+""",
+            at=((5, 23),),
+            fixed="""\
+import torch
+
+
+def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.relu(torch.nn.functional.linear(x, w, b))
+""",
+            call="project(randn(4, 64, 32), randn(48, 32), randn(48))",
+        ),
+        Example(  # split over two statements; `torch.mm` is 2-D
+            bad="""\
+import torch
+
+
+def update(a: torch.Tensor, c: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    h = torch.mm(a, c)
+    h = h + bias
+    return h.tanh()
+""",
+            at=((5, 9),),
+            fixed="""\
+import torch
+
+
+def update(a: torch.Tensor, c: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    h = torch.addmm(bias, a, c)
+    return h.tanh()
+""",
+            call="update(randn(64, 32), randn(32, 48), randn(64, 48))",
+        ),
+        Example(
+            bad="""\
+import torch
+import torch.nn.functional as F
+
+
+def head(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    logits = torch.matmul(x, w.T)
+    logits += b
+    return F.log_softmax(logits, -1)
+""",
+            at=((6, 14),),
+            fixed="""\
+import torch
+import torch.nn.functional as F
+
+
+def head(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    logits = F.linear(x, w, b)
+    return F.log_softmax(logits, -1)
+""",
+            call="head(randn(64, 32), randn(10, 32), randn(10))",
+        ),
+    )
+    valid = (
+        # the product is read again; a number added; a product without a transposed weight
+        """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+    h = x @ w.t()
+    y = h + b
+    return y, h
+
+
+def g(x: torch.Tensor, w: torch.Tensor, v: torch.Tensor):
+    return x @ w.t() + 1.0, x @ v + v
+""",
+        # batched weights (`mT`), 1-D/3-D operands addmm does not take; the operand changes between
+        """\
+import torch
+
+
+def f(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
+    scores = q @ k.mT + mask
+    h = torch.matmul(a, b)
+    return scores, h + mask
+
+
+def g(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+    h = x @ w.t()
+    x = x * 2
+    return h + b + x
+""",
+    )
+
+    @classmethod
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        return _MATMUL_TEXT.search(block[index]) is not None and any("+" in block[i] for i in range(index, len(block)))
+
+    def check(self, scope: Scope) -> Iterator[Violation]:
+        if scope.dynamic:
+            return
+        for key in ("@", "matmul", "mm"):
+            for site in scope.sites.get(key, ()):
+                operands = None if site.conditional else _operands(scope, site.node)
+                if operands is None:
+                    continue
+                found = _bias_sum(scope, site.statement, site.node) or _bias_later(scope, site.statement, site.node)
+                if found is None:
+                    continue
+                node, bias, edits = found
+                fused = _fused_call(scope, operands, bias)
+                fix = None if fused is None else edits(fused)
+                yield Violation(node, fix=fix, spans=tuple(edit.statement for edit in fix or ()))
+
+
+def _operands(scope: Scope, product: cst.CSTNode) -> tuple[str, cst.BaseExpression, cst.BaseExpression] | None:
+    """("linear", x, w) for ``x @ w.t()``-like products; ("addmm", a, c) for ``torch.mm(a, c)``."""
+    if isinstance(product, cst.BinaryOperation):
+        if scope.op(product) is None:
+            return None
+        left, right, is_mm = product.left, product.right, False
+    else:
+        op = scope.op(product)
+        if op is None or op[0] not in ("matmul", "mm") or not isinstance(product, cst.Call):
+            return None
+        args = product.args
+        if any(a.keyword is not None or a.star for a in args):
+            return None
+        if isinstance(product.func, cst.Attribute) and scope.is_tensor(product.func.value) and len(args) == 1:
+            left, right = product.func.value, args[0].value
+        elif len(args) == 2 and op[2] is args[0].value:
+            left, right = args[0].value, args[1].value
+        else:
+            return None
+        is_mm = op[0] == "mm"
+    weight = _transposed_weight(right)
+    if weight is not None and scope.is_tensor(weight):
+        return "linear", left, weight
+    return ("addmm", left, right) if is_mm else None
+
+
+def _transposed_weight(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``w`` of ``w.t()`` or ``w.T`` (a matrix transposed: what ``F.linear`` transposes itself)."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "T" and not expr.lpar:
+        return expr.value
+    if isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "t":
+        return expr.func.value
+    return None
+
+
+def _added(scope: Scope, statement: cst.CSTNode, value: cst.CSTNode) -> tuple[cst.BinaryOperation, cst.BaseExpression] | None:
+    """The ``value + bias`` (or ``bias + value``) holding ``value`` directly, bias a tensor."""
+    path = ancestors(statement, value)
+    if not path or not isinstance(path[0], cst.BinaryOperation) or not isinstance(path[0].operator, cst.Add):
+        return None
+    total = path[0]
+    bias = total.right if total.left is value else total.left
+    return (total, bias) if scope.is_tensor(bias) else None
+
+
+def _bias_sum(scope: Scope, ref: StatementRef, product: cst.CSTNode):
+    """``x @ w.t() + b`` in one statement: (the sum, the bias, how to fix it)."""
+    found = _added(scope, ref.node, product)
+    if found is None:
+        return None
+    total, bias = found
+    statement = ref.node
+
+    def edits(fused: cst.BaseExpression) -> tuple[StatementEdit, ...] | None:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return None
+        return (StatementEdit(statement, (replace_nodes(statement, {total: fused.with_changes(lpar=total.lpar, rpar=total.rpar)}),)),)
+
+    return total, bias, edits
+
+
+def _bias_later(scope: Scope, ref: StatementRef, product: cst.CSTNode):
+    """``h = x @ w.t()`` and, in a later statement of the block, ``h + b`` or ``h += b``, the
+    product read there only: (the product, the bias, how to fix it)."""
+    small = ref.simple
+    if not (isinstance(small, cst.Assign) and small.value is product and len(small.targets) == 1):
+        return None
+    target = small.targets[0].target
+    if not isinstance(target, cst.Name) or target.value in scope.escaped:
+        return None
+    name = target.value
+    operands = names_of(product)[0]
+    if any(root in scope.inplace for root in operands):
+        return None
+    for later in ref.later():
+        if not isinstance(later.node, cst.SimpleStatementLine):
+            return None
+        reads, defs = names_of(later.node)
+        if name in reads:
+            return _consumer(scope, ref, later, name, product)
+        if name in defs or operands & defs:
+            return None
+    return None
+
+
+def _consumer(scope: Scope, ref: StatementRef, use: StatementRef, name: str, product: cst.CSTNode):
+    small = use.simple
+    if small is None:
+        return None
+    redefined = name in names_of(use.node)[1]
+    if not redefined and scope.read_after(use, name):
+        return None
+    if isinstance(small, cst.AugAssign):
+        if not (isinstance(small.operator, cst.AddAssign) and isinstance(small.target, cst.Name)
+                and small.target.value == name and scope.is_tensor(small.value) and count_name(small.value, name) == 0):
+            return None
+        bias = small.value
+
+        def edits(fused: cst.BaseExpression) -> tuple[StatementEdit, ...]:
+            return StatementEdit(ref.node, ()), StatementEdit(use.node, (assign(name, fused),))
+
+        return product, bias, edits
+    read = _read_of(small.value if isinstance(small, cst.Assign) else small, name)
+    found = _added(scope, use.node, read) if read is not None else None
+    if found is None:
+        return None
+    total, bias = found
+
+    def edits(fused: cst.BaseExpression) -> tuple[StatementEdit, ...]:
+        replaced = replace_nodes(use.node, {total: fused.with_changes(lpar=total.lpar, rpar=total.rpar)})
+        return StatementEdit(ref.node, ()), StatementEdit(use.node, (replaced,))
+
+    return product, bias, edits
+
+
+def _read_of(statement: cst.CSTNode, name: str) -> cst.Name | None:
+    found: list[cst.Name] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name:
+                found.append(node)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+    statement.visit(_Find())
+    return found[0] if len(found) == 1 else None
+
+
+def _fused_call(scope: Scope, operands: tuple[str, cst.BaseExpression, cst.BaseExpression], bias: cst.BaseExpression) -> cst.Call | None:
+    kind, first, second = operands
+    if kind == "linear":
+        func, args = scope.facts.spelling("torch.nn.functional.linear"), (first, second, bias)
+    else:
+        func, args = scope.facts.spelling("torch.addmm"), (bias, first, second)
+    if func is None:
+        return None
+    return cst.Call(
+        func=cst.parse_expression(func),
+        args=[cst.Arg(arg.with_changes(lpar=[], rpar=[]) if _atomic(arg) else arg) for arg in args],
+    )
+
+
+def _atomic(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
