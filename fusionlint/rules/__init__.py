@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from fusionlint.rule import Rule
+from fusionlint.rules.bmm_scale_add import BmmScaleAdd
 from fusionlint.rules.clone_before_compute import CloneBeforeCompute
 from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
 from fusionlint.rules.host_sync_in_tensor_work import HostSyncInTensorWork
@@ -26,6 +27,7 @@ _RULES: tuple[type[Rule], ...] = (
     ReduceBeforeCompute,
     ScaleAfterMatmul,
     MatmulBias,
+    BmmScaleAdd,
     ComputeBoundSequence,
     SyntaxErrorRule,
 )
