@@ -1,0 +1,838 @@
+"""FL010: attention written by hand (``softmax(q @ k.transpose(-2, -1) * scale + mask) @ v``),
+which writes the whole score matrix, where ``F.scaled_dot_product_attention`` writes none."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope, StatementRef, count_name, dotted_name, names_of, reaching_value
+from fusionlint.analysis.views import ast_view, dotted_path
+from fusionlint.model import EAGER, FUSIONRT, FixSafety
+from fusionlint.ops import OpTables
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+
+_SOFTMAX = frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"})
+_DROPOUT = frozenset({"torch.nn.functional.dropout", "torch.dropout"})
+_SQRT = frozenset({"math.sqrt", "np.sqrt", "numpy.sqrt"})
+# transpose(a, b) of the key that makes ``q @ k.transpose(a, b)`` compare rows with rows; (2, 3)
+# is how 4-d (batch, heads, tokens, head_dim) code spells the last two dims
+_KEY_TRANSPOSES = (frozenset({-2, -1}), frozenset({2, 3}))
+_BMM_KEY_TRANSPOSES = (*_KEY_TRANSPOSES, frozenset({1, 2}))
+
+
+class ManualAttention(Rule):
+    code = "FL010"
+    name = "manual-attention"
+    message = "attention written by hand writes the whole score matrix: use F.scaled_dot_product_attention"
+    rationale = """
+        `softmax(q @ k.transpose(-2, -1) * scale + mask) @ v` computes a score for every query
+        against every key: a batch x heads x queries x keys matrix that eager PyTorch writes to
+        memory several times (the matmul, the scale, the mask, the softmax, the dropout), and
+        that fusionrt must write at least once, since a softmax over it and the matmul that reads
+        it are two kernels. `torch.nn.functional.scaled_dot_product_attention` computes the same
+        result tile by tile (flash or memory-efficient attention on a GPU, a fused kernel on the
+        CPU) and never writes the scores: for four heads of 64 tokens by 32 the examples go from
+        580 to 66 KiB written under fusionrt and in eager.
+
+        Flagged: the chain, inline or through the names it assigns in one block, of a score
+        matmul (`@`, `matmul`, `bmm`, or `einsum('... i d, ... j d -> ... i j')`) against a
+        transposed key, an optional scale (`*`/`/` by a number, or `q * scale` before the
+        matmul), an optional mask (`+ mask`, or `.masked_fill(mask, float('-inf'))`), a softmax
+        over the last dim, optional dropout (an `nn.Dropout` attribute or `F.dropout`), and the
+        matmul with the values. Not flagged (the rewrite would change what the code computes or
+        keeps): weights read anywhere after the matmul with the values (returned, stored,
+        averaged); another normaliser than softmax (sigmoid, relu, softmax over another dim);
+        anything but dropout between the softmax and the values (a mask after the softmax, a
+        cast, a renormalisation); two masks; a softmax with a `dtype`.
+    """
+    use_instead = "`F.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., is_causal=..., scale=...)`."
+    fix_safety = FixSafety.UNSAFE
+    pays_in = (FUSIONRT, EAGER)
+    fix_notes = """
+        The fix replaces the matmul with the values by one call and deletes the statements of
+        the chain. It maps exactly: `scale=` is the scale as written (`1 / s` for a division,
+        `1.0` when there is none), left out only when it is provably SDPA's default
+        `1 / sqrt(q.size(-1))` (`math.sqrt(k.size(-1))`, `q.shape[-1] ** -0.5`, a name bound to
+        one of these); an additive mask becomes `attn_mask=mask`; `masked_fill(m, -inf)` becomes
+        the boolean `attn_mask=` of the positions kept (`x != 0` for `x == 0`, else `~m`);
+        `is_causal=True` only for nanoGPT's `self.bias[:, :, :T, :T] == 0` over a registered
+        `torch.tril(torch.ones(n, n))` buffer where `q` and `k` are `.view(B, T, ...).transpose(1, 2)`
+        with the same `T`; dropout becomes `dropout_p=` (`self.drop.p if self.training else
+        0.0` for an `nn.Dropout` attribute). It is **unsafe**: the fused kernels round
+        differently (equal within fp32 and bf16 tolerances, not bit for bit), a row whose keys
+        are all masked gives zeros instead of NaN on some backends, and SDPA wants a floating
+        mask in the query's dtype where `+` would promote.
+    """
+    examples = (
+        Example(
+            bad="""\
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CausalAttention(nn.Module):
+    def __init__(self, block_size: int = 64, dropout: float = 0.1):
+        super().__init__()
+        self.attn_dropout = nn.Dropout(dropout)
+        mask = torch.tril(torch.ones(block_size, block_size))
+        self.register_buffer("bias", mask.view(1, 1, block_size, block_size))
+
+    def forward(self, q, k, v):
+        T = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        return att @ v
+""",
+            at=((17, 16),),
+            fixed="""\
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CausalAttention(nn.Module):
+    def __init__(self, block_size: int = 64, dropout: float = 0.1):
+        super().__init__()
+        self.attn_dropout = nn.Dropout(dropout)
+        mask = torch.tril(torch.ones(block_size, block_size))
+        self.register_buffer("bias", mask.view(1, 1, block_size, block_size))
+
+    def forward(self, q, k, v):
+        T = q.size(-2)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias[:, :, :T, :T] != 0, dropout_p=self.attn_dropout.p if self.training else 0.0)
+""",
+            call="CausalAttention().eval()(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32))",
+        ),
+        Example(
+            bad="""\
+import math
+
+import torch
+from torch import nn
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, head_size: int = 32, dropout: float = 0.1):
+        super().__init__()
+        self.head_size = head_size
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, query, key, value, attention_mask):
+        scores = torch.matmul(query, key.transpose(-1, -2))
+        scores = scores / math.sqrt(self.head_size)
+        scores = scores + attention_mask
+        probs = nn.functional.softmax(scores, dim=-1)
+        probs = self.dropout(probs)
+        context = torch.matmul(probs, value)
+        return context.permute(0, 2, 1, 3)
+""",
+            at=((14, 18),),
+            fixed="""\
+import math
+
+import torch
+from torch import nn
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, head_size: int = 32, dropout: float = 0.1):
+        super().__init__()
+        self.head_size = head_size
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, query, key, value, attention_mask):
+        context = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=self.dropout.p if self.training else 0.0, scale=1 / math.sqrt(self.head_size))
+        return context.permute(0, 2, 1, 3)
+""",
+            call="SelfAttention().eval()(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 1, 1, 64))",
+        ),
+        Example(
+            bad="""\
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, head_dim: int = 32):
+        super().__init__()
+        self.scale = head_dim ** -0.5
+
+    def forward(self, q, k, v):
+        q = q * self.scale
+        attn = q @ k.transpose(-2, -1)
+        attn = attn.softmax(dim=-1)
+        x = attn @ v
+        return x.transpose(1, 2)
+""",
+            at=((12, 16),),
+            fixed="""\
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, head_dim: int = 32):
+        super().__init__()
+        self.scale = head_dim ** -0.5
+
+    def forward(self, q, k, v):
+        x = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=self.scale)
+        return x.transpose(1, 2)
+""",
+            call="Attention()(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32))",
+        ),
+    )
+    valid = (
+        # the weights are returned: SDPA does not give them, and the score matrix is written anyway
+        """\
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    weights = torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1)
+    return weights @ v, weights
+""",
+        # sigmoid attention: not a softmax, SDPA cannot compute it
+        """\
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    weights = torch.sigmoid(q @ k.transpose(-2, -1) * 0.125)
+    return weights @ v
+""",
+        # a mask applied after the softmax (and a softmax over another dim): not SDPA's order
+        """\
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor):
+    weights = (q @ k.transpose(-2, -1)).softmax(-1) * keep
+    other = (q @ k.transpose(-2, -1)).softmax(dim=1)
+    return weights @ v, other @ v
+""",
+    )
+
+    @classmethod
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        # every chain holds a softmax, and its function is analysed whole
+        return "softmax" in block[index]
+
+    def check(self, scope: Scope) -> Iterator[Violation]:
+        for key in ("@", "matmul", "bmm", "einsum"):
+            for site in scope.sites.get(key, ()):
+                if site.conditional or not isinstance(site.statement.node, cst.SimpleStatementLine):
+                    continue
+                chain = _chain(scope, site.node, site.statement)
+                if chain is not None:
+                    yield Violation(chain.scores, fix=_fix(scope, chain), spans=tuple(r.node for r in chain.statements))
+
+
+@dataclass
+class _Chain:
+    """One hand-written attention, read backwards from its matmul with the values."""
+
+    final: cst.CSTNode  # weights @ v
+    final_ref: StatementRef
+    scores: cst.CSTNode = None  # type: ignore[assignment]  # q @ k.transpose(-2, -1): where the finding points
+    q: cst.BaseExpression | None = None
+    k: cst.BaseExpression | None = None
+    v: cst.BaseExpression | None = None
+    scale: cst.BaseExpression | None = None  # SDPA's scale=; None: its default
+    attn_mask: cst.BaseExpression | None = None
+    is_causal: bool = False
+    dropout_p: cst.BaseExpression | None = None
+    # statements the chain runs through (the final one last), and those the fix deletes
+    statements: list[StatementRef] = field(default_factory=list)
+    deleted: list[StatementRef] = field(default_factory=list)
+    # (expression moved into the final statement, the statement it was read in)
+    moved: list[tuple[cst.BaseExpression, StatementRef]] = field(default_factory=list)
+
+
+def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain | None:
+    values = _value_matmul(scope, final)
+    if values is None:
+        return None
+    weights, chain_v, batch = values
+    chain = _Chain(final, final_ref, v=chain_v, statements=[final_ref])
+    expr, at = _follow(scope, chain, weights, final_ref)
+    dropped = _dropout(scope, expr)
+    if dropped is not None:
+        inner, chain.dropout_p = dropped
+        chain.moved.append((chain.dropout_p, at))
+        expr, at = _follow(scope, chain, inner, at)
+    inner = _softmax(scope, expr)
+    if inner is None:
+        return None
+    expr, at = _follow(scope, chain, inner, at)
+    masked = _mask(scope, expr)
+    if masked is not None:
+        expr, mask, fill = masked
+        mask_ref = at
+        expr, at = _follow(scope, chain, expr, at)
+    scale = _scale(scope, expr)
+    scale_ref = at
+    if scale is not None:
+        expr, factor, divided = scale
+        expr, at = _follow(scope, chain, expr, at)
+    scores = _score_matmul(scope, expr, batch)
+    if scores is None:
+        return None
+    chain.scores, (q, chain.k) = expr, scores
+    if scale is None:
+        q, scale = _scaled_query(scope, chain, q, at)
+        scale_ref = at
+        if scale is not None:
+            factor, divided = scale[1], scale[2]
+    chain.q = q
+    chain.moved += [(q, at), (chain.k, at)]
+    if scale is None:
+        chain.scale = cst.Float("1.0")
+    else:
+        chain.moved.append((factor, scale_ref))
+        if not _default_scale(scope, chain, factor, divided, scale_ref):
+            chain.scale = _reciprocal(factor) if divided else factor
+    if masked is not None:
+        chain.moved.append((mask, mask_ref))
+        if fill:
+            if _causal(scope, chain, mask, mask_ref):
+                chain.is_causal = True
+            else:
+                chain.attn_mask = _kept(mask)
+        else:
+            chain.attn_mask = mask
+    return chain if _movable(scope, chain) else None
+
+
+# --------------------------------------------------------------------------- following names
+
+
+def _follow(scope: Scope, chain: _Chain, expr: cst.BaseExpression | None, at: StatementRef
+            ) -> tuple[cst.BaseExpression | None, StatementRef]:
+    """The value ``expr`` stands for at ``at``: itself, or for a name read only there, the value
+    of its assignment earlier in the block (whose statement then belongs to the chain)."""
+    if not isinstance(expr, cst.Name):
+        return expr, at
+    name = expr.value
+    value = reaching_value(at, name)
+    if value is None:
+        return None, at
+    definition = next(r for r in at.earlier() if r.simple is not None and getattr(r.simple, "value", None) is value)
+    if _reads(at, name) != 1 or _read_between(definition, at, name):
+        return None, at
+    if name not in names_of(at.node)[1] and scope.read_after(at, name):
+        return None, at  # the weights (or scores) are used elsewhere: the fix would lose them
+    chain.statements.insert(0, definition)
+    chain.deleted.append(definition)
+    return value, definition
+
+
+def _reads(ref: StatementRef, name: str) -> int:
+    """How often the statement reads ``name`` (an assignment's own target is no read)."""
+    small = ref.simple
+    if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets):
+        return count_name(small.value, name)
+    return count_name(ref.node, name)
+
+
+def _read_between(first: StatementRef, last: StatementRef, name: str) -> bool:
+    return any(name in names_of(r.node)[0] for r in first.later() if r.index < last.index)
+
+
+# --------------------------------------------------------------------------- the stages
+
+
+def _value_matmul(scope: Scope, node: cst.CSTNode
+                  ) -> tuple[cst.BaseExpression, cst.BaseExpression, str | None] | None:
+    """(weights, values, einsum batch letters) of ``weights @ v``, ``matmul``/``bmm`` or
+    ``einsum('A i j, A j e -> A i e', weights, v)``."""
+    operands = _matmul_operands(scope, node)
+    if operands is not None:
+        return (*operands, None)
+    if _op_name(scope, node) == "einsum" and len(node.args) == 3 and _plain_args(node):  # type: ignore[attr-defined]
+        parts = _einsum_parts(node.args[0].value)  # type: ignore[attr-defined]
+        if parts is not None:
+            (w, v), out = parts
+            batch, i, j = w[:-2], w[-2], w[-1]
+            if len(v) >= 2 and v[:-2] == batch and v[-2] == j and out == batch + i + v[-1] and len(set(w + v[-1])) == len(w) + 1:
+                return node.args[1].value, node.args[2].value, batch  # type: ignore[attr-defined]
+    return None
+
+
+def _matmul_operands(scope: Scope, node: cst.CSTNode) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    if isinstance(node, cst.BinaryOperation):
+        return (node.left, node.right) if scope.op(node) is not None else None
+    name = _op_name(scope, node)
+    if name not in ("matmul", "bmm") or not _plain_args(node):  # type: ignore[arg-type]
+        return None
+    args = [a.value for a in node.args]  # type: ignore[attr-defined]
+    if isinstance(node.func, cst.Attribute) and scope.is_tensor(node.func.value) and len(args) == 1:  # type: ignore[attr-defined]
+        return node.func.value, args[0]  # type: ignore[attr-defined]
+    return (args[0], args[1]) if len(args) == 2 else None
+
+
+def _score_matmul(scope: Scope, node: cst.BaseExpression | None, batch: str | None
+                  ) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(q, k) of ``q @ k.transpose(-2, -1)`` (``matmul``, ``bmm``) or of
+    ``einsum('A i d, A j d -> A i j', q, k)`` whose batch letters are those of the values' einsum."""
+    if node is None:
+        return None
+    if batch is not None:
+        if _op_name(scope, node) != "einsum" or len(node.args) != 3 or not _plain_args(node):  # type: ignore[attr-defined]
+            return None
+        parts = _einsum_parts(node.args[0].value)  # type: ignore[attr-defined]
+        if parts is None:
+            return None
+        (q, k), out = parts
+        gram = len(q) >= 2 and q[:-2] == k[:-2] == batch and q[-1] == k[-1] and out == batch + q[-2] + k[-2]
+        if not gram or len(set(q + k[-2])) != len(q) + 1:
+            return None
+        return node.args[1].value, node.args[2].value  # type: ignore[attr-defined]
+    operands = _matmul_operands(scope, node)
+    if operands is None:
+        return None
+    q, key_t = operands
+    transposes = _BMM_KEY_TRANSPOSES if _op_name(scope, node) == "bmm" else _KEY_TRANSPOSES
+    key = _untransposed(key_t, transposes)
+    return (q, key) if key is not None else None
+
+
+def _untransposed(expr: cst.BaseExpression, transposes: tuple[frozenset[int], ...]) -> cst.BaseExpression | None:
+    """``k`` for ``k.transpose(-2, -1)`` (the dims in ``transposes``) or ``k.mT``."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "mT":
+        return expr.value
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return None
+    if expr.func.attr.value not in ("transpose", "swapaxes", "swapdims") or len(expr.args) != 2 or not _plain_args(expr):
+        return None
+    dims = {_integer(a.value) for a in expr.args}
+    return expr.func.value if frozenset(dims) in transposes else None
+
+
+def _softmax(scope: Scope, node: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The input of a softmax over the last dim (and nothing else: no dtype)."""
+    if not isinstance(node, cst.Call):
+        return None
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "softmax" and scope.is_tensor(node.func.value):
+        source, args = node.func.value, list(node.args)
+    elif scope.torch_name(node.func) in _SOFTMAX and node.args and node.args[0].keyword is None:
+        source, args = node.args[0].value, list(node.args[1:])
+    else:
+        return None
+    if len(args) != 1 or args[0].star or (args[0].keyword is not None and args[0].keyword.value != "dim"):
+        return None
+    return source if _integer(args[0].value) == -1 else None
+
+
+def _dropout(scope: Scope, node: cst.BaseExpression | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(input, SDPA's dropout_p) of ``self.drop(x)`` (an ``nn.Dropout``) or ``F.dropout(x, p, training)``."""
+    if not isinstance(node, cst.Call) or not _plain_args(node, keywords=True):
+        return None
+    attr = _self_attr(node.func)
+    if attr is not None and scope.class_name is not None:
+        if len(node.args) != 1 or node.args[0].keyword is not None or not _is_dropout_attr(scope, attr):
+            return None
+        p = cst.parse_expression(f"self.{attr}.p if self.training else 0.0")
+        return node.args[0].value, p
+    canonical = scope.torch_name(node.func)
+    if canonical not in _DROPOUT:
+        return None
+    names = ("input", "p", "training" if canonical.endswith("functional.dropout") else "train", "inplace")
+    bound = _bind(node, names)
+    if bound is None or "input" not in bound:
+        return None
+    p = bound.get("p", cst.Float("0.5") if canonical.endswith("functional.dropout") else None)
+    training = bound.get(names[2])
+    if p is None or (training is None and not canonical.endswith("functional.dropout")):
+        return None
+    if training is None or (isinstance(training, cst.Name) and training.value == "True"):
+        return bound["input"], p
+    text = f"{_code(p)} if {_code(training)} else 0.0"
+    return bound["input"], cst.parse_expression(text)
+
+
+def _mask(scope: Scope, node: cst.BaseExpression | None
+          ) -> tuple[cst.BaseExpression, cst.BaseExpression, bool] | None:
+    """(scores, mask, filled) of ``scores.masked_fill(mask, -inf)`` (filled) or ``scores + mask``."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add) and scope.is_tensor(node.right):
+        return node.left, node.right, False
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "masked_fill"):
+        return None
+    bound = _bind(node, ("mask", "value"))
+    if bound is None or len(bound) != 2 or not _minus_infinity(bound["value"]):
+        return None
+    return node.func.value, bound["mask"], True
+
+
+def _scale(scope: Scope, node: cst.BaseExpression | None
+           ) -> tuple[cst.BaseExpression, cst.BaseExpression, bool] | None:
+    """(scores, factor, divided) of ``scores * factor``, ``factor * scores`` or ``scores / factor``,
+    the factor not known to be a tensor (a tensor need not be a scalar)."""
+    if not isinstance(node, cst.BinaryOperation):
+        return None
+    if isinstance(node.operator, cst.Divide) and not scope.is_tensor(node.right):
+        return node.left, node.right, True
+    if isinstance(node.operator, cst.Multiply):
+        if not scope.is_tensor(node.right):
+            return node.left, node.right, False
+        if not scope.is_tensor(node.left):
+            return node.right, node.left, False
+    return None
+
+
+def _scaled_query(scope: Scope, chain: _Chain, q: cst.BaseExpression, at: StatementRef
+                  ) -> tuple[cst.BaseExpression, tuple | None]:
+    """The query before a scale applied to it (``(q * s) @ k.T``, or ``q = q * s`` just for this
+    matmul, whose statement the fix deletes), and that scale; else ``q`` itself and None."""
+    scaled = _scale(scope, _bare(q))
+    if scaled is not None:
+        return scaled[0], scaled
+    if not isinstance(q, cst.Name):
+        return q, None
+    value = reaching_value(at, q.value)
+    scaled = _scale(scope, value) if value is not None else None
+    if scaled is None or not (isinstance(scaled[0], cst.Name) and scaled[0].value == q.value):
+        return q, None
+    definition = next(r for r in at.earlier() if r.simple is not None and getattr(r.simple, "value", None) is value)
+    # the scaled query must be read by the score matmul only: the fix gives ``q`` its old value
+    reads_after = scope.read_after(chain.final_ref, q.value) and q.value not in names_of(chain.final_ref.node)[1]
+    if _reads(at, q.value) != 1 or _read_between(definition, at, q.value) or reads_after:
+        return q, None
+    if any(q.value in names_of(r.node)[0] for r in at.later() if r.index < chain.final_ref.index):
+        return q, None
+    chain.statements.insert(0, definition)
+    chain.deleted.append(definition)
+    return scaled[0], scaled
+
+
+# --------------------------------------------------------------------------- exact mapping
+
+
+def _default_scale(scope: Scope, chain: _Chain, factor: cst.BaseExpression, divided: bool, at: StatementRef) -> bool:
+    """Is the scale provably ``1 / sqrt(q.size(-1))``, SDPA's default? ``* (1.0 / math.sqrt(E))``,
+    ``* E ** -0.5``, ``/ math.sqrt(E)``, ``/ E ** 0.5`` (or a name bound to one of these) where
+    ``E`` is ``q.size(-1)``/``q.shape[-1]`` (or ``k``'s: the matmul sums over both)."""
+    factor = _bare(factor)
+    if isinstance(factor, cst.Name):
+        value = reaching_value(at, factor.value)
+        if value is None:
+            return False
+        factor = _bare(value)
+    if divided:
+        root = _square_root(scope, factor)
+    elif isinstance(factor, cst.BinaryOperation) and isinstance(factor.operator, cst.Divide):
+        one = _number(factor.left)
+        root = _square_root(scope, _bare(factor.right)) if one == 1 else None
+    else:
+        root = _power(factor, -0.5)
+    return root is not None and _head_dim(root, chain, at)
+
+
+def _square_root(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    if isinstance(expr, cst.Call) and len(expr.args) == 1 and _plain_args(expr) and dotted_name(expr.func) in _SQRT:
+        return expr.args[0].value
+    return _power(expr, 0.5)
+
+
+def _power(expr: cst.BaseExpression, exponent: float) -> cst.BaseExpression | None:
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Power) and _number(_bare(expr.right)) == exponent:
+        return expr.left
+    return None
+
+
+def _head_dim(expr: cst.BaseExpression, chain: _Chain, at: StatementRef) -> bool:
+    """``E`` is ``q.size(-1)`` or ``q.shape[-1]`` (or ``k``'s), or a name bound to one of these."""
+    expr = _bare(expr)
+    if isinstance(expr, cst.Name):
+        value = reaching_value(at, expr.value)
+        if value is None:
+            return False
+        expr = _bare(value)
+    receiver = None
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size":
+        if len(expr.args) == 1 and _integer(expr.args[0].value) == -1:
+            receiver = expr.func.value
+    elif isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and _integer(expr.slice[0].slice.value) == -1:
+            receiver = expr.value.value
+    return receiver is not None and any(
+        isinstance(receiver, cst.Name) and isinstance(operand, cst.Name) and receiver.value == operand.value
+        for operand in (chain.q, chain.k)
+    )
+
+
+def _causal(scope: Scope, chain: _Chain, mask: cst.BaseExpression, at: StatementRef) -> bool:
+    """nanoGPT's causal mask, provably SDPA's ``is_causal``: ``self.bias[:, :, :T, :T] == 0``
+    over a buffer registered as ``torch.tril(torch.ones(n, n))`` (viewed as ``(1, 1, n, n)``),
+    where ``q`` and ``k`` are ``x.view(B, T, heads, head_dim).transpose(1, 2)`` with this ``T``,
+    so that queries and keys are both ``T`` long."""
+    if not (isinstance(mask, cst.Comparison) and len(mask.comparisons) == 1):
+        return False
+    comparison = mask.comparisons[0]
+    if not isinstance(comparison.operator, cst.Equal) or _number(comparison.comparator) != 0:
+        return False
+    sliced = mask.left
+    if not (isinstance(sliced, cst.Subscript) and len(sliced.slice) == 4):
+        return False
+    buffer = _self_attr(sliced.value)
+    bounds = [_upper_bound(el.slice) for el in sliced.slice]
+    if buffer is None or bounds[:2] != ["", ""] or not bounds[2] or bounds[2] != bounds[3]:
+        return False
+    length = bounds[2]
+    return _tril_buffer(scope, buffer) and all(_heads_of_length(operand, length, chain) for operand in (chain.q, chain.k))
+
+
+def _upper_bound(part: cst.BaseSlice) -> str | None:
+    """"" for ``:``, ``T`` for ``:T`` (a name), None for anything else."""
+    if not isinstance(part, cst.Slice) or part.lower is not None or part.step is not None:
+        return None
+    if part.upper is None:
+        return ""
+    return part.upper.value if isinstance(part.upper, cst.Name) else None
+
+
+def _heads_of_length(operand: cst.BaseExpression | None, length: str, chain: _Chain) -> bool:
+    """``operand`` is a name bound, before the chain, to ``x.view(B, length, h, d).transpose(1, 2)``
+    and ``length`` is not rebound from there to the end of the chain."""
+    if not isinstance(operand, cst.Name):
+        return False
+    first = chain.statements[0]
+    value = reaching_value(first, operand.value)
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "transpose"):
+        return False
+    if {_integer(a.value) for a in value.args} != {1, 2} or len(value.args) != 2:
+        return False
+    viewed = value.func.value
+    if not (isinstance(viewed, cst.Call) and isinstance(viewed.func, cst.Attribute) and viewed.func.attr.value in ("view", "reshape")):
+        return False
+    if len(viewed.args) != 4 or not (isinstance(viewed.args[1].value, cst.Name) and viewed.args[1].value.value == length):
+        return False
+    definition = next(r for r in first.earlier() if r.simple is not None and getattr(r.simple, "value", None) is value)
+    return not any(length in names_of(r.node)[1] for r in definition.later() if r.index <= chain.final_ref.index)
+
+
+def _tril_buffer(scope: Scope, buffer: str) -> bool:
+    """Does the class register ``buffer`` (once) as ``torch.tril(torch.ones(n, n))``, maybe viewed
+    as ``(1, 1, n, n)``, directly or through a local assigned just that?"""
+    registered = [node for node in _class_members(scope) if isinstance(node, ast.Call) and node.args[0].value == buffer]  # type: ignore[attr-defined]
+    assigned = [node for node in _class_members(scope) if isinstance(node, ast.Assign) and _assigns_self(node, buffer)]
+    if len(registered) != 1 or assigned or len(registered[0].args) < 2:
+        return False
+    value = registered[0].args[1]  # type: ignore[attr-defined]
+    if isinstance(value, ast.Name):
+        value = _local_value(scope, value.id, registered[0])
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "view":
+        sizes = value.args
+        if len(sizes) != 4 or not all(isinstance(s, ast.Constant) and s.value == 1 for s in sizes[:2]):
+            return False
+        value = value.func.value
+        if isinstance(value, ast.Name):
+            value = _local_value(scope, value.id, registered[0])
+    if not (isinstance(value, ast.Call) and _canonical(scope, value.func) == "torch.tril" and len(value.args) == 1 and not value.keywords):
+        return False
+    ones = value.args[0]
+    return (
+        isinstance(ones, ast.Call) and _canonical(scope, ones.func) == "torch.ones" and len(ones.args) == 2
+        and ast.dump(ones.args[0]) == ast.dump(ones.args[1]) and not ones.keywords
+    )
+
+
+def _local_value(scope: Scope, name: str, before: ast.AST) -> ast.expr | None:
+    """The value of the one assignment ``name = ...`` in the function holding ``before``."""
+    for cls in scope.facts.classes.get(scope.class_name or "", ()):
+        for function in cls.body:
+            if isinstance(function, ast.FunctionDef) and function.lineno <= before.lineno <= (function.end_lineno or 0):
+                found = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                         and any(isinstance(t, ast.Name) and t.id == name for t in getattr(n, "targets", [getattr(n, "target", None)]))]
+                if len(found) == 1 and isinstance(found[0], ast.Assign):
+                    return found[0].value
+    return None
+
+
+def _is_dropout_attr(scope: Scope, attr: str) -> bool:
+    """Does the class assign ``self.<attr>`` only ``nn.Dropout(...)``?"""
+    values = [node.value for node in _class_members(scope) if isinstance(node, ast.Assign) and _assigns_self(node, attr)]
+    return bool(values) and all(
+        isinstance(v, ast.Call) and _canonical(scope, v.func) == "torch.nn.Dropout" for v in values
+    )
+
+
+def _class_members(scope: Scope) -> list[ast.Assign | ast.Call]:
+    """``self.<attr> = ...`` and ``register_buffer(...)`` written in the scope's class."""
+    found: list[ast.Assign | ast.Call] = []
+    for cls in scope.facts.classes.get(scope.class_name or "", ()):
+        last = cls.end_lineno or cls.lineno
+        found += [node for node in scope.facts.members if cls.lineno <= node.lineno <= last]
+    return found
+
+
+def _assigns_self(node: ast.Assign, attr: str) -> bool:
+    return any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" and t.attr == attr
+               for t in node.targets)
+
+
+def _canonical(scope: Scope, func: ast.expr) -> str | None:
+    dotted = dotted_path(ast_view, func)
+    return scope.facts.canonical(dotted) if dotted else None
+
+
+def _kept(mask: cst.BaseExpression) -> cst.BaseExpression:
+    """The boolean mask of the positions ``masked_fill(mask, -inf)`` keeps: ``x != 0`` for
+    ``x == 0``, ``x`` for ``~x``, else ``~(mask)``."""
+    mask = _bare(mask)
+    if isinstance(mask, cst.Comparison) and len(mask.comparisons) == 1 and isinstance(mask.comparisons[0].operator, cst.Equal):
+        return mask.with_changes(comparisons=[mask.comparisons[0].with_changes(operator=cst.NotEqual())])
+    if isinstance(mask, cst.UnaryOperation) and isinstance(mask.operator, cst.BitInvert):
+        return mask.expression
+    if isinstance(mask, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        return cst.UnaryOperation(cst.BitInvert(), mask)
+    return cst.UnaryOperation(cst.BitInvert(), mask.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+
+
+def _reciprocal(factor: cst.BaseExpression) -> cst.BaseExpression:
+    atom = isinstance(factor, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)) or factor.lpar
+    right = factor if atom else factor.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.BinaryOperation(cst.Integer("1"), cst.Divide(), right)
+
+
+def _movable(scope: Scope, chain: _Chain) -> bool:
+    """Do the expressions the fix moves into the final statement read there what they read where
+    they were? No name they read is assigned, nor written in place, on the way."""
+    for expr, origin in chain.moved:
+        reads = names_of(expr)[0]
+        for ref in origin.later():
+            if ref.index >= chain.final_ref.index:
+                break
+            if reads & names_of(ref.node)[1]:
+                return False
+    return not _inplace_reads(scope, chain)
+
+
+def _inplace_reads(scope: Scope, chain: _Chain) -> bool:
+    return any(names_of(expr)[0] & scope.inplace & scope.tensors for expr, _ in chain.moved)
+
+
+# --------------------------------------------------------------------------- the fix
+
+
+def _fix(scope: Scope, chain: _Chain) -> tuple[StatementEdit, ...] | None:
+    function = _sdpa_name(scope)
+    if function is None:
+        return None
+    args = [_code(chain.q), _code(chain.k), _code(chain.v)]
+    if chain.attn_mask is not None:
+        args.append(f"attn_mask={_code(chain.attn_mask)}")
+    if chain.dropout_p is not None:
+        args.append(f"dropout_p={_code(chain.dropout_p)}")
+    if chain.is_causal:
+        args.append("is_causal=True")
+    if chain.scale is not None:
+        args.append(f"scale={_code(chain.scale)}")
+    call = cst.parse_expression(f"{function}({', '.join(args)})")
+    call = call.with_changes(lpar=chain.final.lpar, rpar=chain.final.rpar)  # type: ignore[attr-defined]
+    replacement = replace_nodes(chain.final_ref.node, {chain.final: call})
+    edits = [StatementEdit(ref.node, ()) for ref in chain.deleted]  # type: ignore[arg-type]
+    edits.append(StatementEdit(chain.final_ref.node, (replacement,)))  # type: ignore[arg-type]
+    return tuple(edits)
+
+
+def _sdpa_name(scope: Scope) -> str | None:
+    """How the file names ``torch.nn.functional.scaled_dot_product_attention``."""
+    for path in ("torch.nn.functional", "torch", "torch.nn"):
+        local = next((name for name, canonical in scope.facts.aliases.items() if canonical == path), None)
+        if local is not None:
+            rest = "torch.nn.functional"[len(path):].lstrip(".")
+            return ".".join(filter(None, (local, rest, "scaled_dot_product_attention")))
+    return None
+
+
+# --------------------------------------------------------------------------- small readers
+
+
+def _op_name(scope: Scope, node: cst.CSTNode) -> str | None:
+    op = scope.op(node)
+    return op[0] if op is not None else None
+
+
+def _plain_args(node: cst.Call, keywords: bool = False) -> bool:
+    return all(not a.star and (keywords or a.keyword is None) for a in node.args)
+
+
+def _bind(node: cst.Call, names: tuple[str, ...]) -> dict[str, cst.BaseExpression] | None:
+    """The call's arguments by parameter name (positional first); None for unknown keywords."""
+    bound: dict[str, cst.BaseExpression] = {}
+    for i, arg in enumerate(node.args):
+        if arg.star:
+            return None
+        name = arg.keyword.value if arg.keyword is not None else (names[i] if i < len(names) else None)
+        if name not in names or name in bound:
+            return None
+        bound[name] = arg.value
+    bound.pop("inplace", None)
+    return bound
+
+
+def _einsum_parts(equation: cst.BaseExpression) -> tuple[tuple[str, str], str] | None:
+    """(operands, output) of a two-operand equation, spaces dropped, ``...`` as one letter ``.``."""
+    if not isinstance(equation, cst.SimpleString):
+        return None
+    text = equation.evaluated_value
+    if not isinstance(text, str) or "->" not in text:
+        return None
+    inputs, out = text.replace(" ", "").replace("...", ".").split("->", 1)
+    parts = inputs.split(",")
+    if len(parts) != 2 or not all(parts):
+        return None
+    return (parts[0], parts[1]), out
+
+
+def _integer(expr: cst.BaseExpression) -> int | None:
+    number = _number(expr)
+    return number if isinstance(number, int) else None
+
+
+def _number(expr: cst.BaseExpression) -> int | float | None:
+    expr = _bare(expr)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = _number(expr.expression)
+        return -inner if inner is not None else None
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return expr.evaluated_value
+    return None
+
+
+def _minus_infinity(expr: cst.BaseExpression) -> bool:
+    """``float('-inf')``, ``-float('inf')``, ``-math.inf``, ``-torch.inf``."""
+    expr = _bare(expr)
+    negated = isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus)
+    inner = _bare(expr.expression) if negated else expr  # type: ignore[attr-defined]
+    if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "float" and len(inner.args) == 1:
+        text = inner.args[0].value
+        if isinstance(text, cst.SimpleString) and isinstance(text.evaluated_value, str):
+            value = text.evaluated_value.strip().lower()
+            return value in ("inf", "infinity") if negated else value in ("-inf", "-infinity")
+    return negated and dotted_name(inner) in ("math.inf", "torch.inf", "numpy.inf", "np.inf")
+
+
+def _self_attr(expr: cst.BaseExpression) -> str | None:
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        return expr.attr.value
+    return None
+
+
+def _bare(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    return expr.with_changes(lpar=[], rpar=[]) if expr is not None and expr.lpar else expr
+
+
+def _code(expr: cst.BaseExpression) -> str:
+    return cst.Module([]).code_for_node(expr)
