@@ -8,6 +8,7 @@ from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
 from fusionlint.rules.host_sync_in_tensor_work import HostSyncInTensorWork
 from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
 from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
+from fusionlint.rules.manual_attention import ManualAttention
 from fusionlint.rules.matmul_bias import MatmulBias
 from fusionlint.rules.reduce_before_compute import ReduceBeforeCompute
 from fusionlint.rules.redundant_copy import RedundantCopy
@@ -26,6 +27,7 @@ _RULES: tuple[type[Rule], ...] = (
     RedundantCopy,
     ReduceBeforeCompute,
     ScaleAfterMatmul,
+    ManualAttention,
     MatmulBias,
     BmmScaleAdd,
     ComputeBoundSequence,
