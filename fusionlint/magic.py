@@ -413,13 +413,14 @@ class FuseResult:
     lint: CellLint | None = None
     diff: str | None = None
     note: str | None = None
+    details: bool = False  # list every record; otherwise the report's summary, full tables folded in HTML
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         sections: list[Any] = []
         if self.comparison is not None:
             sections.append(self.comparison)
         elif self.report is not None:
-            sections.append(self.report)
+            sections.append(self.report.details() if self.details else self.report)
         if self.lint is not None:
             sections.append(self._lint_table())
         if self.diff is not None:
@@ -456,7 +457,8 @@ class FuseResult:
         return text
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return mimebundle(self)
+        folded = self.report.full_tables() if self.report is not None and not self.details else ()
+        return mimebundle(self, folded=folded)
 
     def __str__(self) -> str:
         return mimebundle(self)["text/plain"]
@@ -480,6 +482,8 @@ class FuseMagics(Magics):
               "by side, with the deltas and whether the results are equal")
     @argument("--no-lint", action="store_true", help="do not lint the cell")
     @argument("--no-run", action="store_true", help="only lint the cell (and with --fix, show the fix)")
+    @argument("--details", action="store_true",
+              help="list every write, kernel, fallback and flush (default: a summary grouped by line and reason)")
     @argument("--executor", choices=EXECUTORS, default="auto",
               help="how planned kernels run (default: auto = triton with CUDA, else reference)")
     @argument("--policy", choices=POLICIES, default="stream", help="fusion policy (default: stream)")
@@ -507,7 +511,7 @@ class FuseMagics(Magics):
                 raise UsageError(str(exc)) from None
         shell = self.shell
         namespace = shell.user_ns
-        result = FuseResult()
+        result = FuseResult(details=args.details)
         if not args.no_lint:
             result.lint = lint_cell(cell, namespace, fix=args.fix or args.compare)
             fixed = result.lint.fixed_body

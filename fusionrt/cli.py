@@ -139,7 +139,7 @@ def _run(options: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"fusionrt: error: cannot read script {options.script!r}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print_rendered(report)
+    print_rendered(report.details() if options.details else report)
     if options.json:
         try:
             Path(options.json).write_text(report.to_json() + "\n", encoding="utf-8")
@@ -218,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how planned kernels run (default: auto = triton with CUDA, else reference)")
     run.add_argument("--policy", choices=POLICIES, default="stream", help="fusion policy (default: stream)")
     run.add_argument("--json", metavar="FILE", help="also write the report as JSON (schema: docs/report.md)")
+    run.add_argument("--details", action="store_true",
+                     help="list every write, kernel, fallback and flush (default: a summary, grouped by line and reason)")
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     run.set_defaults(handler=_run)

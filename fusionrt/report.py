@@ -12,16 +12,20 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from html import escape
 from typing import Any
 
-from rich.console import Console, ConsoleOptions, NewLine, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, NewLine, RenderableType, RenderResult
 from rich.jupyter import JUPYTER_HTML_FORMAT
 from rich.table import Table
 from rich.text import Text
 
+from .causes import Cause, FallbackGroup, WriteGroup, group_fallbacks, group_writes, top_causes
+
 SCHEMA_VERSION = 1
 
-WRITE_REASONS = ("alive", "consumed-later", "view-break", "fallback-input", "sync", "output", "fallback")
+WRITE_REASONS = ("alive", "consumed-later", "view-break", "fallback-input", "sync", "output", "fallback",
+                 "saved-for-backward")
 KERNEL_KINDS = ("fused", "reduction", "matmul", "conv", "fallback", "copy")
 FLUSH_REASONS = (
     "item", "bool", "tolist", "cpu", "numpy", "print", "fallback", "exit", "pending-bound", "sync", "alias",
@@ -30,6 +34,9 @@ FLUSH_REASONS = (
 
 # Plain text has no terminal to measure; wide enough that source paths rarely wrap.
 PLAIN_WIDTH = 120
+# The default view stays on one screen at model size: this many causes, this many rows a table.
+TOP_CAUSES = 4
+SUMMARY_ROWS = 5
 
 
 def _check_choice(kind: str, value: str, choices: tuple[str, ...]) -> None:
@@ -155,6 +162,7 @@ class Report:
             "materialized": [_json_record(w) for w in self.materialized],
             "fallbacks": [_json_record(f) for f in self.fallbacks],
             "flushes": [_json_record(f) for f in self.flushes],
+            "summary": {"causes": [{**_json_record(c), "text": _cause_text(c)} for c in self.causes()]},
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -162,7 +170,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Report:
-        """Inverse of ``to_dict``; ``totals`` are derived, so they are not read back."""
+        """Inverse of ``to_dict``; ``totals`` and ``summary`` are derived, so they are not read back."""
         version = data.get("version")
         if version != SCHEMA_VERSION:
             raise ValueError(f"unsupported report version {version!r}; this fusionrt reads version {SCHEMA_VERSION}")
@@ -200,10 +208,40 @@ class Report:
         ]
         return ", ".join(parts)
 
+    def causes(self) -> list[Cause]:
+        """The few causes behind most of the writes, fallbacks and repeated host syncs."""
+        return top_causes(self.materialized, self.fallbacks, self.flushes, limit=TOP_CAUSES)
+
+    def details(self) -> ReportDetails:
+        """The report with every write, kernel, fallback and flush listed (``--details``)."""
+        return ReportDetails(self)
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self._overview()
+        if self.materialized:
+            yield NewLine()
+            yield _write_groups_table(self.writes, group_writes(self.materialized))
+        if self.fallbacks:
+            yield NewLine()
+            yield _fallback_groups_table(len(self.fallbacks), group_fallbacks(self.fallbacks))
+
+    def _overview(self) -> Iterator[RenderableType]:
+        """Header, totals against eager, and the top causes: what every view starts with."""
         yield Text(f"fusionrt report (policy {self.policy}, executor {self.executor})", style="bold")
         yield self._totals_table()
-        yield from self._detail_tables()
+        if self.fallbacks or self.flushes:
+            flushes = Counter(f.reason for f in self.flushes).most_common()
+            by_reason = f" ({', '.join(f'{reason} {n}' for reason, n in flushes)})" if flushes else ""
+            yield Text(f"{_plural(len(self.fallbacks), 'fallback')} (ops run eagerly), "
+                       f"{_plural(len(self.flushes), 'flush')}{by_reason}")
+        causes = self.causes()
+        if causes:
+            yield NewLine()
+            yield Text("Top causes", style="bold")
+            for cause in causes:
+                yield Text(f"  {_cause_text(cause)}", no_wrap=True, overflow="ellipsis")
+                if cause.advice:
+                    yield Text(f"    → {cause.advice}", style="cyan", no_wrap=True, overflow="ellipsis")
 
     def _totals_table(self) -> Table:
         table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
@@ -220,13 +258,14 @@ class Report:
         table.add_row("bytes read", human_bytes(self.bytes_read), "", "")
         return table
 
-    def _detail_tables(self) -> Iterator[RenderableType]:
+    def full_tables(self) -> Iterator[tuple[str, Table]]:
+        """Every record, one table per kind, each with its title (the HTML folds them under it)."""
         if self.materialized:
-            yield NewLine()
-            yield _writes_table(f"Materialized writes ({self.writes})", self.materialized)
+            title = f"Materialized writes ({self.writes})"
+            yield title, _writes_table(title, self.materialized)
         if self.kernel_records:
-            yield NewLine()
-            table = Table(title=f"Kernels ({self.kernels})", title_justify="left")
+            title = f"Kernels ({self.kernels})"
+            table = Table(title=title, title_justify="left")
             for name in ("#", "kind", "name", "ops", "read", "written", "flush", "backend"):
                 table.add_column(name, justify="right" if name in ("#", "read", "written", "flush") else "left")
             for k in self.kernel_records:
@@ -235,22 +274,44 @@ class Report:
                     str(k.index), k.kind, Text(k.name), Text(" ".join(_short_op(op) for op in k.ops)),
                     human_bytes(k.bytes_read), human_bytes(k.bytes_written), str(k.flush), Text(backend),
                 )
-            yield table
+            yield title, table
         if self.fallbacks:
-            yield NewLine()
-            table = Table(title=f"Fallbacks ({len(self.fallbacks)})", title_justify="left")
+            title = f"Fallbacks ({len(self.fallbacks)})"
+            table = Table(title=title, title_justify="left")
             for name in ("op", "reason", "source"):
                 table.add_column(name)
             for f in self.fallbacks:
                 table.add_row(Text(f.op), Text(f.reason), Text(display_source(f.source)))
-            yield table
+            yield title, table
         if self.flushes:
-            yield NewLine()
-            table = Table(title=f"Flushes ({len(self.flushes)})", title_justify="left")
+            title = f"Flushes ({len(self.flushes)})"
+            table = Table(title=title, title_justify="left")
             for name in ("#", "reason", "ops", "source"):
                 table.add_column(name, justify="right" if name in ("#", "ops") else "left")
             for i, f in enumerate(self.flushes):
                 table.add_row(str(i), f.reason, str(f.ops), Text(display_source(f.source)))
+            yield title, table
+
+    def __str__(self) -> str:
+        return render_plain(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return mimebundle(self, folded=self.full_tables())
+
+    def _repr_html_(self) -> str:
+        return self._repr_mimebundle_()["text/html"]
+
+
+@dataclass
+class ReportDetails:
+    """A report shown in full: the overview, then every record of every kind."""
+
+    report: Report
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self.report._overview()
+        for _, table in self.report.full_tables():
+            yield NewLine()
             yield table
 
     def __str__(self) -> str:
@@ -263,9 +324,13 @@ class Report:
         return render_html(self)
 
 
-def _json_record(record: Write | KernelRecord | Fallback | Flush) -> dict[str, Any]:
+def _json_record(record: Write | KernelRecord | Fallback | Flush | Cause) -> dict[str, Any]:
     """A record's fields by name, tuples as lists: what ``json.loads`` gives back."""
-    return {name: list(value) if isinstance(value, tuple) else value for name, value in asdict(record).items()}
+    return {name: _json_value(value) for name, value in asdict(record).items()}
+
+
+def _json_value(value: Any) -> Any:
+    return [_json_value(v) for v in value] if isinstance(value, tuple) else value
 
 
 # -- comparison --------------------------------------------------------------------------------
@@ -440,6 +505,58 @@ def compare(
 # -- shared rendering helpers ------------------------------------------------------------------
 
 
+def _write_groups_table(writes: int, groups: list[WriteGroup]) -> Group:
+    rows = [(str(g.count), human_bytes(g.bytes), g.reason, display_source(g.source), _counted(g.ops, _short_op))
+            for g in groups[:SUMMARY_ROWS]]
+    return _summary_table(f"Materialized writes ({writes}) by source line and reason", len(groups),
+                          (("writes", None), ("bytes", None), ("reason", 20), ("source", 48), ("ops", 30)), rows)
+
+
+def _fallback_groups_table(fallbacks: int, groups: list[FallbackGroup]) -> Group:
+    rows = []
+    for g in groups[:SUMMARY_ROWS]:
+        (source, n), *others = g.sources
+        lines = f" ×{n} (+{_plural(len(others), 'line')})" if others else ""
+        rows.append((str(g.count), g.op, g.reason, display_source(source) + lines))
+    return _summary_table(f"Fallbacks ({fallbacks}) by op and reason", len(groups),
+                          (("ops", None), ("op", 28), ("reason", 30), ("source", 70)), rows)
+
+
+def _summary_table(title: str, groups: int, columns: tuple[tuple[str, int | None], ...],
+                   rows: list[tuple[str, ...]]) -> Group:
+    """A title, a borderless table of one line a row, and a line for the rows left out. A column
+    with a maximum width ends its longer cells in an ellipsis; one without (a count) keeps its width."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for i, (name, most) in enumerate(columns):
+        width = max(len(name), *(len(row[i]) for row in rows))
+        table.add_column(name, justify="right" if most is None else "left", no_wrap=True, overflow="ellipsis",
+                         min_width=width if most is None else None, max_width=most)
+    for row in rows:
+        table.add_row(*map(Text, row))
+    parts: list[RenderableType] = [Text(title, style="italic"), table]
+    hidden = groups - SUMMARY_ROWS
+    if hidden > 0:
+        parts.append(Text(f"… {hidden} more {'group' if hidden == 1 else 'groups'} (--details)", style="dim"))
+    return Group(*parts)
+
+
+def _counted(items: tuple[tuple[str, int], ...], show: Any, shown: int = 3) -> str:
+    """``mul 19, add 11, addmm 8, …``: the most frequent names, a count where there are several."""
+    parts = [show(name) + (f" {n}" if n > 1 else "") for name, n in items[:shown]]
+    return ", ".join(parts) + (", …" if len(items) > shown else "")
+
+
+def _cause_text(cause: Cause) -> str:
+    if cause.kind == "fallbacks":
+        ran = "op ran" if cause.count == 1 else "ops ran"
+        return f"{cause.count} {ran} eagerly {cause.explanation}: {_counted(cause.examples, _short_op)}"
+    if cause.kind == "syncs":
+        [(source, _)] = cause.examples
+        return f"{cause.count} host syncs ({cause.reason}) from {display_source(source)}: {cause.explanation}"
+    return (f"{_plural(cause.count, 'write')} ({cause.reason}, {human_bytes(cause.bytes)}): "
+            f"{cause.explanation}")
+
+
 def _writes_table(title: str, writes: list[Write], indices: Iterable[int] | None = None) -> Table:
     """The writes at ``indices`` (all by default), numbered by their place in ``writes``."""
     table = Table(title=title, title_justify="left")
@@ -496,6 +613,10 @@ def display_source(source: str, cwd: str | None = None) -> str:
     path, sep, line = source.rpartition(":")
     if not sep or not line.isdigit() or not os.path.isabs(path):
         return source
+    parts = path.split(os.sep)
+    installed = [i for i, part in enumerate(parts) if part in ("site-packages", "dist-packages")]
+    if installed:  # an installed library: its import path says where, the environment's does not
+        return "/".join(parts[installed[-1] + 1:]) + f":{line}"
     cwd = cwd or os.getcwd()
     try:
         rel = os.path.relpath(path, cwd)
@@ -526,10 +647,17 @@ def render_html(renderable: RenderableType, width: int = PLAIN_WIDTH) -> str:
     return _recorded(renderable, width).export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT)
 
 
-def mimebundle(renderable: RenderableType, width: int = PLAIN_WIDTH) -> dict[str, str]:
-    """Jupyter display data: HTML plus clean text (a bare renderable would leak ANSI into text/plain)."""
+def mimebundle(renderable: RenderableType, width: int = PLAIN_WIDTH,
+               folded: Iterable[tuple[str, RenderableType]] = ()) -> dict[str, str]:
+    """Jupyter display data: HTML plus clean text (a bare renderable would leak ANSI into text/plain).
+
+    ``folded`` (title, renderable) pairs follow in the HTML only, each in a collapsed ``<details>``:
+    a notebook keeps the full tables one click away without printing them.
+    """
     console = _recorded(renderable, width)
     html = console.export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT, clear=False)
+    for title, part in folded:
+        html += f"<details><summary>{escape(title)}</summary>{render_html(part, width)}</details>"
     return {"text/plain": _plain_text(console), "text/html": html}
 
 

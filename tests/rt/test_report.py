@@ -69,8 +69,8 @@ def test_summary_line(script):
     )
 
 
-def test_rich_rendering_shows_totals_ratios_and_every_write(script):
-    text = render(make_report(script))
+def test_details_show_totals_ratios_and_every_record(script):
+    text = render(make_report(script).details())
     lines = text.splitlines()
     assert "policy stream, executor reference" in lines[0]
     assert any(line.split() == ["kernels", "2", "5", "0.40x"] for line in lines)
@@ -83,15 +83,41 @@ def test_rich_rendering_shows_totals_ratios_and_every_write(script):
     assert cells == ["0", "(32, 32)", "float32", "4.00 KiB", "alive", "model.py:4", "add", "0"]
     row = next(line for line in lines if "(32, 1)" in line)
     assert "128 B" in row and "output" in row and "model.py:5" in row and "sum" in row
+    assert "Kernels (2)" in text and "fused_mul_relu_add" in text
     assert "Fallbacks (1)" in text and "aten.nonzero.default" in text and "data-dependent output shape" in text
     assert "Flushes (2)" in text and "model.py:7" in text
     assert script not in text  # no absolute path once inside the cwd
 
 
+def test_default_view_groups_records_by_line_and_reason(script):
+    text = str(make_report(script))
+    lines = text.splitlines()
+    assert any(line.split() == ["kernels", "2", "5", "0.40x"] for line in lines)
+    assert "1 fallback (ops run eagerly), 2 flushes (item 1, exit 1)" in lines
+    assert "Materialized writes (2) by source line and reason" in lines
+    assert ["1", "4.00", "KiB", "alive", "model.py:4", "add"] in [line.split() for line in lines]
+    assert ["1", "128", "B", "output", "model.py:5", "sum"] in [line.split() for line in lines]
+    assert "Fallbacks (1) by op and reason" in lines
+    assert ["1", "aten.nonzero.default", "data-dependent", "output", "shape", "model.py:6"] in [
+        line.split() for line in lines]
+    assert "Kernels (" not in text and "Flushes (" not in text and "┏" not in text  # full tables: details only
+    assert "more groups" not in text  # nothing left out
+    # the causes: the fallback first, then the writes eager would not make, with advice where known
+    causes = lines[lines.index("Top causes") + 1:lines.index("Materialized writes (2) by source line and reason") - 1]
+    assert [line.strip() for line in causes] == [
+        "1 op ran eagerly (data-dependent output shape): nonzero",
+        "1 write (alive, 4.00 KiB): still referenced from Python at the flush (a variable, a list, a notebook name)",
+        "→ del what is no longer needed, or compute inside a function whose locals die at return",
+    ]
+
+
 def test_empty_sections_are_left_out():
-    text = render(Report(eager_kernels=3, eager_writes=3, eager_bytes_written=300))
-    assert "Materialized writes" not in text and "Fallbacks" not in text and "Flushes" not in text
-    assert any(line.split() == ["kernels", "0", "3", "0.00x"] for line in text.splitlines())
+    for view in (Report(eager_kernels=3, eager_writes=3, eager_bytes_written=300),
+                 Report(eager_kernels=3, eager_writes=3, eager_bytes_written=300).details()):
+        text = render(view)
+        assert "Materialized writes" not in text and "Fallbacks" not in text and "Flushes" not in text
+        assert "Top causes" not in text and "fallback" not in text
+        assert any(line.split() == ["kernels", "0", "3", "0.00x"] for line in text.splitlines())
     assert any(line.split()[:3] == ["kernels", "0", "0"] and line.split()[3] == "-"
                for line in render(Report()).splitlines())
 
@@ -99,14 +125,21 @@ def test_empty_sections_are_left_out():
 def test_plain_text_and_jupyter_bundle_are_clean(script):
     report = make_report(script)
     plain = str(report)
-    assert "\x1b" not in plain and "(32, 32)" in plain and "model.py:4" in plain
+    assert "\x1b" not in plain and "4.00 KiB" in plain and "model.py:4" in plain
     bundle = report._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"}
     assert bundle["text/plain"] == plain
     html = bundle["text/html"]
     assert html.startswith("<pre") and "\x1b" not in html
-    assert "Materialized writes (2)" in html and "┏━━━┳" in html and "model.py:4" in html
-    assert "Materialized writes (2)" in report._repr_html_()
+    assert "Materialized writes (2) by source line and reason" in html and "model.py:4" in html
+    # the full tables follow, each folded under its title
+    folded = html.split("<details>")[1:]
+    assert [part.split("</summary>")[0] for part in folded] == [
+        "<summary>Materialized writes (2)", "<summary>Kernels (2)", "<summary>Fallbacks (1)", "<summary>Flushes (2)"]
+    assert "┏━━━┳" in folded[0] and "(32, 32)" in folded[0] and all(p.endswith("</details>") for p in folded)
+    assert report._repr_html_() == html
+    details = report.details()._repr_mimebundle_()
+    assert "<details>" not in details["text/html"] and "(32, 32)" in details["text/plain"]
 
 
 def test_ipython_display_uses_the_clean_bundle(script):
@@ -134,6 +167,12 @@ def test_json_round_trip_and_schema(script):
     assert data["kernel_records"][0]["ops"] == ["aten.mul.Tensor", "aten.relu.default", "aten.add.Tensor"]
     assert Report.from_json(report.to_json()) == report
     assert Report.from_dict(data).materialized[0].shape == (32, 32)
+    # the summary is derived, like the totals: its causes as the text report words them
+    [fallback, alive] = data["summary"]["causes"]
+    assert fallback == {"kind": "fallbacks", "reason": "data-dependent output shape", "count": 1, "bytes": 0,
+                        "examples": [["aten.nonzero.default", 1]], "explanation": "(data-dependent output shape)",
+                        "advice": None, "text": "1 op ran eagerly (data-dependent output shape): nonzero"}
+    assert (alive["kind"], alive["reason"], alive["count"], alive["bytes"]) == ("writes", "alive", 1, 4096)
 
 
 def test_unknown_schema_version_is_refused(script):
