@@ -12,6 +12,7 @@ from fusionlint.rules.manual_attention import ManualAttention
 from fusionlint.rules.matmul_bias import MatmulBias
 from fusionlint.rules.reduce_before_compute import ReduceBeforeCompute
 from fusionlint.rules.redundant_copy import RedundantCopy
+from fusionlint.rules.scalar_fused_op import ScalarFusedOp
 from fusionlint.rules.scale_after_matmul import ScaleAfterMatmul
 from fusionlint.rules.syntax_error import SyntaxErrorRule
 from fusionlint.rules.view_breaks_fused_block import ViewBreaksFusedBlock
@@ -30,6 +31,7 @@ _RULES: tuple[type[Rule], ...] = (
     ManualAttention,
     MatmulBias,
     BmmScaleAdd,
+    ScalarFusedOp,
     ComputeBoundSequence,
     SyntaxErrorRule,
 )

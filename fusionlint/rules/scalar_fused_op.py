@@ -1,0 +1,275 @@
+"""FL013: element-wise arithmetic that one fused PyTorch op does in one eager kernel:
+``x + alpha * y`` (``torch.add(..., alpha=)``), ``a * b + c`` (``torch.addcmul``),
+``a / b * v + c`` (``torch.addcdiv``)."""
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope, dotted_name, own_parts, scope_statements
+from fusionlint.analysis.nodes import Walker
+from fusionlint.model import EAGER, FixSafety
+from fusionlint.ops import OpTables
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+
+_ARITHMETIC_TEXT = re.compile(r"[+-]")
+_NUMBER_TYPES = frozenset({"float", "int"})
+_NUMBER_CALLS = frozenset({"float", "int", "math.sqrt", "math.log", "math.exp", "math.pow"})
+
+
+class ScalarFusedOp(Rule):
+    code = "FL013"
+    name = "scalar-fused-op"
+    message = "element-wise arithmetic that one fused op does in one kernel (`torch.add(alpha=)`, `addcmul`, `addcdiv`)"
+    rationale = """
+        Eager PyTorch runs each operator as a kernel that writes its whole result: `x + 0.5 *
+        y` is two kernels (the scaled `y`, then the sum), `a * b * 0.5 + c` three. PyTorch has
+        fused ops for these: `torch.add(x, y, alpha=0.5)` (and `torch.sub`), `torch.addcmul(c,
+        a, b, value=0.5)` and `torch.addcdiv(c, a, b, value=0.5)`, one kernel each. fusionrt's
+        eager count for 256 x 256 operands goes from 2 kernels and 512 KiB written to 1 and
+        256 KiB for `x + 0.5 * y`, from 3 kernels and 768 KiB to 1 and 256 KiB for `a * b *
+        0.5 + c`. A fusing backend (fusionrt, torch.compile) fuses the written-out form
+        anyway: the rewrite pays in eager only.
+
+        Flagged, every operand known to be a tensor and every scale a number the code shows
+        (a literal, `math.sqrt(...)`, a parameter annotated `float`/`int` or a local assigned
+        only such values): `x + alpha * y` and `x - alpha * y`; `a * b + c` and `a * b * v +
+        c`; `a / b + c` and `a / b * v + c`. The out-of-place fused ops broadcast all their
+        operands together and promote dtypes as the written-out arithmetic does. Not flagged:
+        a scale that may be a tensor (`self.gamma`: the fused ops take numbers only), in-place
+        updates (`x += ...`), a product of a batched matmul (FL012 reports `torch.baddbmm`).
+    """
+    use_instead = "`torch.add(x, y, alpha=alpha)`, `torch.addcmul(c, a, b, value=v)`, `torch.addcdiv(c, a, b, value=v)`."
+    fix_safety = FixSafety.UNSAFE
+    pays_in = (EAGER,)
+    yields_to = frozenset({"FL012"})
+    fix_notes = """
+        The fix writes the fused op in place of the sum. It is **unsafe**: the fused ops round
+        differently (no rounding of the product to the operands' dtype before the sum), and
+        they are stricter than the operators on dtypes: integer tensors take no float `alpha`,
+        and `addcdiv` refuses integer tensors (`/` divides them as floats). `fusionlint check
+        --fix --verify` runs both versions on random inputs and applies the fix only if they
+        agree.
+    """
+    examples = (
+        Example(
+            bad="""\
+import torch
+
+
+def momentum_step(p: torch.Tensor, grad: torch.Tensor, buf: torch.Tensor, lr: float) -> torch.Tensor:
+    buf = buf * 0.9 + grad
+    return p - lr * buf
+""",
+            at=((5, 11), (6, 12)),
+            fixed="""\
+import torch
+
+
+def momentum_step(p: torch.Tensor, grad: torch.Tensor, buf: torch.Tensor, lr: float) -> torch.Tensor:
+    buf = torch.add(grad, buf, alpha=0.9)
+    return torch.sub(p, buf, alpha=lr)
+""",
+            call="momentum_step(randn(256, 256), randn(256, 256), randn(256, 256), 0.01)",
+        ),
+        Example(
+            bad="""\
+import torch
+
+
+def modulate(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    return x * scale * 0.5 + shift
+""",
+            at=((5, 12),),
+            fixed="""\
+import torch
+
+
+def modulate(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    return torch.addcmul(shift, x, scale, value=0.5)
+""",
+            call="modulate(randn(8, 64, 32), randn(8, 1, 32), randn(8, 1, 32))",
+        ),
+        Example(
+            bad="""\
+import torch
+
+
+def adam_like(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    denom = v.abs().sqrt() + 1e-8
+    return m / denom * -0.001 + p
+""",
+            at=((6, 12),),
+            fixed="""\
+import torch
+
+
+def adam_like(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    denom = v.abs().sqrt() + 1e-8
+    return torch.addcdiv(p, m, denom, value=-0.001)
+""",
+            call="adam_like(randn(256, 256), randn(256, 256), randn(256, 256))",
+        ),
+    )
+    valid = (
+        # a scale that may be a tensor; an in-place update; a number added
+        """\
+import torch
+
+
+class Scale(torch.nn.Module):
+    def mix(self, x: torch.Tensor, y: torch.Tensor, gamma):
+        x += 0.5 * y
+        return x + self.gamma * y + gamma * y, x * y + 1.0
+""",
+        # a batched matmul scaled and added (FL012's); a subtraction of a product of tensors
+        """\
+import torch
+
+
+def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
+    return torch.bmm(a, b) * 0.5 + c, c - a * b
+""",
+    )
+
+    @classmethod
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        text = block[index]
+        return ("*" in text or "/" in text) and _ARITHMETIC_TEXT.search(text) is not None
+
+    def check(self, scope: Scope) -> Iterator[Violation]:
+        numbers = _NumberNames(scope)
+        for ref in scope_statements(scope):
+            statement = ref.node
+            sums = _Sums()
+            for part in own_parts(statement):
+                sums.walk(part)
+            rewritten: set[int] = set()  # operands of a reported sum: reported with it
+            for total in sums.found:
+                rewrite = None if id(total) in rewritten else _rewrite(scope, numbers, total)
+                if rewrite is None:
+                    continue
+                func, args, value = rewrite
+                rewritten.update(map(id, args))
+                spelled = scope.facts.spelling(func)
+                fix = None
+                if spelled is not None and isinstance(statement, cst.SimpleStatementLine):
+                    fused = _call(spelled, args, value).with_changes(lpar=total.lpar, rpar=total.rpar)
+                    fix = (StatementEdit(statement, (replace_nodes(statement, {total: fused}),)),)
+                yield Violation(total, fix=fix, message=f"written-out arithmetic that `{func}` does in one kernel")
+
+
+class _Sums(Walker):
+    """The ``+`` and ``-`` operations of an expression, outermost first (the walk is pre-order)."""
+
+    def __init__(self) -> None:
+        self.found: list[cst.BinaryOperation] = []
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, (cst.Add, cst.Subtract)):
+            self.found.append(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> bool:
+        return False  # an in-place update: the fused op would be ``add_``, not this rewrite
+
+
+class _NumberNames:
+    """Which local names surely hold numbers: parameters annotated ``float``/``int``, and locals
+    every assignment of which gives a number."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.known: dict[str, bool] = {}
+        node = scope.node
+        if isinstance(node, cst.FunctionDef):
+            for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
+                annotation = param.annotation.annotation if param.annotation is not None else None
+                if isinstance(annotation, cst.Name) and annotation.value in _NUMBER_TYPES:
+                    self.known[param.name.value] = True
+                elif param.name.value != "self":
+                    self.known[param.name.value] = False
+
+    def holds_number(self, name: str) -> bool:
+        known = self.known.get(name)
+        if known is not None:
+            return known
+        self.known[name] = False  # a name assigned from itself is not known to be a number
+        values = [v for t, v in self.scope.assignments if isinstance(t, cst.Name) and t.value == name]
+        self.known[name] = bool(values) and all(self.is_number(v) for v in values)
+        return self.known[name]
+
+    def is_number(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(expr, cst.UnaryOperation):
+            return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.is_number(expr.expression)
+        if isinstance(expr, cst.BinaryOperation):
+            return not isinstance(expr.operator, cst.MatrixMultiply) and self.is_number(expr.left) and self.is_number(expr.right)
+        if isinstance(expr, cst.Call):
+            return dotted_name(expr.func) in _NUMBER_CALLS
+        if isinstance(expr, cst.Name):
+            return self.holds_number(expr.value)
+        return False
+
+
+def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a * b * v`` -> [a, b, v] (a product, flattened; anything else is one factor)."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return [*_factors(expr.left), *_factors(expr.right)]
+    return [expr]
+
+
+def _rewrite(scope: Scope, numbers: _NumberNames, total: cst.BinaryOperation):
+    """(fused op, its tensor arguments, its scale or None) for ``total``, or None."""
+    add = isinstance(total.operator, cst.Add)
+    sides = ((total.left, total.right), (total.right, total.left)) if add else ((total.right, total.left),)
+    for term, other in sides:
+        if not scope.is_tensor(other) or _is_batched_product(scope, term):
+            continue
+        factors = _factors(term)
+        tensors = [f for f in factors if scope.is_tensor(f)]
+        scales = [f for f in factors if not scope.is_tensor(f)]
+        if len(scales) > 1 or not all(numbers.is_number(s) for s in scales):
+            continue
+        value = scales[0] if scales else None
+        if add and len(tensors) == 2:
+            return "torch.addcmul", (other, *tensors), value
+        if add and len(tensors) == 1 and _is_quotient(scope, tensors[0]):
+            quotient = tensors[0]
+            return "torch.addcdiv", (other, quotient.left, quotient.right), value  # type: ignore[attr-defined]
+        if len(tensors) == 1 and value is not None:
+            return ("torch.add" if add else "torch.sub"), (other, tensors[0]), value
+    return None
+
+
+def _is_quotient(scope: Scope, expr: cst.BaseExpression) -> bool:
+    return (
+        isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide)
+        and scope.is_tensor(expr.left) and scope.is_tensor(expr.right)
+    )
+
+
+def _is_batched_product(scope: Scope, term: cst.BaseExpression) -> bool:
+    """A factor that is ``bmm``/``mm``: FL012 fuses the whole sum into the GEMM."""
+    for factor in _factors(term):
+        op = scope.op(factor)
+        if op is not None and op[0] in ("bmm", "mm"):
+            return True
+    return False
+
+
+def _call(func: str, args: tuple[cst.BaseExpression, ...], value: cst.BaseExpression | None) -> cst.Call:
+    arguments = [cst.Arg(arg.with_changes(lpar=[], rpar=[]) if _atomic(arg) else arg) for arg in args]
+    if value is not None:
+        keyword = "value" if func.endswith(("addcmul", "addcdiv")) else "alpha"
+        arguments.append(cst.Arg(
+            value, keyword=cst.Name(keyword),
+            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+        ))
+    return cst.Call(func=cst.parse_expression(func), args=arguments)
+
+
+def _atomic(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
