@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch._decomp import core_aten_decompositions, decomposition_table
 
+from .attention import route_attention
 from .capture import COMPOSITE_OPS, EXTERN_KINDS, REDUCTION_OPS
 from .kernel_ir import POINTWISE_OPS
 from .replay import Jitted, global_state, jit
@@ -236,12 +237,14 @@ def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         raise ValueError(f"fusionrt backend: unknown option(s) {', '.join(unknown)}; known: {', '.join(_OPTIONS)}")
     if mode not in (None, "default", "reduce-overhead"):  # the latter is what cudagraphs already does
         raise ValueError(f"fusionrt backend: mode {mode!r} is not supported (default, reduce-overhead)")
-    executor, policy = options.get("executor", "auto"), options.get("policy", "stream")
+    executor, policy = options.get("executor", "auto"), options.get("policy", "speed")
     # Training graphs return the values saved for backward: copying those out of a CUDA graph's
     # memory would cost what the graph saves, so only inference graphs are graphed.
     training = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                                for x in example_inputs)
     graphed = bool(options.get("cudagraphs", True)) and not training
+    if not training:
+        route_attention(gm)
     backend = aot_autograd(fw_compiler=_compiler(executor, policy, graphed),
                            bw_compiler=_compiler(executor, policy, False), decompositions=decompositions(),
                            keep_inference_input_mutations=True)

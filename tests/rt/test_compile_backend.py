@@ -123,6 +123,59 @@ def test_training_steps_give_eager_gradients_and_parameters(executor):
     assert backward.kernels < backward.eager_kernels
 
 
+class Attention(nn.Module):
+    """Self-attention through ``scaled_dot_product_attention``, with what real models pass it."""
+
+    def __init__(self, dim: int = 32, heads: int = 4, **sdpa) -> None:
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, mask=None) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, **self.sdpa)
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("case", ["bool-mask", "float-mask", "causal-scale"])
+def test_inference_attention_runs_the_kernel_chosen_at_run_time(executor, case):
+    """Each call's kernel is chosen on the real tensors, as in eager (the traced choice can be
+    the math form, which writes the score matrix): the graph holds one opaque attention op."""
+    model = Attention(is_causal=True, scale=0.3) if case == "causal-scale" else Attention()
+    model.eval()
+    compiled = compile_(model, executor)
+    before = len(compiled_graphs())
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 8, 32)
+            mask = None
+            if case == "bool-mask":
+                mask = torch.rand(2, 1, 8, 8) > 0.3
+                mask[..., 0] = True  # no row fully masked
+            elif case == "float-mask":
+                mask = torch.randn(2, 1, 1, 8)
+            torch.testing.assert_close(compiled(x, mask), model(x, mask), rtol=1e-4, atol=1e-5)
+    (graph,) = new_graphs(before)
+    assert graph.stats.replays == 1
+    ops = [str(n.target) for n in graph.fn.graph.nodes if n.op == "call_function"]
+    assert ops.count("fusionrt.attention.default") == 1
+    assert not any("softmax" in op or "bmm" in op for op in ops)
+
+
+def test_training_attention_keeps_its_backward():
+    model = Attention()
+    reference = copy.deepcopy(model)
+    compiled = compile_(model)
+    x = torch.randn(2, 8, 32, requires_grad=True)
+    compiled(x).square().mean().backward()
+    reference(x.detach().requires_grad_()).square().mean().backward()
+    for mine, theirs in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5)
+
+
 def test_a_graph_break_gives_two_graphs_and_eager_values():
     def fn(x):
         y = torch.relu(x * 2)
