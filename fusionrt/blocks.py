@@ -25,6 +25,10 @@ class Block:
         self.producer: Optional[Block] = None
         self.prologue_loads: dict[int, list[tuple[Any, IndexMap]]] = {}
         self.epilogue_loads: dict[tuple[int, IndexMap], tuple[Any, IndexMap]] = {}
+        # the speed policy: values of other kernels this block computes from their inputs rather
+        # than load, and what the block loads so far (so recomputing costs only new loads)
+        self.recomputes: set[Node] = set()
+        self.loads: dict[tuple[int, IndexMap], tuple[Any, IndexMap]] = {}
 
     @property
     def fusible(self) -> bool:

@@ -20,7 +20,8 @@ MAX_PROLOGUE_LOADS = 3
 MAX_EPILOGUE_OPS = 32
 MAX_EPILOGUE_LOADS = 4
 # A producer made of concrete data only (casts of inputs, ``w.float()``) is recomputed by each
-# consumer instead of being given a kernel and a write, up to this many ops.
+# consumer instead of being given a kernel and a write, up to this many ops; so is, under the
+# speed policy, an element-wise value read after a reduction or by a later kernel.
 MAX_RECOMPUTE_OPS = 8
 
 TEMPLATE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -98,6 +99,15 @@ def choose_matmul(work: MatmulWork, machine: Machine = H100) -> Choice:
     if template_time < torch_time:
         return Choice("template", estimate)
     return Choice("torch", estimate)
+
+
+def recompute_pays(extra_read_bytes: int, saved_bytes: int) -> bool:
+    """The speed policy's test, Inductor's trade: recompute an element-wise value in its
+    consumer's kernel when the loads that adds (inputs that kernel does not read yet, and their
+    writes where they would not be written anyway) cost fewer bytes than writing the value and
+    reading it back. A looped reduction reads its row again in each pass, so ``extra_read_bytes``
+    is what a single-pass kernel reads: the plan does not depend on the machine's tile sizes."""
+    return extra_read_bytes < saved_bytes
 
 
 def cublaslt(activation: str, dtype: torch.dtype, machine: Machine = H100) -> Choice:

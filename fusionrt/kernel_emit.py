@@ -131,11 +131,13 @@ def emit_in_order(low: Lowering, block: Block, nodes: Sequence[Node], outputs: t
 
 
 def _inline(block: Block, owner: Mapping[Node, Block], floating: Set[Node]) -> Callable[[Node, bool], bool]:
-    """What a block computes rather than loads: its own nodes, the floating producers, and
-    element-wise values it reads through a view (recomputed at the view's indices)."""
+    """What a block computes rather than loads: its own nodes, the floating producers, the
+    values of earlier kernels the planner has it recompute, and element-wise values it reads
+    through a view (recomputed at the view's indices)."""
 
     def inline(src: Node, via_view: bool) -> bool:
-        return owner.get(src) is block or src in floating or (via_view and src.kind == "pointwise")
+        return (owner.get(src) is block or src in floating or src in block.recomputes
+                or (via_view and src.kind == "pointwise"))
 
     return inline
 

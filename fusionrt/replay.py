@@ -43,7 +43,7 @@ class JitStats:
     last_recording: str = ""  # why the last recorded call did not replay
 
 
-def jit(fn: Optional[Callable[..., Any]] = None, *, policy: str = "stream",
+def jit(fn: Optional[Callable[..., Any]] = None, *, policy: str = "speed",
         executor: str = "auto") -> Any:
     """``fusionrt.jit(fn)``, ``fusionrt.jit(module)`` or ``@fusionrt.jit(executor=...)``: a
     callable that behaves like ``fn`` and keeps the report of its last call in ``.report``. A
@@ -56,7 +56,7 @@ def jit(fn: Optional[Callable[..., Any]] = None, *, policy: str = "stream",
 class Jitted:
     """``fn`` recorded once per argument signature and replayed while its guards hold."""
 
-    def __init__(self, fn: Callable[..., Any], policy: str = "stream", executor: str = "auto") -> None:
+    def __init__(self, fn: Callable[..., Any], policy: str = "speed", executor: str = "auto") -> None:
         Session(policy=policy, executor=executor)  # validates both names now, not at the first call
         self.module = fn if isinstance(fn, torch.nn.Module) else None
         if self.module is None:

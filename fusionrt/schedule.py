@@ -1,7 +1,9 @@
-"""The ``stream`` planner: pending nodes in program order in, kernels and writes out.
+"""The planner: pending nodes in program order in, kernels and writes out.
 
 Pure: it reads only the graph and the ``Flags`` taken at the flush, so it is tested on
-hand-built graphs. ``docs/semantics.md`` states the policy this implements, rule by rule. It
+hand-built graphs. ``docs/semantics.md`` states the ``stream`` policy rule by rule; the
+``speed`` policy differs in one rule (an element-wise value is recomputed across a reduction,
+or by a later kernel, when that reads fewer bytes than writing it: ``cost.recompute_pays``). It
 decides blocks and writes; ``kernel_emit`` turns each block into kernel IR and ``backends``
 matches kernels that a library kernel runs better.
 """
@@ -20,7 +22,9 @@ from .graph import IndexMap, Leaf, Node, Use, View, numel
 from .kernel_emit import emit_fused, emit_matmul
 from .plan import CopyHome, ExternLaunch, Flags, Plan, PlannedWrite
 
-POLICIES = ("stream",)
+# stream: Burn's semantics, what lazy()/measure/%%fuse measure and the linter's contract is
+# stated in; speed: Inductor's recomputation, for fusionrt.jit and the torch.compile backend.
+POLICIES = ("stream", "speed")
 
 # First reason wins (docs/semantics.md, section 7).
 REASON_ORDER = ("sync", "output", "fallback-input", "view-break", "consumed-later", "alive")
@@ -29,9 +33,10 @@ REASON_ORDER = ("sync", "output", "fallback-input", "view-break", "consumed-late
 
 class _Planner:
     def __init__(self, nodes: Sequence[Node], flags: Flags,
-                 torch_matmuls: Optional[dict[Node, cost.Choice]] = None) -> None:
+                 torch_matmuls: Optional[dict[Node, cost.Choice]] = None, policy: str = "stream") -> None:
         self.nodes = nodes
         self.flags = flags
+        self.speed = policy == "speed"
         self.torch_matmuls = torch_matmuls or {}  # matmuls the cost model sent to torch
         self.blocks: list[Block] = []
         self.owner: dict[Node, Block] = {}
@@ -109,7 +114,8 @@ class _Planner:
             return None
         # A cast or copy is re-read from its input rather than carried across a reduction.
         free = src.op in ("_to_copy", "clone")
-        if src.kind != "pointwise" or not (same_phase or recompute or free):
+        if src.kind != "pointwise" or not (same_phase or recompute or free
+                                           or self.recompute_chain(block, src, m, phase) is not None):
             return "value"
         for use in tensor_uses(src.args):
             why = self.readable(block, use.src, use.map.compose(m), phase, recompute)
@@ -131,11 +137,82 @@ class _Planner:
             if via_view and src.kind == "pointwise":  # absorbed: recomputed through the view
                 for use in tensor_uses(src.args):
                     self.mark(block, use.src, use.map.compose(m), view_broke, True)
+            elif self.recomputes_across(block, src, m):
+                for use in tensor_uses(src.args):
+                    self.mark(block, use.src, use.map.compose(m), view_broke, via_view)
             else:
                 self.need(src, "view-break" if view_broke and via_view else "consumed-later")
         elif m != block.canon[src]:
             for use in tensor_uses(src.args):
                 self.mark(block, use.src, use.map.compose(m), view_broke, via_view)
+
+    def recomputes_across(self, block: Block, src: Node, m: IndexMap) -> bool:
+        """``block`` computes ``src``, a value of an earlier kernel, from that value's inputs."""
+        if src not in block.recomputes and not block.template and src.kind == "pointwise":
+            chain = self.recompute_chain(block, src, m, block.phase)
+            if chain is not None:
+                block.recomputes.update(chain)
+        return src in block.recomputes
+
+    def recompute_chain(self, block: Block, src: Node, m: IndexMap, phase: int) -> Optional[set[Node]]:
+        """Under the speed policy, when ``block`` reading ``src`` at ``m`` in ``phase`` should
+        compute it from its inputs rather than have it written and load it: the values of
+        other kernels that computing it takes (empty when all are the block's own)."""
+        if not self.speed:
+            return None
+        found = self.chain_loads(block, src, m, phase, cost.MAX_RECOMPUTE_OPS)
+        if found is None:
+            return None
+        loads, others = found
+        extra = sum(_read_bytes(s, sm) + self.write_bytes(s) for key, (s, sm) in loads.items()
+                    if key not in block.loads)
+        saved = _read_bytes(src, m) + self.write_bytes(src)
+        return others if cost.recompute_pays(extra, saved) else None
+
+    def chain_loads(self, block: Block, src: Any, m: IndexMap, phase: int, budget: Optional[int]
+                    ) -> Optional[tuple[dict[tuple[int, IndexMap], tuple[Any, IndexMap]], set[Node]]]:
+        """What ``block`` loads to have ``src`` at ``m`` in ``phase`` (values in its registers
+        cost nothing; element-wise values not written anyway are computed from their inputs),
+        and the values of other kernels it computes on the way. None when that takes more than
+        ``budget`` ops, or a reduced value of the block is read at another map."""
+        loads: dict[tuple[int, IndexMap], tuple[Any, IndexMap]] = {}
+        others: set[Node] = set()
+        ops = 0
+        stack = [(src, m)]
+        while stack:
+            s, sm = stack.pop()
+            if isinstance(s, View) and s.map is not None:
+                stack.append((s.root, s.map.compose(sm)))
+                continue
+            if isinstance(s, (Leaf, View)):
+                loads[(id(s), sm)] = (s, sm)
+                continue
+            own = self.owner.get(s) is block
+            if own and sm == block.canon[s] and (s in block.reduced or block.phase_of[s] == phase):
+                continue
+            if own or s in self.floating or s in block.recomputes:
+                if s.kind != "pointwise":
+                    return None
+            elif s.kind == "pointwise" and not block.template and not self.written_anyway(s):
+                others.add(s)
+            else:
+                loads[(id(s), sm)] = (s, sm)
+                continue
+            ops += 1
+            if budget is not None and ops > budget:
+                return None
+            stack.extend((u.src, u.map.compose(sm)) for u in tensor_uses(s.args))
+        return loads, others
+
+    def written_anyway(self, node: Node) -> bool:
+        flags = self.flags
+        return (node in self.needs or node in flags.alive or node in flags.sync or node in flags.outputs
+                or node in flags.fallback_inputs)
+
+    def write_bytes(self, src: Any) -> int:
+        """What loading ``src`` adds in writes: a value of another kernel not written anyway."""
+        root = src.root if isinstance(src, View) else src
+        return root.nbytes if isinstance(root, Node) and not self.written_anyway(root) else 0
 
     def need(self, node: Node, reason: str) -> None:
         old = self.needs.get(node)
@@ -153,6 +230,10 @@ class _Planner:
              uses: list[tuple[Use, IndexMap]], view_broke: bool) -> None:
         for use, m in uses:
             self.mark(block, use.src, m, view_broke)
+            if self.speed:
+                found = self.chain_loads(block, use.src, m, block.phase, None)
+                if found is not None:
+                    block.loads.update(found[0])
         block.add(node, canon, reduced)
         self.owner[node] = block
 
@@ -464,7 +545,7 @@ def plan(nodes: Sequence[Node], flags: Flags, policy: str = "stream") -> Plan:
         raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
     to_torch: dict[Node, cost.Choice] = {}
     while True:
-        planner = _Planner(nodes, flags, to_torch)
+        planner = _Planner(nodes, flags, to_torch, policy)
         planner.walk()
         choices = planner.choices()
         rejected = {n: c for n, c in choices.items() if c.backend != "template"}

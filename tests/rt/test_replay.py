@@ -263,7 +263,7 @@ def test_jit_under_the_interpreter_counts_like_the_reference():
     got = fast(*fresh)
     assert fast.stats.replays == 1
     torch.testing.assert_close(got, fn(*fresh))
-    _, reference = fusionrt.measure(fn, *fresh, executor="reference")
+    _, reference = fusionrt.measure(fn, *fresh, executor="reference", policy=fast.policy)
     counts = lambda r: (r.kernels, r.writes, r.bytes_written, r.bytes_read,  # noqa: E731
                         [(w.reason, w.shape, w.source) for w in r.materialized])
     assert counts(fast.report) == counts(reference) and fast.report.executor == "interpret"
