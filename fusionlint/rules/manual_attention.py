@@ -46,7 +46,8 @@ class ManualAttention(Rule):
         keeps): weights read anywhere after the matmul with the values (returned, stored,
         averaged); another normaliser than softmax (sigmoid, relu, softmax over another dim);
         anything but dropout between the softmax and the values (a mask after the softmax, a
-        cast, a renormalisation); two masks; a softmax with a `dtype`.
+        cast, a renormalisation); two masks; a softmax with a `dtype`; the other branch of an
+        `if` that calls SDPA itself (timm's `if self.fused_attn:`, a fallback kept on purpose).
     """
     use_instead = "`F.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., is_causal=..., scale=...)`."
     fix_safety = FixSafety.UNSAFE
@@ -151,7 +152,7 @@ class SelfAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, query, key, value, attention_mask):
-        context = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=self.dropout.p if self.training else 0.0, scale=1 / math.sqrt(self.head_size))
+        context = nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=self.dropout.p if self.training else 0.0, scale=1 / math.sqrt(self.head_size))
         return context.permute(0, 2, 1, 3)
 """,
             call="SelfAttention().eval()(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 1, 1, 64))",
@@ -186,7 +187,7 @@ class Attention(nn.Module):
         self.scale = head_dim ** -0.5
 
     def forward(self, q, k, v):
-        x = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=self.scale)
+        x = nn.functional.scaled_dot_product_attention(q, k, v, scale=self.scale)
         return x.transpose(1, 2)
 """,
             call="Attention()(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32))",
@@ -234,7 +235,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
                 if site.conditional or not isinstance(site.statement.node, cst.SimpleStatementLine):
                     continue
                 chain = _chain(scope, site.node, site.statement)
-                if chain is not None:
+                if chain is not None and not _fallback_of_sdpa(chain.final_ref):
                     yield Violation(chain.scores, fix=_fix(scope, chain), spans=tuple(r.node for r in chain.statements))
 
 
@@ -312,6 +313,14 @@ def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain 
         else:
             chain.attn_mask = mask
     return chain if _movable(scope, chain) else None
+
+
+def _fallback_of_sdpa(ref: StatementRef) -> bool:
+    """Is the attention a branch of an ``if`` whose other branch calls SDPA (timm's
+    ``if self.fused_attn: ... else: ...``)? The author keeps it on purpose, for exports or
+    backends without SDPA: nothing to fix."""
+    parent = ref.block.parent
+    return parent is not None and isinstance(parent.node, cst.If) and "scaled_dot_product_attention" in _code(parent.node)
 
 
 # --------------------------------------------------------------------------- following names
@@ -726,7 +735,7 @@ def _inplace_reads(scope: Scope, chain: _Chain) -> bool:
 
 
 def _fix(scope: Scope, chain: _Chain) -> tuple[StatementEdit, ...] | None:
-    function = _sdpa_name(scope)
+    function = scope.facts.spelling("torch.nn.functional.scaled_dot_product_attention")
     if function is None:
         return None
     args = [_code(chain.q), _code(chain.k), _code(chain.v)]
@@ -739,21 +748,10 @@ def _fix(scope: Scope, chain: _Chain) -> tuple[StatementEdit, ...] | None:
     if chain.scale is not None:
         args.append(f"scale={_code(chain.scale)}")
     call = cst.parse_expression(f"{function}({', '.join(args)})")
-    call = call.with_changes(lpar=chain.final.lpar, rpar=chain.final.rpar)  # type: ignore[attr-defined]
     replacement = replace_nodes(chain.final_ref.node, {chain.final: call})
     edits = [StatementEdit(ref.node, ()) for ref in chain.deleted]  # type: ignore[arg-type]
     edits.append(StatementEdit(chain.final_ref.node, (replacement,)))  # type: ignore[arg-type]
     return tuple(edits)
-
-
-def _sdpa_name(scope: Scope) -> str | None:
-    """How the file names ``torch.nn.functional.scaled_dot_product_attention``."""
-    for path in ("torch.nn.functional", "torch", "torch.nn"):
-        local = next((name for name, canonical in scope.facts.aliases.items() if canonical == path), None)
-        if local is not None:
-            rest = "torch.nn.functional"[len(path):].lstrip(".")
-            return ".".join(filter(None, (local, rest, "scaled_dot_product_attention")))
-    return None
 
 
 # --------------------------------------------------------------------------- small readers
