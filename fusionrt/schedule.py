@@ -177,10 +177,14 @@ class _Planner:
         ``budget`` ops, or a reduced value of the block is read at another map."""
         loads: dict[tuple[int, IndexMap], tuple[Any, IndexMap]] = {}
         others: set[Node] = set()
+        seen: set[tuple[int, IndexMap]] = set()
         ops = 0
         stack = [(src, m)]
         while stack:
             s, sm = stack.pop()
+            if (id(s), sm) in seen:
+                continue
+            seen.add((id(s), sm))
             if isinstance(s, View) and s.map is not None:
                 stack.append((s.root, s.map.compose(sm)))
                 continue
