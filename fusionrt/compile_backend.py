@@ -29,7 +29,7 @@ from .capture import COMPOSITE_OPS, EXTERN_KINDS, REDUCTION_OPS
 from .kernel_ir import POINTWISE_OPS
 from .replay import Jitted, global_state, jit
 
-__all__ = ["fusionrt_backend", "decompositions", "compiled_graphs", "cuda_graphed", "CudaGraphed"]
+__all__ = ["fusionrt_backend", "decompositions", "compiled_graphs", "cuda_graphed", "CudaGraphed", "HeldResults"]
 
 _OPTIONS = ("executor", "policy", "cudagraphs")
 aten = torch.ops.aten
@@ -120,40 +120,58 @@ def _input_facts() -> tuple[frozenset[int], bool]:
 
 
 class CudaGraphed:
-    """A jitted inference graph replayed through CUDA graphs, one per input layout.
+    """A jitted inference graph replayed through CUDA graphs, per input layout.
 
     A layout's first call records the jitted graph and its second replays it (the warm-up); the
     third captures a replay into a CUDA graph, which later calls launch after copying their
     inputs into the graph's own buffers. Static inputs (parameters) are read in place; a call
-    where one has moved goes back to the jitted graph. Results are copied out of the graph's
-    memory, which the next launch overwrites. A layout that does not replay, or whose capture
-    fails (a step that syncs with the host), stays with the jitted graph."""
+    where one has moved goes back to the jitted graph. Results are handed out in the graph's
+    memory, which a launch overwrites: so a launch whose previous results are still held (as in
+    ``y = model(x)`` in a loop) uses a second graph of the layout, and with both graphs' results
+    held, the jitted graph — a held result is never overwritten. A layout that does not replay,
+    or whose capture fails (a step that syncs with the host), stays with the jitted graph."""
 
     MAX_LAYOUTS = 8
+    GRAPHS_PER_LAYOUT = 2
 
     def __init__(self, jitted: Jitted, static: frozenset[int]) -> None:
         self.jitted = jitted
         self.static = static
         self.launches = 0  # calls served by a CUDA graph
-        self._layouts: dict[tuple, Any] = {}  # layout -> calls so far | "warm" | _Captured | None (never)
+        # layout -> calls so far | "warm" | its captured graphs | None (never graphed)
+        self._layouts: dict[tuple, Any] = {}
 
     def __call__(self, args: list[Any]) -> Any:
         key = self._layout(args)
         if key is None or (key not in self._layouts and len(self._layouts) >= self.MAX_LAYOUTS):
             return self.jitted(*args)
         state = self._layouts.get(key, 0)
-        if state == "warm":
-            state = self._layouts[key] = _Captured.capture(self.jitted, args, self.static)
-        if isinstance(state, _Captured) and state.serves(args):
-            self.launches += 1
-            return state.launch(args)
-        if state is None or isinstance(state, _Captured):
+        if state == "warm" or isinstance(state, list):
+            return self._launch(key, [] if state == "warm" else state, args)
+        if state is None:
             return self.jitted(*args)
         replays = self.jitted.stats.replays
         result = self.jitted(*args)
         # the first call records; one that records again is not replayable: never graphed
         self._layouts[key] = "warm" if self.jitted.stats.replays > replays else (None if state else 1)
         return result
+
+    def _launch(self, key: tuple, graphs: list[_Captured], args: list[Any]) -> Any:
+        if not all(graph.serves(args) for graph in graphs):  # a parameter moved, or another stream
+            return self.jitted(*args)
+        for graph in graphs:
+            result = graph.launch(args)
+            if result is not None:
+                self.launches += 1
+                return result
+        if len(graphs) < self.GRAPHS_PER_LAYOUT:
+            graph = _Captured.capture(self.jitted, args, self.static)
+            self._layouts[key] = graphs + [graph] if graph is not None else (graphs or None)
+            result = graph.launch(args) if graph is not None else None
+            if result is not None:
+                self.launches += 1
+                return result
+        return self.jitted(*args)
 
     def _layout(self, args: list[Any]) -> Optional[tuple]:
         """What a captured graph depends on, or None where no graph may serve the call (a CPU
@@ -176,6 +194,19 @@ class CudaGraphed:
         return tuple(parts) if device is not None else None
 
 
+class HeldResults:
+    """Whether results handed out in a graph's memory are still held outside: a storage's use
+    count above what the graph's own references make. A view, an alias or the tensor itself
+    held anywhere counts; a copy does not."""
+
+    def __init__(self, outputs: Sequence[Any]) -> None:
+        self._storages = {t.untyped_storage()._cdata for t in outputs if isinstance(t, torch.Tensor)}
+        self._own = {s: torch._C._storage_Use_Count(s) for s in self._storages}
+
+    def held(self) -> bool:
+        return any(torch._C._storage_Use_Count(s) > own for s, own in self._own.items())
+
+
 class _Captured:
     """One CUDA graph of a jitted replay and the buffers it reads and writes.
 
@@ -187,6 +218,11 @@ class _Captured:
                  stream: tuple[torch.device, int]) -> None:
         self.graph, self.inputs, self.outputs, self.copied, self.stream = graph, inputs, outputs, copied, stream
         self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)}
+        buffers = {self.inputs[i].untyped_storage().data_ptr() for i in copied}
+        # a result in an input buffer is overwritten by the next call's inputs: that one is copied
+        self.in_buffers = [isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in buffers
+                           for o in outputs]
+        self.results = HeldResults([o for o, copy in zip(outputs, self.in_buffers) if not copy])
         self.lock = threading.Lock()
 
     @classmethod
@@ -218,11 +254,16 @@ class _Captured:
         return all(args[i].data_ptr() == ptr for i, ptr in self.pointers.items() if i not in self.copied)
 
     def launch(self, args: list[Any]) -> Any:
+        """The results of a launch, or None when the last launch's are still held."""
         with self.lock:
+            if self.results.held():
+                return None
             for i in self.copied:
                 self.inputs[i].copy_(args[i])
             self.graph.replay()
-            return type(self.outputs)(o.clone() if isinstance(o, torch.Tensor) else o for o in self.outputs)
+            return type(self.outputs)(
+                (o.clone() if copy else o.detach()) if isinstance(o, torch.Tensor) else o
+                for o, copy in zip(self.outputs, self.in_buffers))
 
 
 def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, mode: Optional[str] = None,

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import fusionrt
-from fusionrt.compile_backend import compiled_graphs, cuda_graphed, decompositions
+from fusionrt.compile_backend import HeldResults, compiled_graphs, cuda_graphed, decompositions
 from tests.rt.test_models_bench import load_bench
 
 EXECUTORS = ["reference", "interpret"]
@@ -174,6 +174,22 @@ def test_training_attention_keeps_its_backward():
     reference(x.detach().requires_grad_()).square().mean().backward()
     for mine, theirs in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_results_handed_out_in_graph_memory_count_as_held_until_every_alias_is_dropped():
+    """What decides whether a CUDA graph may overwrite the results it handed out last time."""
+    outputs = [torch.randn(4, 4), torch.randn(3), 7]
+    results = HeldResults(outputs)
+    assert not results.held()
+    handed = outputs[0].detach()
+    assert results.held()
+    del handed
+    assert not results.held()
+    row = outputs[1].detach()[1:]
+    assert results.held()
+    del row
+    copy = outputs[0].clone()
+    assert not results.held() and copy.shape == (4, 4)
 
 
 def test_a_graph_break_gives_two_graphs_and_eager_values():

@@ -1,6 +1,6 @@
 """``torch.compile(backend="fusionrt")`` on a CUDA GPU (run through the device tool): inference
-graphs replayed through CUDA graphs give eager's values on fresh inputs every call, results are
-not overwritten by the next launch, and graphs that must not be graphed are not."""
+graphs replayed through CUDA graphs give eager's values on fresh inputs every call, a result
+still held is never overwritten by a later launch, and graphs that must not be graphed are not."""
 from __future__ import annotations
 
 import copy
@@ -17,7 +17,9 @@ pytestmark = [pytest.mark.gpu,
 
 
 @pytest.mark.parametrize("make", [Block, lambda: randomized(conv_net())])
-def test_graphed_inference_equals_eager_on_fresh_inputs(make):
+def test_graphed_inference_equals_eager_and_never_overwrites_a_held_result(make):
+    """Every result is kept: the first two graph launches use one graph each, then no graph's
+    memory is free and the jitted graph serves."""
     model = make().cuda().eval()
     compiled = torch.compile(model, backend="fusionrt")
     before = len(compiled_graphs())
@@ -28,11 +30,33 @@ def test_graphed_inference_equals_eager_on_fresh_inputs(make):
             x = torch.randn(shape, device="cuda")
             outs.append(compiled(x))
             refs.append(model(x))
-    for out, ref in zip(outs, refs):  # earlier results survive later launches
+    for out, ref in zip(outs, refs):
         torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3)
     (graph,) = new_graphs(before)
     graphed = cuda_graphed(graph)
-    assert graphed is not None and graphed.launches == 4  # record, warm-up replay, then 4 graph launches
+    assert graphed is not None and graphed.launches == 2
+
+
+@pytest.mark.parametrize("held", [0, 1])
+def test_a_loop_that_holds_its_last_result_launches_a_graph_every_call(held):
+    """``y = model(x)`` in a loop holds one result during the next call: two graphs alternate.
+    A loop that drops its result reuses one graph's memory."""
+    model = Block().cuda().eval()
+    compiled = torch.compile(model, backend="fusionrt")
+    before = len(compiled_graphs())
+    kept = []
+    with torch.no_grad():
+        for _ in range(8):
+            x = torch.randn(4, 16, 32, device="cuda")
+            y = compiled(x)
+            torch.testing.assert_close(y, model(x), rtol=1e-3, atol=1e-3)
+            kept = [y.view(-1)[:7]][:held]  # a view keeps the memory too
+            del y
+    (graph,) = new_graphs(before)
+    graphed = cuda_graphed(graph)
+    assert graphed.launches == 6  # after the recorded call and the warm-up replay
+    assert len(graphed._layouts[next(iter(graphed._layouts))]) == 1 + held
+    assert len(kept) == held
 
 
 def test_a_moved_parameter_is_read_where_it_now_lives():
