@@ -43,6 +43,7 @@ from fusionlint.analysis.nodes import (
     dotted_name,
     is_method_call,
     names_of,
+    reaching_assignment,
     reaching_value,
     root_name,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "module_facts",
     "names_of",
     "own_parts",
+    "reaching_assignment",
     "reaching_value",
     "root_name",
     "scope_statements",

@@ -93,21 +93,44 @@ def names_of(statement: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
 def reaching_value(ref: StatementRef, name: str) -> cst.BaseExpression | None:
     """The value of the nearest ``name = value`` before ``ref`` in its block, if that is surely
     what ``name`` holds at ``ref``: only simple statements between, none assigning ``name``."""
-    for earlier in ref.earlier():
-        if not isinstance(earlier.node, cst.SimpleStatementLine):
+    found = reaching_assignment(ref, name)
+    return found[1] if found else None
+
+
+def reaching_assignment(
+    ref: StatementRef, name: str, *, out_of_ifs: bool = False, unread: bool = False
+) -> tuple[StatementRef, cst.BaseExpression] | None:
+    """(statement, value) of the nearest ``name = value`` that surely reaches ``ref``: only simple
+    statements between, none assigning ``name``. ``out_of_ifs``: an ``if`` body is entered from
+    the statements before its ``if``, so the search goes on there. ``unread``: no statement
+    between reads ``name`` either (the value reaches ``ref`` held by ``name`` alone)."""
+    while True:
+        for earlier in ref.earlier():
+            if not isinstance(earlier.node, cst.SimpleStatementLine):
+                return None
+            reads, defs = names_of(earlier.node)
+            if name not in defs:
+                if unread and name in reads:
+                    return None
+                continue
+            small = earlier.simple
+            if (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+                and small.targets[0].target.value == name
+            ):
+                return earlier, small.value
             return None
-        if name not in names_of(earlier.node)[1]:
-            continue
-        small = earlier.simple
-        if (
-            isinstance(small, cst.Assign)
-            and len(small.targets) == 1
-            and isinstance(small.targets[0].target, cst.Name)
-            and small.targets[0].target.value == name
-        ):
-            return small.value
-        return None
-    return None
+        owner = ref.block.parent
+        entered_from_before = owner is not None and isinstance(owner.node, cst.If) and ref.block.node is owner.node.body
+        if not (out_of_ifs and entered_from_before):
+            return None
+        test = _NameUse()
+        test.walk(owner.node.test)
+        if name in test.reads | test.stores:  # read, or assigned by a walrus
+            return None
+        ref = owner
 
 
 def ancestors(root: cst.CSTNode, node: cst.CSTNode) -> list[cst.CSTNode] | None:

@@ -10,16 +10,20 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, Site, children, is_method_call, root_name
+from fusionlint.analysis import (
+    Scope, Site, StatementRef, children, is_method_call, names_of, reaching_assignment, root_name,
+)
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _COPY = re.compile(r"\b(?:clone|contiguous)\s*\(")
 # Ops that may return their input itself (``x.to(x.dtype)`` is ``x``): an alias, like a view.
-_MAY_ALIAS = frozenset({"to", "float", "double", "half", "bfloat16", "int", "long", "bool", "type_as", "contiguous"})
-# Reads of metadata: no data is touched.
-_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "size", "dim", "numel"})
+_MAY_ALIAS = frozenset({"to", "float", "double", "half", "bfloat16", "int", "long", "bool", "type_as", "contiguous",
+                        "dropout"})
+# Reads of metadata, and factories that take only its dtype and device: no data is touched.
+_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "size", "dim", "numel",
+                       "new_zeros", "new_ones", "new_empty", "new_full"})
 # Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                       "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
@@ -29,6 +33,10 @@ _NEEDS_CONTIGUOUS = frozenset({"view", "view_as"})
 # Ops that read a strided input without copying it first (element-wise ops too); ``softmax``,
 # the norms and convolutions make it contiguous themselves, so a `.contiguous()` before them
 # saves nothing.
+# Ops the tables leave out that read their inputs into a new tensor (data movement, FFTs): a copy
+# handed to them is only read.
+_READS_INTO_NEW = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "flip", "roll", "gather",
+                             "index_select", "pad", "repeat", "tile", "fft", "ifft", "rfft", "irfft"})
 _STRIDE_FREE = frozenset({"sum", "nansum", "mean", "amax", "amin", "max", "min", "prod", "matmul", "mm", "bmm",
                           "einsum", "@"})
 
@@ -51,14 +59,22 @@ class RedundantCopy(Rule):
         fuses.
 
         Flagged: `.clone()`, `.detach().clone()`, `.clone().detach()`, `torch.clone(x)`, and
-        `.contiguous()` of a transposed, permuted or expanded view, of a tensor, when every use
-        of the copy only reads it (arithmetic, comparisons, a tensor op that is not in place,
-        metadata; a view or a cast of it used the same way), its source is a local name or a
-        fresh value that is never written in place in the function, and the source is only
-        read too. Not flagged: a copy that is returned, yielded, stored on `self` or in a
-        container, passed to a function the rule does not know (it may mutate it) or viewed
-        with `.view()`, which needs a contiguous tensor; a copy or source written in place
-        (`add_`, `x[i] = ...`, `+=`, `out=`); `.contiguous()` of a value that already is
+        `.contiguous()` of a transposed, permuted or expanded view or of a slice past the first
+        dimension (`x[:, :n]`), of a tensor, when every use of the copy only reads it
+        (arithmetic, comparisons, a tensor op that is not in place, `torch.cat`, metadata; a
+        view or a cast of it used the same way), its source is a local name or a fresh value
+        that is never written in place in the function, and the source is only read too. A
+        copy that is returned (as it is, through a view, or through its name) is flagged too
+        when the function made its source (an op result, a gather, a copy; not a parameter or
+        an attribute): the caller gets a tensor nobody else holds either way. And `g =
+        g.clone()`, where `g` alone holds a tensor the function made, is flagged whatever is
+        done with the copy: once `g` is rebound nothing reaches the original. Not flagged: a
+        copy that is yielded, stored on `self` or in a container, returned with other values,
+        passed to a function the rule does not know (it may mutate it) or viewed with
+        `.view()`, which needs a contiguous tensor; a returned copy of a parameter's data or
+        of a channels-last to channels-first permute (`permute(0, 3, 1, 2)`, the layout a
+        convolution wants, which copies a strided input itself); a copy or source written in
+        place (`add_`, `x[i] = ...`, `+=`, `out=`); `.contiguous()` of a value that already is
         contiguous (eager returns it as is: nothing to save) or that feeds an op that makes its
         input contiguous itself (`softmax`, norms, convolutions); copies with arguments
         (`memory_format=`).
@@ -71,10 +87,12 @@ class RedundantCopy(Rule):
     fix_safety = FixSafety.UNSAFE
     fix_notes = """
         The fix drops the copy: `x.clone()` becomes `x`, `x.detach().clone()` and
-        `x.clone().detach()` become `x.detach()`, `x.t().contiguous()` becomes `x.t()`. It is
-        **unsafe**: the new name is an alias of the source, so code the rule cannot see that
-        writes into one (through a view, another alias or a callee) now changes the other, and
-        `y is x` tests or `data_ptr()` comparisons change their answer.
+        `x.clone().detach()` become `x.detach()`, `x.t().contiguous()` becomes `x.t()`, and
+        `g = g.clone()` is deleted. It is **unsafe**: the new name is an alias of the source, so
+        code the rule cannot see that writes into one (through a view, another alias or a
+        callee) now changes the other, and `y is x` tests or `data_ptr()` comparisons change
+        their answer; a returned `.contiguous()` copy fails a caller that calls `.view()` on
+        the result (`--verify` runs the function, not its callers).
     """
     examples = (
         Example(
@@ -124,6 +142,50 @@ def scores(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return z + target * h
 """,
             call="scores(randn(64, 128), randn(128, 128))",
+        ),
+        # the unpadded slice of a value the function made, returned: eager saves the copy
+        # kernel (3 -> 2 writes and kernels); fusionrt writes the slice either way
+        Example(
+            bad="""\
+import torch
+
+
+def unpad(x: torch.Tensor, w: torch.Tensor, n: int) -> torch.Tensor:
+    h = torch.tanh(x @ w)
+    return h[:, :, :n].contiguous()
+""",
+            at=((6, 12),),
+            fixed="""\
+import torch
+
+
+def unpad(x: torch.Tensor, w: torch.Tensor, n: int) -> torch.Tensor:
+    h = torch.tanh(x @ w)
+    return h[:, :, :n]
+""",
+        ),
+        # `g` alone holds the gate: writing into it needs no copy (eager: 6 -> 5 kernels)
+        Example(
+            bad="""\
+import torch
+
+
+def gated(sim: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    gate = torch.relu(sim * 2)
+    gate = gate.clone()
+    gate[:, 0] = 0.0
+    return (gate * sim) @ w
+""",
+            at=((6, 12),),
+            fixed="""\
+import torch
+
+
+def gated(sim: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    gate = torch.relu(sim * 2)
+    gate[:, 0] = 0.0
+    return (gate * sim) @ w
+""",
         ),
         # `.contiguous()` of a transposed view, read by a reduction: no view needs it. It pays in
         # eager only (3 -> 2 writes and kernels): fusionrt reads the transposed input in place and
@@ -190,6 +252,27 @@ def f(x: torch.Tensor) -> torch.Tensor:
     p = torch.softmax(x.transpose(1, 2).contiguous(), -1)
     return flat * 2, h.sum(-1), p * 2
 """,
+        # a returned copy of a parameter's data, or of a channels-first permute (a conv's layout);
+        # a rebound clone whose original another name still holds
+        """\
+import torch
+
+
+def f(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x[:, :n].contiguous()
+
+
+def g(feats: list) -> torch.Tensor:
+    return torch.cat(feats, dim=-1).permute(0, 3, 1, 2).contiguous()
+
+
+def h(sim: torch.Tensor) -> torch.Tensor:
+    gate = torch.relu(sim)
+    other = gate
+    gate = gate.clone()
+    gate[0] = 1
+    return gate + other
+""",
         # a view of the copy kept under another name may be written later; a copy with arguments
         """\
 import torch
@@ -219,9 +302,15 @@ def f(x: torch.Tensor) -> torch.Tensor:
                 if copy is None or site.conditional or id(site.node) in inner:
                     continue
                 kept, source = copy
-                if not scope.is_tensor(source) or not _source_is_stable(scope, source):
+                if not scope.is_tensor(source):
                     continue
-                if not _only_read(scope, site.node, "copy", strided=key != "contiguous"):
+                if key != "contiguous" and _rebinds_sole_value(scope, site, source):
+                    yield Violation(site.node, fix=_drop(site) if kept is source else _fix(site, kept))
+                    continue
+                if not _source_is_stable(scope, source):
+                    continue
+                fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source)
+                if not _only_read(scope, site.node, "copy", strided=key != "contiguous", returnable=fresh):
                     continue
                 yield Violation(site.node, fix=_fix(site, kept))
 
@@ -257,11 +346,107 @@ def _detached(source: cst.BaseExpression) -> cst.Call:
 
 
 def _strided(scope: Scope, expr: cst.BaseExpression) -> bool:
-    """Is ``expr`` a view that leaves its tensor non-contiguous (``x.t()``, ``x.permute(...)``, ``x.T``)?"""
+    """Is ``expr`` a view that leaves its tensor non-contiguous (``x.t()``, ``x.permute(...)``, ``x.T``,
+    ``x[:, :n]``)?"""
     if isinstance(expr, cst.Attribute):
         return expr.attr.value in VIEW_ATTRIBUTES and scope.is_tensor(expr.value)
+    if isinstance(expr, cst.Subscript):
+        return scope.is_tensor(expr.value) and _narrows_inner_dim(expr)
     op = scope.op(expr)
     return op is not None and op[0] in _STRIDED
+
+
+def _narrows_inner_dim(subscript: cst.Subscript) -> bool:
+    """``x[:, :n]``, ``x[..., 1:]``: a bounded slice past the first dimension (``x[:n]`` stays contiguous)."""
+    for position, element in enumerate(subscript.slice):
+        part = element.slice
+        if isinstance(part, cst.Index):
+            if not isinstance(part.value, cst.Ellipsis):
+                return False  # an integer or tensor index: not a plain slice
+        elif position > 0 and any(bound is not None for bound in (part.lower, part.upper, part.step)):
+            return True
+    return False
+
+
+def _fresh(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, seen: frozenset[str] = frozenset()) -> bool:
+    """Did the function make the tensor that ``expr`` views (an op result, a gather, a copy), so
+    that no caller holds it? A parameter, an attribute or an unknown call may be shared."""
+    while True:
+        if isinstance(expr, cst.Subscript):
+            if any(isinstance(e.slice, cst.Index) and scope.is_tensor(e.slice.value) for e in expr.slice):
+                return True  # indexing by a tensor gathers into a new tensor
+            expr = expr.value
+            continue
+        op = scope.op(expr)
+        if op is None:
+            break
+        name, kind, operand = op
+        if name == "contiguous" and operand is not None and _strided(scope, operand):
+            return True
+        if kind == VIEW or name in _MAY_ALIAS or name == "detach":
+            if operand is None:
+                return False
+            expr = operand
+            continue
+        if kind is None and name not in _READS_INTO_NEW:
+            if not (isinstance(expr, cst.Call) and scope.torch_name(expr.func) and scope.is_tensor(expr)):
+                return False  # a tensor method the tables do not know
+            if operand is not None and scope.is_tensor(operand):
+                expr = operand  # a torch function the tables do not know may return its input
+                continue
+        return not name.endswith("_")
+    if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
+        return scope.is_tensor(expr)
+    if not isinstance(expr, cst.Name) or expr.value in seen:
+        return isinstance(expr, cst.Name)  # a name met again: its other values decide
+    name = expr.value
+    if name in scope.params or name in scope.typed or name in scope.untyped or name in scope.escaped:
+        return False
+    reaching = reaching_assignment(at, name, out_of_ifs=True) if at is not None else None
+    if reaching is not None:
+        return _fresh(scope, reaching[1], reaching[0], seen | {name})
+    values = []
+    for target, value in scope.assignments:
+        if isinstance(target, cst.Name):
+            if target.value == name:
+                values.append(value)
+        elif name in _names_in(target):
+            return False  # unpacked: its value is unknown
+    if any(name in _names_in(target) for target, _ in scope.loops):
+        return False
+    return bool(values) and all(_fresh(scope, value, None, seen | {name}) for value in values)
+
+
+def _to_channels_first(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """``x.permute(0, 3, 1, 2)``: channels-last to channels-first, the layout a convolution wants.
+    Its caller most likely convolves it, and a convolution copies a strided input itself, so a
+    returned copy of it is moved by dropping it, not saved."""
+    op = scope.op(expr)
+    if op is None or op[0] != "permute" or not isinstance(expr, cst.Call):
+        return False
+    args = [arg.value for arg in expr.args if arg.keyword is None and not arg.star]
+    if len(args) == 1 and isinstance(args[0], (cst.Tuple, cst.List)):
+        args = [element.value for element in args[0].elements]
+    if isinstance(expr.func, cst.Name) or scope.torch_name(expr.func) is not None:
+        args = args[1:]  # `torch.permute(x, dims)`
+    dims = [int(arg.value) if isinstance(arg, cst.Integer) else None for arg in args]
+    n = len(dims)
+    return n >= 4 and dims == [0, n - 1, *range(1, n - 1)]
+
+
+def _rebinds_sole_value(scope: Scope, site: Site, source: cst.BaseExpression) -> bool:
+    """``g = g.clone()`` where ``g`` alone holds a tensor the function made: once ``g`` is rebound,
+    nothing else reaches the original, so whatever is done with the copy may be done with it."""
+    small = site.statement.simple
+    if not (isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1):
+        return False
+    target = small.targets[0].target
+    if not (isinstance(source, cst.Name) and isinstance(target, cst.Name) and target.value == source.value):
+        return False
+    if scope.dynamic or source.value in scope.escaped:
+        return False
+    reaching = reaching_assignment(site.statement, source.value, out_of_ifs=True, unread=True)
+    return reaching is not None and _fresh(scope, reaching[1], reaching[0])
 
 
 def _source_is_stable(scope: Scope, source: cst.BaseExpression) -> bool:
@@ -275,13 +460,15 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression) -> bool:
     return all(_only_read(scope, use, "source") for use in _uses(scope, name))
 
 
-def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True) -> bool:
+def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True, returnable: bool = False) -> bool:
     """Is the value of ``node`` only read: used by tensor arithmetic, as an index, or by a tensor
     op that is not in place (through views and casts, which may alias it, used the same way)?
     ``role``: "copy" may be assigned to a name only read in turn, "alias" (a read of that name)
     may not, and neither may be handed out; "source" may be returned, once the copy is dead.
     ``strided``: may the op read a strided tensor as fast (a copy made contiguous: not
-    ``softmax`` or ``conv2d``, which copy a strided input themselves)?"""
+    ``softmax`` or ``conv2d``, which copy a strided input themselves)? ``returnable``: the copy
+    is of a tensor the function made, so returning it hands out a tensor no one else holds,
+    as the copy would: a caller that needs a contiguous layout is the fix's risk."""
     path = _path(scope, node)
     below: cst.CSTNode = node
     for i, parent in enumerate(path):
@@ -292,6 +479,11 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True)
             return True
         if isinstance(parent, (cst.SubscriptElement, cst.Index, cst.Slice)):
             return True  # used as an index
+        if isinstance(parent, cst.Element) and isinstance(after, (cst.List, cst.Tuple)) and isinstance(
+            path[i + 2] if i + 2 < len(path) else None, cst.Arg
+        ):
+            below = after  # an operand listed for an op (`torch.cat([a, b])`): the op decides
+            continue
         if isinstance(parent, cst.Subscript) and parent.value is below:
             below = parent  # basic indexing is a view
             continue
@@ -309,23 +501,30 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True)
             if name in _MAY_ALIAS or name == "detach" or scope.ops.op_class(name) == VIEW:
                 below = after  # an alias: its own uses decide
                 continue
-            return scope.ops.op_class(name) is not None and (strided or _reads_strided(scope, name))
+            known = scope.ops.op_class(name) is not None or name in _READS_INTO_NEW
+            return known and (strided or _reads_strided(scope, name))
         if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is None:
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
                 return False
             op = scope.op(after)
-            if op is None or op[1] is None or op[0].endswith("_"):
+            if op is None or op[0].endswith("_"):
                 return False
             if not strided and op[0] in _NEEDS_CONTIGUOUS:
                 return False
             if op[1] == VIEW or op[0] in _MAY_ALIAS:
                 below = after
                 continue
+            if op[1] is None and op[0] not in _READS_INTO_NEW:
+                return False
             return strided or _reads_strided(scope, op[0])
         if isinstance(parent, cst.Assign) and role == "copy" and parent.value is below:
-            return _only_read_name(scope, parent, strided)
+            return _only_read_name(scope, parent, strided, returnable)
+        if isinstance(parent, cst.Assign) and role == "source" and parent.value is below:
+            return _rebinds(parent, root_name(node))  # `x = x.view(...)`: the name's other uses decide
         if isinstance(parent, (cst.Return, cst.Expr)) and role == "source":
             return True  # the source handed out or dropped: the copy is dead by then
+        if isinstance(parent, cst.Return) and returnable:
+            return True
         return False
     return False
 
@@ -334,15 +533,53 @@ def _reads_strided(scope: Scope, op: str) -> bool:
     return scope.ops.op_class(op) == ELEMENTWISE or op in _STRIDE_FREE
 
 
-def _only_read_name(scope: Scope, assign: cst.Assign, strided: bool) -> bool:
+def _rebinds(assign: cst.Assign, name: str | None) -> bool:
+    target = assign.targets[0].target if len(assign.targets) == 1 else None
+    return isinstance(target, cst.Name) and target.value == name
+
+
+def _only_read_name(scope: Scope, assign: cst.Assign, strided: bool, returnable: bool) -> bool:
     """``y = <copy>``: is ``y`` a plain local, assigned once, read at least once, only read?"""
     if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
         return False
     name = assign.targets[0].target.value
-    if name in scope.inplace or name in scope.escaped or not _assigned_once(scope, name):
+    if name in scope.escaped:
         return False
-    uses = _uses(scope, name)
-    return bool(uses) and all(_only_read(scope, use, "alias", strided) for use in uses)
+    if _assigned_once(scope, name):
+        if name in scope.inplace:
+            return False
+        uses = _uses(scope, name)
+    else:  # an in-place write of the copy before it is rebound is a use that is not a read
+        uses = _uses_until_rebound(scope, assign, name)
+    return bool(uses) and all(_only_read(scope, use, "alias", strided, returnable) for use in uses)
+
+
+def _uses_until_rebound(scope: Scope, assign: cst.Assign, name: str) -> list[cst.Name]:
+    """The reads of ``name`` after ``assign``, a statement of the function's own body, up to the
+    next statement that assigns it there; none if ``assign`` sits in a nested block (a loop may
+    come back to it)."""
+    statement = _index(scope).parents.get(id(assign))
+    body = scope.node.body
+    if not isinstance(scope.node, cst.FunctionDef) or not isinstance(body, cst.IndentedBlock):
+        return []
+    if statement not in body.body:
+        return []
+    reads = {id(use) for use in _uses(scope, name)}
+    found: list[cst.Name] = []
+    for later in body.body[body.body.index(statement) + 1:]:
+        found += [node for node in _name_nodes(later, name) if id(node) in reads]
+        if name in names_of(later)[1]:
+            break
+    return found
+
+
+def _name_nodes(root: cst.CSTNode, name: str) -> list[cst.Name]:
+    if isinstance(root, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return []
+    found = [root] if isinstance(root, cst.Name) and root.value == name else []
+    for child in children(root):
+        found += _name_nodes(child, name)
+    return found
 
 
 @dataclass
@@ -415,3 +652,11 @@ def _fix(site: Site, kept: cst.BaseExpression) -> tuple[StatementEdit, ...] | No
     call = site.node
     replacement = kept.with_changes(lpar=call.lpar, rpar=call.rpar) if isinstance(kept, cst.Call) else kept
     return (StatementEdit(statement, (replace_nodes(statement, {call: replacement}),)),)
+
+
+def _drop(site: Site) -> tuple[StatementEdit, ...] | None:
+    """``g = g.clone()`` goes away, where its block keeps another statement."""
+    statement = site.statement.node
+    if not isinstance(statement, cst.SimpleStatementLine) or len(site.statement.block.statements) < 2:
+        return None
+    return (StatementEdit(statement, ()),)

@@ -58,8 +58,50 @@ import torch
 def f(x: torch.Tensor, w: torch.Tensor):
     return x.permute(0, 2, 1).contiguous() @ w
 """,
+    "a returned copy of an unpadded slice, through a name rebound on the way": """\
+import torch
+
+def unpartition(windows: torch.Tensor, h: int, w: int):
+    x = windows.view(2, 4, 4, -1)
+    x = x.permute(0, 2, 1, 3).contiguous().view(2, 4, 4, -1)
+    x = x[:, :h, :w, :].contiguous()
+    return x
+""",
+    "a returned copy of a gathered bias, viewed on the way out": """\
+import torch
+
+def bias(table: torch.Tensor, index: torch.Tensor):
+    b = table[index].view(4, 4, -1)
+    return b.permute(2, 0, 1).contiguous().unsqueeze(0)
+""",
+    "a copy only concatenated and transformed before the name is rebound": """\
+import torch
+
+def kernel(n: int):
+    x = torch.eye(n)
+    v = x.clone().contiguous().view(-1, n)
+    v = torch.cat([v, v.flip([1])], dim=-1)
+    v = torch.fft.fft(v, dim=-1)
+    v[:, 0] = 0
+    return v
+""",
+    "a name rebound to the clone of the value it alone holds, in an if body": """\
+import torch
+import torch.nn.functional as F
+
+def gate_of(sim: torch.Tensor, flag: bool):
+    gate = F.relu(sim)
+    if flag:
+        gate = gate.clone()
+        gate[..., 0] = 0.0
+    return gate * sim
+""",
 }
 EXPECTED = {
+    "a returned copy of an unpadded slice, through a name rebound on the way": [(6, 9)],
+    "a returned copy of a gathered bias, viewed on the way out": [(5, 12)],
+    "a copy only concatenated and transformed before the name is rebound": [(5, 9)],
+    "a name rebound to the clone of the value it alone holds, in an if body": [(7, 16)],
     "clone().detach() is one copy, reported at detach": [(5, 9)],
     "torch.clone of a fresh value": [(4, 9)],
     "a copy used inline by arithmetic": [(5, 26)],
@@ -146,6 +188,44 @@ class M(torch.nn.Module):
     def forward(self, x):
         c = self.weight.clone()
         return x * c
+""",
+    "a returned copy of a parameter's slice, and one returned with other values": """\
+import torch
+
+def f(x: torch.Tensor, n: int):
+    return x[:, :n].contiguous()
+
+
+def attention_output(w: torch.Tensor, v: torch.Tensor):
+    out = torch.matmul(w, v)
+    out = out.transpose(1, 2).contiguous()
+    return out, w
+""",
+    "a rebound clone of a parameter, or of a value read in between": """\
+import torch
+
+def f(gate: torch.Tensor):
+    gate = gate.clone()
+    gate[0] = 1
+    return gate
+
+
+def g(sim: torch.Tensor):
+    gate = torch.relu(sim)
+    total = gate.sum()
+    gate = gate.clone()
+    gate[0] = 1
+    return gate * total
+""",
+    "a copy written in place before its name is rebound": """\
+import torch
+
+def f(x: torch.Tensor):
+    h = torch.relu(x)
+    c = h.clone()
+    c[0] = 0
+    c = c * h
+    return c
 """,
 }
 
