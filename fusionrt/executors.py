@@ -14,9 +14,6 @@ import torch
 
 from .kernel_ir import FusedKernel, evaluate
 
-EXECUTORS = ("auto", "reference", "interpret", "triton")
-
-
 class Executor(Protocol):
     name: str
 
@@ -63,16 +60,37 @@ def triton_available() -> bool:
     return True
 
 
+# name -> (makes the executor, needs triton); "auto" picks one per device (``resolve``).
+_REGISTRY: dict[str, tuple[Callable[[], Executor], bool]] = {}
+
+
+def register_executor(name: str, make: Callable[[], Executor], *, needs_triton: bool = False) -> None:
+    """Make ``make()`` the executor called ``name`` (the model: Inductor's backend registry)."""
+    _REGISTRY[name] = (make, needs_triton)
+
+
+def _generated(interpret: bool) -> Executor:
+    from .codegen import TritonExecutor  # imports triton only when generated kernels are wanted
+
+    return TritonExecutor(interpret=interpret)
+
+
+register_executor("reference", ReferenceExecutor)
+register_executor("interpret", functools.partial(_generated, True), needs_triton=True)
+register_executor("triton", functools.partial(_generated, False), needs_triton=True)
+EXECUTORS = ("auto", *_REGISTRY)
+
+
 def require(name: str) -> None:
     """Fail at once, in one line, when executor ``name`` needs triton and it is missing."""
-    if name in ("interpret", "triton") and not triton_available():
+    if name in _REGISTRY and _REGISTRY[name][1] and not triton_available():
         raise MissingTriton(f"fusionrt: the {name!r} executor needs triton (pip install triton)")
 
 
 def resolve(name: str, device: torch.device) -> str:
     """``auto`` means generated Triton kernels for CUDA tensors and eager aten for CPU ones (and
     for CUDA ones too when triton is missing)."""
-    if name not in EXECUTORS:
+    if name != "auto" and name not in _REGISTRY:
         raise ValueError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
     if name == "auto":
         return "triton" if device.type == "cuda" and triton_available() else "reference"
@@ -81,9 +99,5 @@ def resolve(name: str, device: torch.device) -> str:
 
 def get_executor(name: str, device: torch.device = torch.device("cpu")) -> Executor:
     name = resolve(name, device)
-    if name == "reference":
-        return ReferenceExecutor()
     require(name)
-    from .codegen import TritonExecutor  # imports triton only when generated kernels are wanted
-
-    return TritonExecutor(interpret=(name == "interpret"))
+    return _REGISTRY[name][0]()
