@@ -1,0 +1,130 @@
+# FL010 (manual-attention): its examples, flagged, then its look-alikes, not flagged.
+
+# --- example 1
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CausalAttention(nn.Module):
+    def __init__(self, block_size: int = 64, dropout: float = 0.1):
+        super().__init__()
+        self.attn_dropout = nn.Dropout(dropout)
+        mask = torch.tril(torch.ones(block_size, block_size))
+        self.register_buffer("bias", mask.view(1, 1, block_size, block_size))
+
+    def forward(self, q, k, v):
+        T = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        return att @ v
+
+# --- example 2
+import math
+
+import torch
+from torch import nn
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, head_size: int = 32, dropout: float = 0.1):
+        super().__init__()
+        self.head_size = head_size
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, query, key, value, attention_mask):
+        scores = torch.matmul(query, key.transpose(-1, -2))
+        scores = scores / math.sqrt(self.head_size)
+        scores = scores + attention_mask
+        probs = nn.functional.softmax(scores, dim=-1)
+        probs = self.dropout(probs)
+        context = torch.matmul(probs, value)
+        return context.permute(0, 2, 1, 3)
+
+# --- example 3
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, head_dim: int = 32):
+        super().__init__()
+        self.scale = head_dim ** -0.5
+
+    def forward(self, q, k, v):
+        q = q * self.scale
+        attn = q @ k.transpose(-2, -1)
+        attn = attn.softmax(dim=-1)
+        x = attn @ v
+        return x.transpose(1, 2)
+
+# --- look-alike 1
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    weights = torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1)
+    return weights @ v, weights
+
+# --- look-alike 2
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    weights = torch.sigmoid(q @ k.transpose(-2, -1) * 0.125)
+    return weights @ v
+
+# --- look-alike 3
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor):
+    weights = (q @ k.transpose(-2, -1)).softmax(-1) * keep
+    other = (q @ k.transpose(-2, -1)).softmax(dim=1)
+    return weights @ v, other @ v
+
+# --- nanoGPT's block: q and k are T long, the tril buffer is causal (the fix says is_causal=True)
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd: int, n_head: int, block_size: int, dropout: float):
+        super().__init__()
+        self.n_head, self.n_embd = n_head, n_embd
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v
+        return y.transpose(1, 2).contiguous().view(B, T, C)
+
+
+# --- look-alike: the fallback branch of a fused path (timm's `if self.fused_attn:`), kept on purpose
+class Attention(nn.Module):
+    def forward(self, q, k, v):
+        if self.fused_attn:
+            x = F.scaled_dot_product_attention(q, k, v)
+        else:
+            q = q * self.scale
+            attn = q @ k.transpose(-2, -1)
+            attn = attn.softmax(dim=-1)
+            x = attn @ v
+        return x
