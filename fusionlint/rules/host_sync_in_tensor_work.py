@@ -15,6 +15,7 @@ from fusionlint.analysis import (
     names_of,
     inner_blocks,
     own_parts,
+    root_name,
     scope_statements,
     statements_after,
     statements_before,
@@ -36,8 +37,10 @@ _ADVICE = {
     "int": "keep the value on the device as a 0-d tensor and read it once after the work, or before the work "
     "starts if it decides a shape",
     "print": "print after the work",
+    "element": "iterate over `t.tolist()` (one sync, before the loop) instead of over the tensor",
 }
 _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]*['\"]cpu")
+_COMPARING_TEST = re.compile(r"\s*(?:el)?if\b[^:]*?(?:==|!=|<|>)")
 _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
 
 
@@ -182,6 +185,22 @@ def train_step(x: torch.Tensor, y: torch.Tensor):
             at=((8, 23),),
             fixed=None,
         ),
+        Example(  # a loop over a tensor yields 0-d tensors: each comparison syncs
+            bad="""\
+import torch
+
+
+def route(x: torch.Tensor, hits: torch.Tensor, w: torch.Tensor, n: int) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for e in hits:
+        if e == n:
+            continue
+        out = out + torch.tanh(x * e) @ w
+    return out
+""",
+            at=((7, 12),),
+            fixed=None,
+        ),
         Example(  # debugging output in a loop: reported, not runnable as a contract pair (it prints)
             bad="""\
 import torch
@@ -293,6 +312,30 @@ def clean(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         out = out * 0.5
     return out + 1
 """,
+        # a scalar read after backward (autograd ran the step's work already); a scale factor
+        # that decides interpolate's output size
+        """\
+import torch
+import torch.nn.functional as F
+
+
+def train(model, batches, optimizer) -> float:
+    running = 0.0
+    for x, y in batches:
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running = 0.9 * running + 0.1 * loss.item()
+    return running
+
+
+def resize(image: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+    shape = torch.tensor(image.shape[-2:], dtype=torch.float32)
+    scale = torch.min(lo / shape.min(), hi / shape.max())
+    scale_factor = scale.item()
+    out = F.interpolate(image[None], scale_factor=scale_factor, mode="bilinear")
+    return out[0] * 2
+""",
         # a loop that does no tensor work (it only reads results)
         """\
 import torch
@@ -312,13 +355,22 @@ def report(x: torch.Tensor) -> list:
         text = block[index]
         if _METHOD_SYNC.search(text):
             return True
-        return _VALUE_SYNC.search(text) is not None and _op_call_text(ops).search(text) is not None
+        if _VALUE_SYNC.search(text) is not None and _op_call_text(ops).search(text) is not None:
+            return True
+        # `if i == n:` on a loop's element, before the tensor work it guards
+        return _COMPARING_TEST.match(text) is not None and any(
+            _op_call_text(ops).search(block[later]) for later in range(index + 1, min(index + 4, len(block)))
+        )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
             statement = ref.node
             for part in own_parts(statement):
                 test = isinstance(statement, (cst.If, cst.While)) and part is statement.test
+                if test and isinstance(statement, cst.If) and _tests_tensor_element(scope, ref, part):
+                    yield Violation(part, message=f"{_describe('element')}, in a loop that does tensor work: each "
+                                    f"test is a host sync that flushes the lazy stream; {_ADVICE['element']}")
+                    continue
                 if test and (isinstance(statement, cst.While) or _needed_branch(scope, statement)):
                     continue  # a loop's exit condition, validation
                 for node, kind in _syncs(scope, part, test):
@@ -409,6 +461,8 @@ def _branch_syncs(scope: Scope, test: cst.BaseExpression) -> Iterator[tuple[cst.
 def _describe(kind: str) -> str:
     if kind == "branch":
         return "a branch on a tensor's value"
+    if kind == "element":
+        return "a branch on an element of a tensor the loop iterates over"
     return f"`.{kind}()`" if kind in SYNC_METHODS else f"`{kind}(...)`"
 
 
@@ -465,6 +519,29 @@ def _has_table_op_call(scope: Scope, node: cst.CSTNode) -> bool:
     return any(_has_table_op_call(scope, child) for child in children(node))
 
 
+def _tests_tensor_element(scope: Scope, ref: StatementRef, test: cst.BaseExpression) -> bool:
+    """``for i in hits: ... if i == n:``: iterating over a tensor yields 0-d tensors, and comparing
+    one on the host syncs once per iteration, in a loop that does tensor work."""
+    loop = _enclosing_loop(ref)
+    if not (isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) and scope.is_tensor(loop.iter)):
+        return False
+    if not isinstance(test, cst.Comparison) or not _in_working_loop(scope, ref):
+        return False
+    if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
+        return False
+    operands = [test.left, *(c.comparator for c in test.comparisons)]
+    return any(root_name(operand) == loop.target.value for operand in operands)
+
+
+def _enclosing_loop(ref: StatementRef) -> cst.For | cst.While | None:
+    while ref.block.parent is not None:
+        owner = ref.block.parent.node
+        if isinstance(owner, (cst.For, cst.While)) and ref.block.node is owner.body:
+            return owner
+        ref = ref.block.parent
+    return None
+
+
 # --------------------------------------------------------------------------- tensor work around a sync
 
 
@@ -482,12 +559,8 @@ def _where(scope: Scope, ref: StatementRef) -> str | None:
 
 
 def _in_working_loop(scope: Scope, ref: StatementRef) -> bool:
-    while ref.block.parent is not None:
-        owner = ref.block.parent.node
-        if isinstance(owner, (cst.For, cst.While)) and ref.block.node is owner.body:
-            return _does_work(scope, owner.body)
-        ref = ref.block.parent
-    return False
+    loop = _enclosing_loop(ref)
+    return loop is not None and _does_work(scope, loop.body)
 
 
 def _does_work(scope: Scope, node: cst.CSTNode) -> bool:
@@ -555,6 +628,7 @@ _OFFLINE = re.compile(r"^(?:__init__|__repr__|extra_repr|_?process\w*|_?plot\w*|
 # Functions where each call is a step of the computation, where a transfer to the host costs every time.
 _HOT = re.compile(r"^(?:forward|__call__|\w*step|_?train\w*|fit|_?update\w*)$")
 _FACTORIES = frozenset({"tensor", "as_tensor", "from_numpy"})
+_SCALAR_READS = frozenset({"item", "float", "int"})
 # Syncs that hand data to host code on purpose: the list or array is what the code wants.
 _HAND_OFFS = frozenset({"cpu", "numpy", "tolist"})
 # Callees whose integer arguments are sizes: a host value is needed to build the shape.
@@ -576,6 +650,8 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
         return True
     if _decides_shape(scope, ref, node, kind) or _decides_exit(ref, node):
         return True
+    if kind in _SCALAR_READS and _after_backward(ref) and not _flows_back(scope, ref, node):
+        return True
     hot = function is not None and _HOT.match(function) is not None
     if kind in _HAND_OFFS:
         once = not (hot and where.startswith("inside a loop"))
@@ -584,6 +660,28 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
     else:
         return False
     return once and not _decides_branch(scope, ref, node)
+
+
+def _after_backward(ref: StatementRef) -> bool:
+    """Is the sync in a loop body, after a ``.backward()`` of the same iteration? Autograd runs
+    the pending work there, so the iteration is written out anyway: reading a scalar after it
+    (``running += loss.item()``) costs no write."""
+    while ref.block.parent is not None:
+        if any(_calls_backward(earlier.node) for earlier in ref.earlier()):
+            return True
+        owner = ref.block.parent.node
+        if isinstance(owner, (cst.For, cst.While)) and ref.block.node is owner.body:
+            return False
+        ref = ref.block.parent
+    return False
+
+
+def _calls_backward(node: cst.CSTNode) -> bool:
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return False
+    if isinstance(node, cst.Call) and _callee(node) == "backward":
+        return True
+    return any(_calls_backward(child) for child in children(node))
 
 
 def _decides_shape(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str) -> bool:
@@ -696,7 +794,8 @@ def _target_elements(target: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _is_size_name(name: str) -> bool:
-    return "size" in name or "num_" in name or name.startswith("n_") or name in ("N", "n")
+    """A size, or a scale factor that decides one (``interpolate(x, scale_factor=...)``)."""
+    return "size" in name or "num_" in name or name.startswith("n_") or name in ("N", "n", "scale_factor")
 
 
 def _name_nodes(root: cst.CSTNode, name: str) -> list[cst.Name]:
