@@ -8,11 +8,13 @@ tensors, so aliasing is eager's own. Host syncs that never reach dispatch (``tol
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Optional
 
 import torch
+from torch._decomp import decomposition_table
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -123,12 +125,47 @@ class SyncCapture(TorchFunctionMode):
                 return func(*args, **kwargs)
 
 
+class SavedForBackward(torch.autograd.graph.saved_tensors_hooks):
+    """Tensors autograd saves for backward: a pending one is marked as kept alive for backward
+    (written ``saved-for-backward`` while autograd still holds it at a flush).
+
+    Autograd saves a detached alias, so the saved object never holds the output that owns its
+    grad_fn (no reference cycle); the detach dispatches through the capture, so the alias is
+    bound to the same pending value. Hooks turn off autograd's own check that a saved tensor was
+    not modified in place afterwards, so unpacking checks the version counter the same way."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__(self.pack, self.unpack)
+        self.session = session
+
+    def pack(self, t: torch.Tensor) -> tuple[torch.Tensor, int]:
+        session = self.session
+        with session.lock:
+            if session.passthrough or session.binding(t) is None:
+                with session.eager():
+                    return t.detach(), t._version
+            saved = t.detach()
+            session.saved_for_backward(saved)
+            return saved, t._version
+
+    @staticmethod
+    def unpack(packed: tuple[torch.Tensor, int]) -> torch.Tensor:
+        saved, version = packed
+        if saved._version != version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{saved.type()} {list(saved.shape)}] is at version "
+                f"{saved._version}; expected version {version} instead.")
+        return saved
+
+
 class DispatchCapture(TorchDispatchMode):
     """Records aten ops as graph nodes instead of running them."""
 
     def __init__(self, session: Session) -> None:
         super().__init__()
         self.session = session
+        self._decomposing: set[Any] = set()  # ops being recorded as their decomposition
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -146,11 +183,18 @@ class DispatchCapture(TorchDispatchMode):
 
     def _record(self, func, args: tuple, kwargs: dict) -> Any:
         session = self.session
+        if self._decomposing and _implicit(func):
+            # Below autograd, an op PyTorch defines by other ops (``to``, ``reshape``) reaches
+            # this mode whole; autograd would have split it: split it the same way.
+            with self:
+                return func.decompose(*args, **kwargs)
         kind, name = _KINDS.get(func) or _classify(func)
         if kind == "view":
             if _strided(args[0]):
                 return self.view(func, args, kwargs)
             return func(*args, **kwargs)  # a sparse or nested tensor is never pending
+        if kind == "marker":
+            return func(*args, **kwargs)  # a profiler range: it touches no tensor
         if kind == "factory":
             out = func(*args, **kwargs)  # concrete at once; identical in eager (not counted)
             session.ran_eagerly(func, args, kwargs, out, factory=True)
@@ -160,8 +204,6 @@ class DispatchCapture(TorchDispatchMode):
             session.flush("item", source, sync=[args[0]])
             return func(*args, **kwargs)
         tensors = _tensors_in(args, kwargs)
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            return self.fallback(func, args, kwargs, source, "requires grad")
         odd = next((t for t in tensors if t.dtype not in DTYPES or not _strided(t)), None)
         if odd is not None:
             why = f"dtype {odd.dtype}" if odd.dtype not in DTYPES else f"layout {odd.layout}"
@@ -172,8 +214,47 @@ class DispatchCapture(TorchDispatchMode):
                 raise _Unsupported("not supported by fusionrt")
             out = getattr(self, kind)(func, name, args, kwargs, source)
         except _Unsupported as why:
-            return self.fallback(func, args, kwargs, source, str(why))
+            decomposition = self._decomposition(func, name, tensors)
+            out = NotImplemented if decomposition is None else self.decomposed(func, decomposition, args, kwargs)
+            if out is NotImplemented:
+                return self.fallback(func, args, kwargs, source, str(why))
         session.after_record()
+        return out
+
+    def _decomposition(self, func, name: str, tensors: list[torch.Tensor]) -> Optional[Any]:
+        """How an op the capture cannot record whole is recorded as simpler ops: a ``_foreach_``
+        op (optimizers) per tensor, and PyTorch's decomposition of an op of a backward pass or
+        of an op autograd records (training). Code without autograd keeps its fallbacks."""
+        if func in self._decomposing:
+            return None  # a decomposition that calls its own op
+        if name.startswith("_foreach_"):
+            from .composites import foreach
+
+            return functools.partial(foreach, func)
+        if "scaled_dot_product" in name:
+            return None  # attention's decomposition writes the score matrix (and disagrees on logsumexp)
+        training = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        if "backward" in name or training:
+            return decomposition_table.get(func)
+        return None
+
+    def decomposed(self, func, decomposition, args: tuple, kwargs: dict) -> Any:
+        """Record ``func`` as the ops of its decomposition (this mode sees each of them); eager
+        counts ``func`` as one kernel writing its outputs."""
+        session = self.session
+        self._decomposing.add(func)
+        try:
+            metas = None if func._overloadpacket.__name__.startswith("_foreach_") else _eager_metas(func, args, kwargs)
+            with session.decomposition(), self:
+                out = decomposition(*args, **kwargs)
+                if out is not NotImplemented and metas is not None:
+                    out = _in_eager_layout(out, metas)
+        except _Unsupported:  # refused, or its results are not eager's: what it recorded is dead
+            return NotImplemented
+        finally:
+            self._decomposing.discard(func)
+        if out is not NotImplemented:  # the decomposition declined these arguments
+            session.count_eager(_tensors_in((out,), {}) if out is not None else _flat(args[0]))
         return out
 
     # -- op classes ----------------------------------------------------------------------------
@@ -322,6 +403,10 @@ class DispatchCapture(TorchDispatchMode):
                      record=name, in_place=True)
         return target
 
+    def identity(self, func, name: str, args: tuple, kwargs: dict, source: str) -> Any:
+        """``conj_physical`` of a real tensor: eager returns the tensor itself."""
+        return args[0]
+
     def composite(self, func, name: str, args: tuple, kwargs: dict, source: str) -> Any:
         from .composites import decompose
 
@@ -363,7 +448,11 @@ _CPU = torch.device("cpu")
 def _classify(func) -> tuple[str, str]:
     """(how the capture handles ``func``, its overload packet's name), once per overload."""
     name = func._overloadpacket.__name__
-    if func.is_view or name == "_unsafe_view":  # _unsafe_view aliases too (reshape's tail)
+    if func.namespace == "profiler":  # record_function's ranges (optimizers open one per step)
+        kind = "marker"
+    elif name == "conj_physical":  # complex tensors fall back before this is consulted
+        kind = "identity"
+    elif func.is_view or name == "_unsafe_view":  # _unsafe_view aliases too (reshape's tail)
         kind = "view"
     elif name in FACTORY_OPS:
         kind = "factory"
@@ -383,6 +472,43 @@ def _classify(func) -> tuple[str, str]:
         kind = "unsupported"
     _KINDS[func] = kind, name
     return kind, name
+
+
+def _eager_metas(func, args: tuple, kwargs: dict) -> list[Optional[shapes.Meta]]:
+    """(shape, stride, dtype) of each result eager gives, None where it gives no tensor."""
+    try:
+        out = func(*shapes._meta(args), **{k: "meta" if k == "device" else shapes._meta(v) for k, v in kwargs.items()})
+    except Exception as exc:
+        raise _Unsupported(f"no metadata ({type(exc).__name__})") from exc
+    outs = out if isinstance(out, (list, tuple)) else (out,)
+    return [(tuple(o.shape), o.stride(), o.dtype) if isinstance(o, torch.Tensor) else None for o in outs]
+
+
+def _in_eager_layout(out: Any, metas: list[Optional[shapes.Meta]]) -> Any:
+    """A decomposition's results with eager's shapes and dtypes, copied (recorded) into eager's
+    strides where they differ, since later views depend on them; _Unsupported if they disagree."""
+    outs = out if isinstance(out, (list, tuple)) else (out,)
+    if len(outs) != len(metas):
+        raise _Unsupported("its decomposition returns other results")
+    fixed = []
+    for o, meta in zip(outs, metas):
+        if meta is None or not isinstance(o, torch.Tensor):
+            if (meta is None) != (not isinstance(o, torch.Tensor)):
+                raise _Unsupported("its decomposition returns other results")
+            fixed.append(o)
+            continue
+        shape, stride, dtype = meta
+        if tuple(o.shape) != shape or o.dtype != dtype:
+            raise _Unsupported("its decomposition returns other shapes or dtypes")
+        if any(n > 1 and a != b for n, a, b in zip(shape, o.stride(), stride)):
+            o = torch.empty_strided(shape, stride, dtype=dtype, device=o.device).copy_(o)
+        fixed.append(o)
+    return (list if isinstance(out, list) else tuple)(fixed) if isinstance(out, (list, tuple)) else fixed[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _implicit(func) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
 
 
 def _strided(t: torch.Tensor) -> bool:

@@ -1,5 +1,6 @@
 """Softmax, log_softmax, layer_norm, var and std as element-wise ops and reductions; batch norm
-in eval mode as element-wise ops over its running statistics.
+in eval mode as element-wise ops over its running statistics; ``_foreach_`` ops (what optimizers
+run) as the same op on each tensor.
 
 Each decomposition re-reads its input after every reduction (``Use.recompute``) instead of
 keeping a full-size intermediate across it, so the planner keeps the whole composite in one
@@ -152,3 +153,27 @@ def _eval_batch_norm(session: Session, name: str, args: tuple, metas: tuple, sou
     saved = [torch.empty((0,) if name == "native_batch_norm" else shape, dtype=dtype, device=x.device)
              for shape, _, dtype in metas[1:]]
     return (out, *saved)
+
+
+def foreach(func, *args: Any, **kwargs: Any) -> Any:
+    """``torch._foreach_op(lists...)`` as ``op`` on each position of its lists (a list of
+    scalars gives each position its own scalar), recorded op by op under the capture."""
+    from .capture import _Unsupported
+
+    name = func._overloadpacket.__name__
+    op = getattr(torch.ops.aten, name.removeprefix("_foreach_"), None)
+    if op is None or func._overloadname == "Tensor" and name.rstrip("_") in ("_foreach_addcmul", "_foreach_addcdiv"):
+        raise _Unsupported("foreach op without a per-tensor form")  # scalars held in a tensor
+    count = next(len(a) for a in args if isinstance(a, (list, tuple)))
+    # A foreach op passes positionally what the per-tensor op takes by keyword (addcmul's value).
+    schema = getattr(op, op.overloads()[0])._schema
+    positional = sum(not a.kwarg_only for a in schema.arguments)
+    keywords = [a.name for a in schema.arguments if a.kwarg_only]
+    args, extra = args[:positional], dict(zip(keywords, args[positional:]))
+
+    def at(a: Any, i: int) -> Any:
+        return a[i] if isinstance(a, (list, tuple)) else a
+
+    outs = [op(*(at(a, i) for a in args), **{k: at(v, i) for k, v in extra.items()}, **kwargs)
+            for i in range(count)]
+    return None if func._schema.is_mutable else outs

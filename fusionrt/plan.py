@@ -103,13 +103,15 @@ class Flags:
     """What the planner must know about the world at the flush (the graph knows the rest).
 
     ``alive`` maps a node whose home storage Python still holds to a key shared by all nodes on
-    that storage. ``sync``, ``outputs`` and ``fallback_inputs`` hold root nodes.
+    that storage. ``sync``, ``outputs`` and ``fallback_inputs`` hold root nodes; ``saved`` holds
+    the alive nodes whose storage autograd keeps for backward.
     """
 
     alive: dict[Node, int] = field(default_factory=dict)
     sync: frozenset[Node] = frozenset()
     outputs: frozenset[Node] = frozenset()
     fallback_inputs: frozenset[Node] = frozenset()
+    saved: frozenset[Node] = frozenset()  # alive nodes autograd holds for backward
 
 
 def writes_of(plan: Plan) -> dict[int, list[PlannedWrite]]:

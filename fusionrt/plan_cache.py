@@ -103,7 +103,8 @@ def stream_key(policy: str, nodes: Sequence[Node], leaves: Sequence[tuple[Leaf, 
         leaf_ids[leaf] = len(leaf_ids)
         parts.append((leaf.shape, leaf.stride, leaf.offset, leaf.dtype, t.device,
                       storages.setdefault(leaf.storage, len(storages))))
-    alive, sync, outputs, fallback_inputs = flags.alive, flags.sync, flags.outputs, flags.fallback_inputs
+    alive, sync, outputs, fallback_inputs, saved = (flags.alive, flags.sync, flags.outputs, flags.fallback_inputs,
+                                                    flags.saved)
 
     def arg(a: Any) -> Any:
         if isinstance(a, Use):
@@ -133,6 +134,6 @@ def stream_key(policy: str, nodes: Sequence[Node], leaves: Sequence[tuple[Leaf, 
             n.kind, n.op, n.record, n.kernel_kind, n.shape, n.stride, n.offset, n.dtype, n.dims,
             tuple((k, arg(v)) for k, v in n.attrs) if n.attrs else (),
             tuple(arg(a) for a in n.args),
-            storage, n in alive, n in sync, n in outputs, n in fallback_inputs,
+            storage, n in alive, n in sync, n in outputs, n in fallback_inputs, n in saved,
         ))
     return tuple(parts)

@@ -27,7 +27,7 @@ from .plan import CopyHome, ExternLaunch, Flags, Plan, PlannedWrite
 POLICIES = ("stream", "speed")
 
 # First reason wins (docs/semantics.md, section 7).
-REASON_ORDER = ("sync", "output", "fallback-input", "view-break", "consumed-later", "alive")
+REASON_ORDER = ("sync", "output", "fallback-input", "view-break", "consumed-later", "saved-for-backward", "alive")
 
 
 
@@ -447,7 +447,7 @@ class _Planner:
             elif node in self.needs:
                 out[node] = self.needs[node]
             elif node in flags.alive and node not in self.covered:
-                out[node] = "alive"
+                out[node] = "saved-for-backward" if node in flags.saved else "alive"
         self._reasons = out
         return out
 

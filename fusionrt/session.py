@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 import torch
 
 from . import boundary, schedule
-from .capture import BINDING, DispatchCapture, SyncCapture, _flat
+from .capture import BINDING, DispatchCapture, SavedForBackward, SyncCapture, _flat
 from .graph import IndexMap, Leaf, Node, Use, View
 from .plan import Flags
 from .report import Fallback, Flush, KernelRecord, Report, Write
@@ -72,6 +72,7 @@ class Session:
         self.report = Report(policy=policy, executor=executor)
         self.passthrough = False
         self.recorder: Any = None  # set by fusionrt.jit: told of each flush and each op run eagerly
+        self.decomposing = 0  # > 0 while one op is recorded as the ops of its decomposition
         self._runner = shared_runner(executor)
         self._modes: tuple = ()
         self.lock = threading.RLock()  # held while recording or flushing
@@ -83,6 +84,8 @@ class Session:
         if current() is not None:
             raise RuntimeError("fusionrt.lazy blocks do not nest (this thread is already in one)")
         self._modes = (SyncCapture(self), DispatchCapture(self))
+        if torch._C._autograd._saved_tensors_hooks_is_enabled():  # functorch may have turned them off
+            self._modes += (SavedForBackward(self),)
         boundary.block_opened()
         for mode in self._modes:
             mode.__enter__()
@@ -124,6 +127,7 @@ class Session:
         self._versions: dict[int, int] = {}
         self._homes: dict[int, weakref.ref] = {}  # storage data_ptr -> a pending node's storage
         self._outputs: set[Node] = set()
+        self._saved: dict[int, list[weakref.ref]] = {}  # storage -> aliases autograd saved
         _live.pop(getattr(self, "_epoch", -1), None)
         self._epoch = next(_ids)
         _live[self._epoch] = self
@@ -245,7 +249,7 @@ class Session:
             self._homes[ptr] = holder
         self.pending.append(node)
         self.bind(home, node, ref)
-        if eager:
+        if eager and not self.decomposing:
             report = self.report
             report.eager_kernels += 1
             report.eager_writes += 1
@@ -262,10 +266,21 @@ class Session:
 
     def count_eager(self, outputs: Sequence[torch.Tensor]) -> None:
         """Eager PyTorch runs one kernel per op and writes each of its outputs."""
+        if self.decomposing:
+            return  # the decomposed op is counted once, as eager runs it
         report = self.report
         report.eager_kernels += 1
         report.eager_writes += len(outputs)
         report.eager_bytes_written += sum(t.numel() * t.element_size() for t in outputs)
+
+    @contextlib.contextmanager
+    def decomposition(self) -> Iterator[None]:
+        """The ops recorded meanwhile stand for one op: eager counts it once, afterwards."""
+        self.decomposing += 1
+        try:
+            yield
+        finally:
+            self.decomposing -= 1
 
     def mark_outputs(self, value: Any) -> None:
         """Tensors in ``value`` are the program's outputs (what ``measure``'s function returns)."""
@@ -273,6 +288,10 @@ class Session:
             src = self.binding(t)
             if src is not None:
                 self._outputs.add(src.root if isinstance(src, View) else src)
+
+    def saved_for_backward(self, t: torch.Tensor) -> None:
+        """Autograd saved ``t`` (a pending value): while it holds ``t``, a flush writes it."""
+        self._saved.setdefault(_storage(t), []).append(weakref.ref(t))
 
     def after_record(self) -> None:
         if len(self.pending) >= self.max_pending:
@@ -295,10 +314,12 @@ class Session:
             if always:
                 self.report.flushes.append(Flush(reason, source, 0))
             return
+        alive = {n: n.storage for n in nodes if n.holder is not None and n.holder() is not None}
+        saved = {ptr for ptr, refs in self._saved.items() if any(ref() is not None for ref in refs)}
         flags = Flags(
-            alive={n: n.storage for n in nodes if n.holder is not None and n.holder() is not None},
-            sync=self._roots(sync), outputs=frozenset(self._outputs),
+            alive=alive, sync=self._roots(sync), outputs=frozenset(self._outputs),
             fallback_inputs=self._roots(fallback_inputs),
+            saved=frozenset(n for n, ptr in alive.items() if ptr in saved),
         )
         entries = list(self._leaves.values())
         report = self.report
