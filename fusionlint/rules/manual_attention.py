@@ -8,7 +8,7 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, StatementRef, count_name, dotted_name, names_of, reaching_value
+from fusionlint.analysis import Scope, StatementRef, count_name, dotted_name, names_of, reaching_value, statements_before
 from fusionlint.analysis.views import ast_view, dotted_path
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import OpTables
@@ -30,24 +30,29 @@ class ManualAttention(Rule):
     rationale = """
         `softmax(q @ k.transpose(-2, -1) * scale + mask) @ v` computes a score for every query
         against every key: a batch x heads x queries x keys matrix that eager PyTorch writes to
-        memory several times (the matmul, the scale, the mask, the softmax, the dropout), and
-        that fusionrt must write at least once, since a softmax over it and the matmul that reads
-        it are two kernels. `torch.nn.functional.scaled_dot_product_attention` computes the same
-        result tile by tile (flash or memory-efficient attention on a GPU, a fused kernel on the
-        CPU) and never writes the scores: for four heads of 64 tokens by 32 the examples go from
-        580 to 66 KiB written under fusionrt and in eager.
+        memory at every step (the matmul, the scale, the mask, the softmax, the dropout), and
+        that fusionrt must write at least once, since the softmax over it and the matmul that
+        reads it are two kernels. `torch.nn.functional.scaled_dot_product_attention` computes
+        the same result tile by tile (flash or memory-efficient attention on a GPU, a fused
+        kernel on the CPU) and never writes the scores: for four heads of 64 tokens by 32 the
+        examples go from 576-836 KiB to 66 KiB written under fusionrt and in eager.
 
         Flagged: the chain, inline or through the names it assigns in one block, of a score
-        matmul (`@`, `matmul`, `bmm`, or `einsum('... i d, ... j d -> ... i j')`) against a
+        matmul (`@`, `matmul`, `bmm`, or `einsum('b h i d, b h j d -> b h i j')`) against a
         transposed key, an optional scale (`*`/`/` by a number, or `q * scale` before the
         matmul), an optional mask (`+ mask`, or `.masked_fill(mask, float('-inf'))`), a softmax
         over the last dim, optional dropout (an `nn.Dropout` attribute or `F.dropout`), and the
-        matmul with the values. Not flagged (the rewrite would change what the code computes or
-        keeps): weights read anywhere after the matmul with the values (returned, stored,
-        averaged); another normaliser than softmax (sigmoid, relu, softmax over another dim);
-        anything but dropout between the softmax and the values (a mask after the softmax, a
-        cast, a renormalisation); two masks; a softmax with a `dtype`; the other branch of an
-        `if` that calls SDPA itself (timm's `if self.fused_attn:`, a fallback kept on purpose).
+        matmul with the values; where the code shows the operands are 4-d (`x.view(b, t, h, d)`,
+        `.permute(0, 2, 1, 3)`, `.unbind(0)` of a 5-d tensor, `k.transpose(2, 3)`, a 4-letter
+        einsum) or 3-d (`bmm`, unsqueezed to 4-d for SDPA): SDPA's fused kernels take only 4-d
+        tensors, and on others it runs its math form, which writes the scores all the same.
+        Not flagged (the rewrite would change what the code computes or keeps, or save
+        nothing): weights read anywhere after the matmul with the values (returned, stored,
+        averaged); another normaliser than softmax (sigmoid, relu, softmax over another dim or
+        with a `dtype`); anything but dropout between the softmax and the values (a mask after
+        the softmax, a cast, a renormalisation); two masks; a fill value other than -inf;
+        operands of unknown or other rank; the other branch of an `if` that calls SDPA itself
+        (timm's `if self.fused_attn:`, a fallback kept on purpose).
     """
     use_instead = "`F.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., is_causal=..., scale=...)`."
     fix_safety = FixSafety.UNSAFE
@@ -65,7 +70,8 @@ class ManualAttention(Rule):
         0.0` for an `nn.Dropout` attribute). It is **unsafe**: the fused kernels round
         differently (equal within fp32 and bf16 tolerances, not bit for bit), a row whose keys
         are all masked gives zeros instead of NaN on some backends, and SDPA wants a floating
-        mask in the query's dtype where `+` would promote.
+        mask in the query's dtype where `+` would promote. It pays where SDPA runs a fused
+        kernel: on the CPU, torch 2.13 runs a 3-d float mask (`(heads, L, S)`) in the math form.
     """
     examples = (
         Example(
@@ -77,22 +83,28 @@ import torch.nn.functional as F
 from torch import nn
 
 
-class CausalAttention(nn.Module):
-    def __init__(self, block_size: int = 64, dropout: float = 0.1):
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_head: int = 4, block_size: int = 64, dropout: float = 0.1):
         super().__init__()
+        self.n_head = n_head
         self.attn_dropout = nn.Dropout(dropout)
         mask = torch.tril(torch.ones(block_size, block_size))
         self.register_buffer("bias", mask.view(1, 1, block_size, block_size))
 
-    def forward(self, q, k, v):
-        T = q.size(-2)
+    def forward(self, qkv):
+        B, T, C3 = qkv.size()
+        q, k, v = qkv.split(C3 // 3, dim=2)
+        q = q.view(B, T, self.n_head, -1).transpose(1, 2)
+        k = k.view(B, T, self.n_head, -1).transpose(1, 2)
+        v = v.view(B, T, self.n_head, -1).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
         att = self.attn_dropout(att)
-        return att @ v
+        y = att @ v
+        return y.transpose(1, 2).reshape(B, T, C3 // 3)
 """,
-            at=((17, 16),),
+            at=((22, 16),),
             fixed="""\
 import math
 
@@ -101,18 +113,24 @@ import torch.nn.functional as F
 from torch import nn
 
 
-class CausalAttention(nn.Module):
-    def __init__(self, block_size: int = 64, dropout: float = 0.1):
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_head: int = 4, block_size: int = 64, dropout: float = 0.1):
         super().__init__()
+        self.n_head = n_head
         self.attn_dropout = nn.Dropout(dropout)
         mask = torch.tril(torch.ones(block_size, block_size))
         self.register_buffer("bias", mask.view(1, 1, block_size, block_size))
 
-    def forward(self, q, k, v):
-        T = q.size(-2)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias[:, :, :T, :T] != 0, dropout_p=self.attn_dropout.p if self.training else 0.0)
+    def forward(self, qkv):
+        B, T, C3 = qkv.size()
+        q, k, v = qkv.split(C3 // 3, dim=2)
+        q = q.view(B, T, self.n_head, -1).transpose(1, 2)
+        k = k.view(B, T, self.n_head, -1).transpose(1, 2)
+        v = v.view(B, T, self.n_head, -1).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout.p if self.training else 0.0, is_causal=True)
+        return y.transpose(1, 2).reshape(B, T, C3 // 3)
 """,
-            call="CausalAttention().eval()(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32))",
+            call="CausalSelfAttention().eval()(randn(2, 64, 384))",
         ),
         Example(
             bad="""\
@@ -123,21 +141,25 @@ from torch import nn
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, head_size: int = 32, dropout: float = 0.1):
+    def __init__(self, num_heads: int = 4, head_size: int = 32, dropout: float = 0.1):
         super().__init__()
-        self.head_size = head_size
+        self.num_heads, self.head_size = num_heads, head_size
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, query, key, value, attention_mask):
+        B, T, _ = query.shape
+        query = query.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
+        key = key.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
+        value = value.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
         scores = torch.matmul(query, key.transpose(-1, -2))
         scores = scores / math.sqrt(self.head_size)
         scores = scores + attention_mask
         probs = nn.functional.softmax(scores, dim=-1)
         probs = self.dropout(probs)
         context = torch.matmul(probs, value)
-        return context.permute(0, 2, 1, 3)
+        return context.permute(0, 2, 1, 3).reshape(B, T, -1)
 """,
-            at=((14, 18),),
+            at=((18, 18),),
             fixed="""\
 import math
 
@@ -146,16 +168,20 @@ from torch import nn
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, head_size: int = 32, dropout: float = 0.1):
+    def __init__(self, num_heads: int = 4, head_size: int = 32, dropout: float = 0.1):
         super().__init__()
-        self.head_size = head_size
+        self.num_heads, self.head_size = num_heads, head_size
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, query, key, value, attention_mask):
+        B, T, _ = query.shape
+        query = query.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
+        key = key.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
+        value = value.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
         context = nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=self.dropout.p if self.training else 0.0, scale=1 / math.sqrt(self.head_size))
-        return context.permute(0, 2, 1, 3)
+        return context.permute(0, 2, 1, 3).reshape(B, T, -1)
 """,
-            call="SelfAttention().eval()(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 1, 1, 64))",
+            call="SelfAttention().eval()(randn(2, 64, 128), randn(2, 64, 128), randn(2, 64, 128), randn(2, 1, 1, 64))",
         ),
         Example(
             bad="""\
@@ -164,33 +190,39 @@ from torch import nn
 
 
 class Attention(nn.Module):
-    def __init__(self, head_dim: int = 32):
+    def __init__(self, num_heads: int = 4, head_dim: int = 32):
         super().__init__()
+        self.num_heads, self.head_dim = num_heads, head_dim
         self.scale = head_dim ** -0.5
 
-    def forward(self, q, k, v):
+    def forward(self, qkv):
+        B, N, _ = qkv.shape
+        q, k, v = qkv.reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         q = q * self.scale
         attn = q @ k.transpose(-2, -1)
         attn = attn.softmax(dim=-1)
         x = attn @ v
-        return x.transpose(1, 2)
+        return x.transpose(1, 2).reshape(B, N, -1)
 """,
-            at=((12, 16),),
+            at=((15, 16),),
             fixed="""\
 import torch
 from torch import nn
 
 
 class Attention(nn.Module):
-    def __init__(self, head_dim: int = 32):
+    def __init__(self, num_heads: int = 4, head_dim: int = 32):
         super().__init__()
+        self.num_heads, self.head_dim = num_heads, head_dim
         self.scale = head_dim ** -0.5
 
-    def forward(self, q, k, v):
+    def forward(self, qkv):
+        B, N, _ = qkv.shape
+        q, k, v = qkv.reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         x = nn.functional.scaled_dot_product_attention(q, k, v, scale=self.scale)
-        return x.transpose(1, 2)
+        return x.transpose(1, 2).reshape(B, N, -1)
 """,
-            call="Attention()(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32))",
+            call="Attention()(randn(2, 64, 384))",
         ),
     )
     valid = (
@@ -200,7 +232,7 @@ import torch
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-    weights = torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1)
+    weights = torch.softmax(q @ k.transpose(2, 3) * 0.125, dim=-1)
     return weights @ v, weights
 """,
         # sigmoid attention: not a softmax, SDPA cannot compute it
@@ -209,7 +241,7 @@ import torch
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-    weights = torch.sigmoid(q @ k.transpose(-2, -1) * 0.125)
+    weights = torch.sigmoid(q @ k.transpose(2, 3) * 0.125)
     return weights @ v
 """,
         # a mask applied after the softmax (and a softmax over another dim): not SDPA's order
@@ -218,8 +250,8 @@ import torch
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor):
-    weights = (q @ k.transpose(-2, -1)).softmax(-1) * keep
-    other = (q @ k.transpose(-2, -1)).softmax(dim=1)
+    weights = (q @ k.transpose(2, 3)).softmax(-1) * keep
+    other = (q @ k.transpose(2, 3)).softmax(dim=1)
     return weights @ v, other @ v
 """,
     )
@@ -252,6 +284,7 @@ class _Chain:
     scale: cst.BaseExpression | None = None  # SDPA's scale=; None: its default
     attn_mask: cst.BaseExpression | None = None
     is_causal: bool = False
+    unbatched: bool = False  # 3-d (batch x heads, tokens, head_dim): SDPA gets them unsqueezed to 4-d
     dropout_p: cst.BaseExpression | None = None
     # statements the chain runs through (the final one last), and those the fix deletes
     statements: list[StatementRef] = field(default_factory=list)
@@ -289,7 +322,11 @@ def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain 
     scores = _score_matmul(scope, expr, batch)
     if scores is None:
         return None
-    chain.scores, (q, chain.k) = expr, scores
+    chain.scores, (q, chain.k, rank) = expr, scores
+    ranks = {r for r in (rank, _rank(scope, q, at), _rank(scope, chain.k, at), _rank(scope, chain.v, final_ref)) if r}
+    if ranks not in ({3}, {4}):
+        return None  # SDPA's fused kernels take 4-d tensors (3-d ones are unsqueezed); others run its math form
+    chain.unbatched = ranks == {3}
     if scale is None:
         q, scale = _scaled_query(scope, chain, q, at)
         scale_ref = at
@@ -391,9 +428,10 @@ def _matmul_operands(scope: Scope, node: cst.CSTNode) -> tuple[cst.BaseExpressio
 
 
 def _score_matmul(scope: Scope, node: cst.BaseExpression | None, batch: str | None
-                  ) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
-    """(q, k) of ``q @ k.transpose(-2, -1)`` (``matmul``, ``bmm``) or of
-    ``einsum('A i d, A j d -> A i j', q, k)`` whose batch letters are those of the values' einsum."""
+                  ) -> tuple[cst.BaseExpression, cst.BaseExpression, int | None] | None:
+    """(q, k, their rank if the matmul tells it) of ``q @ k.transpose(-2, -1)`` (``matmul``,
+    ``bmm``: 3) or of ``einsum('A i d, A j d -> A i j', q, k)`` whose batch letters are those of
+    the values' einsum."""
     if node is None:
         return None
     if batch is not None:
@@ -406,14 +444,17 @@ def _score_matmul(scope: Scope, node: cst.BaseExpression | None, batch: str | No
         gram = len(q) >= 2 and q[:-2] == k[:-2] == batch and q[-1] == k[-1] and out == batch + q[-2] + k[-2]
         if not gram or len(set(q + k[-2])) != len(q) + 1:
             return None
-        return node.args[1].value, node.args[2].value  # type: ignore[attr-defined]
+        return node.args[1].value, node.args[2].value, None if "." in q else len(q)  # type: ignore[attr-defined]
     operands = _matmul_operands(scope, node)
     if operands is None:
         return None
     q, key_t = operands
-    transposes = _BMM_KEY_TRANSPOSES if _op_name(scope, node) == "bmm" else _KEY_TRANSPOSES
-    key = _untransposed(key_t, transposes)
-    return (q, key) if key is not None else None
+    bmm = _op_name(scope, node) == "bmm"
+    key = _untransposed(key_t, _BMM_KEY_TRANSPOSES if bmm else _KEY_TRANSPOSES)
+    if key is None:
+        return None
+    transposed_23 = isinstance(key_t, cst.Call) and _integer(key_t.args[0].value) in (2, 3)
+    return q, key, 3 if bmm else 4 if transposed_23 else None
 
 
 def _untransposed(expr: cst.BaseExpression, transposes: tuple[frozenset[int], ...]) -> cst.BaseExpression | None:
@@ -522,6 +563,59 @@ def _scaled_query(scope: Scope, chain: _Chain, q: cst.BaseExpression, at: Statem
     chain.statements.insert(0, definition)
     chain.deleted.append(definition)
     return scaled[0], scaled
+
+
+# --------------------------------------------------------------------------- ranks
+
+_KEEPS_RANK = frozenset({"transpose", "swapaxes", "swapdims", "contiguous", "float", "half", "bfloat16", "to", "type_as"})
+
+
+def _rank(scope: Scope, expr: cst.BaseExpression | None, at: StatementRef, depth: int = 0) -> int | None:
+    """The number of dims of ``expr`` where its code spells it: ``x.view(b, t, h, d)``,
+    ``x.permute(0, 2, 1, 3)``, the elements of ``x.unbind(0)`` or ``x.split(...)``, through the
+    names that hold them and the ops that keep a rank; None where it does not."""
+    expr = _bare(expr)
+    if expr is None or depth > 8:
+        return None
+    if isinstance(expr, cst.Name):
+        return _rank_of_name(scope, expr.value, at, depth + 1)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide)):
+        return _rank(scope, expr.left if scope.is_tensor(expr.left) else expr.right, at, depth + 1)
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)) or not _plain_args(expr, keywords=True):
+        return None
+    name = expr.func.attr.value
+    if name in ("view", "reshape", "permute"):
+        sizes = [a.value for a in expr.args if a.keyword is None]
+        if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
+            sizes = [el.value for el in sizes[0].elements]
+        single = len(sizes) == 1 and not isinstance(sizes[0], cst.Integer)
+        return None if single or any(isinstance(e, cst.StarredElement) for e in sizes) else len(sizes)
+    if name in _KEEPS_RANK:
+        return _rank(scope, expr.func.value, at, depth + 1)
+    return None
+
+
+def _rank_of_name(scope: Scope, name: str, at: StatementRef, depth: int) -> int | None:
+    """The rank of what the nearest assignment of ``name`` before ``at`` binds to it."""
+    for ref in statements_before(at):
+        if name not in names_of(ref.node)[1]:
+            continue
+        small = ref.simple
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+            return None
+        target, value = small.targets[0].target, small.value
+        if isinstance(target, cst.Name):
+            return _rank(scope, value, ref, depth)
+        if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, cst.Call):
+            return None
+        func = value.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "unbind" and len(value.args) == 1 and _integer(value.args[0].value) == 0:
+            whole = _rank(scope, func.value, ref, depth)
+            return whole - 1 if whole else None
+        if isinstance(func, cst.Attribute) and func.attr.value in ("split", "chunk"):
+            return _rank(scope, func.value, ref, depth)
+        return None
+    return None
 
 
 # --------------------------------------------------------------------------- exact mapping
@@ -709,9 +803,14 @@ def _kept(mask: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def _reciprocal(factor: cst.BaseExpression) -> cst.BaseExpression:
-    atom = isinstance(factor, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)) or factor.lpar
-    right = factor if atom else factor.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return cst.BinaryOperation(cst.Integer("1"), cst.Divide(), right)
+    return cst.BinaryOperation(cst.Integer("1"), cst.Divide(), _atom(factor))
+
+
+def _atom(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``expr``, parenthesised unless it binds tighter than any operator."""
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)) or expr.lpar:
+        return expr
+    return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
 def _movable(scope: Scope, chain: _Chain) -> bool:
@@ -738,7 +837,11 @@ def _fix(scope: Scope, chain: _Chain) -> tuple[StatementEdit, ...] | None:
     function = scope.facts.spelling("torch.nn.functional.scaled_dot_product_attention")
     if function is None:
         return None
-    args = [_code(chain.q), _code(chain.k), _code(chain.v)]
+    operands = (chain.q, chain.k, chain.v)
+    if chain.unbatched:
+        args = [f"{_code(_atom(x))}.unsqueeze(0)" for x in operands]
+    else:
+        args = [_code(x) for x in operands]
     if chain.attn_mask is not None:
         args.append(f"attn_mask={_code(chain.attn_mask)}")
     if chain.dropout_p is not None:
@@ -747,7 +850,8 @@ def _fix(scope: Scope, chain: _Chain) -> tuple[StatementEdit, ...] | None:
         args.append("is_causal=True")
     if chain.scale is not None:
         args.append(f"scale={_code(chain.scale)}")
-    call = cst.parse_expression(f"{function}({', '.join(args)})")
+    squeeze = ".squeeze(0)" if chain.unbatched else ""
+    call = cst.parse_expression(f"{function}({', '.join(args)}){squeeze}")
     replacement = replace_nodes(chain.final_ref.node, {chain.final: call})
     edits = [StatementEdit(ref.node, ()) for ref in chain.deleted]  # type: ignore[arg-type]
     edits.append(StatementEdit(chain.final_ref.node, (replacement,)))  # type: ignore[arg-type]

@@ -8,20 +8,26 @@ import torch.nn.functional as F
 from torch import nn
 
 
-class CausalAttention(nn.Module):
-    def __init__(self, block_size: int = 64, dropout: float = 0.1):
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_head: int = 4, block_size: int = 64, dropout: float = 0.1):
         super().__init__()
+        self.n_head = n_head
         self.attn_dropout = nn.Dropout(dropout)
         mask = torch.tril(torch.ones(block_size, block_size))
         self.register_buffer("bias", mask.view(1, 1, block_size, block_size))
 
-    def forward(self, q, k, v):
-        T = q.size(-2)
+    def forward(self, qkv):
+        B, T, C3 = qkv.size()
+        q, k, v = qkv.split(C3 // 3, dim=2)
+        q = q.view(B, T, self.n_head, -1).transpose(1, 2)
+        k = k.view(B, T, self.n_head, -1).transpose(1, 2)
+        v = v.view(B, T, self.n_head, -1).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
         att = self.attn_dropout(att)
-        return att @ v
+        y = att @ v
+        return y.transpose(1, 2).reshape(B, T, C3 // 3)
 
 # --- example 2
 import math
@@ -31,19 +37,23 @@ from torch import nn
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, head_size: int = 32, dropout: float = 0.1):
+    def __init__(self, num_heads: int = 4, head_size: int = 32, dropout: float = 0.1):
         super().__init__()
-        self.head_size = head_size
+        self.num_heads, self.head_size = num_heads, head_size
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, query, key, value, attention_mask):
+        B, T, _ = query.shape
+        query = query.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
+        key = key.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
+        value = value.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
         scores = torch.matmul(query, key.transpose(-1, -2))
         scores = scores / math.sqrt(self.head_size)
         scores = scores + attention_mask
         probs = nn.functional.softmax(scores, dim=-1)
         probs = self.dropout(probs)
         context = torch.matmul(probs, value)
-        return context.permute(0, 2, 1, 3)
+        return context.permute(0, 2, 1, 3).reshape(B, T, -1)
 
 # --- example 3
 import torch
@@ -51,23 +61,26 @@ from torch import nn
 
 
 class Attention(nn.Module):
-    def __init__(self, head_dim: int = 32):
+    def __init__(self, num_heads: int = 4, head_dim: int = 32):
         super().__init__()
+        self.num_heads, self.head_dim = num_heads, head_dim
         self.scale = head_dim ** -0.5
 
-    def forward(self, q, k, v):
+    def forward(self, qkv):
+        B, N, _ = qkv.shape
+        q, k, v = qkv.reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         q = q * self.scale
         attn = q @ k.transpose(-2, -1)
         attn = attn.softmax(dim=-1)
         x = attn @ v
-        return x.transpose(1, 2)
+        return x.transpose(1, 2).reshape(B, N, -1)
 
 # --- look-alike 1
 import torch
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-    weights = torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1)
+    weights = torch.softmax(q @ k.transpose(2, 3) * 0.125, dim=-1)
     return weights @ v, weights
 
 # --- look-alike 2
@@ -75,7 +88,7 @@ import torch
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-    weights = torch.sigmoid(q @ k.transpose(-2, -1) * 0.125)
+    weights = torch.sigmoid(q @ k.transpose(2, 3) * 0.125)
     return weights @ v
 
 # --- look-alike 3
@@ -83,8 +96,8 @@ import torch
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor):
-    weights = (q @ k.transpose(-2, -1)).softmax(-1) * keep
-    other = (q @ k.transpose(-2, -1)).softmax(dim=1)
+    weights = (q @ k.transpose(2, 3)).softmax(-1) * keep
+    other = (q @ k.transpose(2, 3)).softmax(dim=1)
     return weights @ v, other @ v
 
 # --- nanoGPT's block: q and k are T long, the tril buffer is causal (the fix says is_causal=True)
