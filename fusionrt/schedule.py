@@ -124,7 +124,8 @@ class _Planner:
         return None
 
     def mark(self, block: Block, src: Any, m: IndexMap, view_broke: bool, via_view: bool = False) -> None:
-        """Record that nodes of other kernels read by ``block`` at ``m`` must be written."""
+        """Record that nodes of other kernels read by ``block`` at ``m`` must be written, unless
+        the block recomputes them (through a view, or under the speed policy)."""
         if isinstance(src, View):
             if src.map is None:
                 self.need(src.root, "view-break")

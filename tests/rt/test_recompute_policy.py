@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import fusionrt
+from fusionrt import cost
 from fusionrt.plan import Flags
 from fusionrt.schedule import plan
 
@@ -98,6 +99,24 @@ def test_a_value_whose_inputs_cost_as_much_as_its_write_and_read_is_written():
     out = g.pw("mul", z, c, shape=(3, 16, 32))
     speed = plan(g.nodes, Flags(outputs=frozenset({s, out})), "speed")
     assert reasons(speed) == [(c.id, "consumed-later"), (s.id, "output"), (out.id, "output")]
+
+
+def chain_then_sum(ops: int):
+    """``ops`` element-wise ops on ``x``, summed, then the chain's value read after the sum."""
+    g = G()
+    value = g.pw("mul", leaf(16, 32), 1.5)
+    for _ in range(ops - 1):
+        value = g.pw("add", value, 0.5)
+    s = g.sum(value, 1)
+    out = g.pw("add", s, value, shape=(16, 32))
+    return plan(g.nodes, Flags(outputs=frozenset({out})), "speed"), value, s, out
+
+
+def test_a_chain_longer_than_the_recompute_budget_is_written():
+    longest, _, _, _ = chain_then_sum(cost.MAX_RECOMPUTE_OPS)
+    assert len(longest.kernels) == 1 and len(longest.writes) == 1
+    too_long, value, s, out = chain_then_sum(cost.MAX_RECOMPUTE_OPS + 1)
+    assert reasons(too_long) == [(value.id, "consumed-later"), (s.id, "consumed-later"), (out.id, "output")]
 
 
 def test_an_unknown_policy_is_named():
@@ -203,3 +222,15 @@ def test_random_programs_plan_alike_under_the_interpreter():
             got, interpret = fusionrt.measure(program, x.clone(), policy="speed", executor="interpret")
         assert_same(got, expected, low_precision_inside=x.dtype in LOW_PRECISION, what=source)
         assert counts(reference) == counts(interpret), source
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("fn", [clone_reduction, clone_reduction_rewritten])
+def test_workloads_4_and_4b_plan_alike_on_the_gpu(fn):
+    """Rows of 4096 floats, as in bench/gpu_bench.py: one single-pass kernel on an H100."""
+    x, y = rand(256, 4096).cuda(), rand(256, 4096).cuda()
+    got, triton_report = fusionrt.measure(fn, x, y, policy="speed", executor="triton")
+    _, reference = fusionrt.measure(fn, x.cpu(), y.cpu(), policy="speed", executor="reference")
+    torch.testing.assert_close(got, fn(x, y), atol=1e-4, rtol=1e-5)
+    assert counts(triton_report) == counts(reference) and triton_report.writes == 1
