@@ -186,8 +186,8 @@ def _operands(scope: Scope, product: cst.CSTNode) -> tuple[str, cst.BaseExpressi
         else:
             return None
         is_mm = op[0] == "mm"
-    weight = _transposed_weight(right)
-    if weight is not None and scope.is_tensor(weight):
+    weight = _transposed_weight(right)  # a torch matmul's operands are tensors, known or not
+    if weight is not None:
         return "linear", left, weight
     return ("addmm", left, right) if is_mm else None
 

@@ -39,12 +39,14 @@ class ScalarFusedOp(Rule):
         c`; `a / b + c` and `a / b * v + c`. The out-of-place fused ops broadcast all their
         operands together and promote dtypes as the written-out arithmetic does. Not flagged:
         a scale that may be a tensor (`self.gamma`: the fused ops take numbers only), in-place
-        updates (`x += ...`), a product of a batched matmul (FL012 reports `torch.baddbmm`).
+        updates (`x += ...`), `a * b + c * d` (one fused op would leave a kernel of the two),
+        a product of a batched matmul (FL012 reports `torch.baddbmm`), a sum inside attention
+        that FL010 rewrites to `F.scaled_dot_product_attention`.
     """
     use_instead = "`torch.add(x, y, alpha=alpha)`, `torch.addcmul(c, a, b, value=v)`, `torch.addcdiv(c, a, b, value=v)`."
     fix_safety = FixSafety.UNSAFE
     pays_in = (EAGER,)
-    yields_to = frozenset({"FL012"})
+    yields_to = frozenset({"FL010", "FL012"})
     fix_notes = """
         The fix writes the fused op in place of the sum. It is **unsafe**: the fused ops round
         differently (no rounding of the product to the operands' dtype before the sum), and
@@ -226,7 +228,7 @@ def _rewrite(scope: Scope, numbers: _NumberNames, total: cst.BinaryOperation):
     add = isinstance(total.operator, cst.Add)
     sides = ((total.left, total.right), (total.right, total.left)) if add else ((total.right, total.left),)
     for term, other in sides:
-        if not scope.is_tensor(other) or _is_batched_product(scope, term):
+        if not scope.is_tensor(other) or _is_batched_product(scope, term) or _is_scaled(other):
             continue
         factors = _factors(term)
         tensors = [f for f in factors if scope.is_tensor(f)]
@@ -242,6 +244,11 @@ def _rewrite(scope: Scope, numbers: _NumberNames, total: cst.BinaryOperation):
         if len(tensors) == 1 and value is not None:
             return ("torch.add" if add else "torch.sub"), (other, tensors[0]), value
     return None
+
+
+def _is_scaled(expr: cst.BaseExpression) -> bool:
+    """A product or quotient: ``a * b + c * d`` is no one fused op (it would keep a kernel)."""
+    return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide))
 
 
 def _is_quotient(scope: Scope, expr: cst.BaseExpression) -> bool:

@@ -35,10 +35,22 @@ class ScaleAfterMatmul(Rule):
         output keeps one index of each operand and sums over a shared one. Not flagged: other
         matmuls (`x @ w`, whose output may be smaller than `x`), a scale known to be a tensor
         (its shape may not broadcast against `q`).
+
+        It yields to the rules whose rewrite fuses the scale into one kernel and pays under
+        fusionrt too: FL010 (the whole attention as `F.scaled_dot_product_attention`), FL012
+        (`torch.bmm(q, k) * s + mask` as `torch.baddbmm`) and FL013 (`q @ k.mT * s + mask` as
+        `torch.add(mask, q @ k.mT, alpha=s)`: one kernel fewer in eager, none more under
+        fusionrt). What is left pays in eager only, and only when there are more keys than the
+        head dimension (eight heads of 16 keys by 128: 216 -> 272 KiB written in eager); under
+        fusionrt it can cost a kernel, since a matmul that runs as cuBLAS cannot compute the
+        scaled `q` on read (twelve heads of 512 tokens by 64, fp32: 1 -> 2 writes; with the
+        projections in front, 6 -> 7). `--fix --verify` applies the fix only where it
+        measured fusionrt no worse and eager cheaper.
     """
     use_instead = "Scale the first operand: `(q * scale) @ k.transpose(-2, -1)`."
     fix_safety = FixSafety.UNSAFE
     pays_in = (EAGER,)
+    yields_to = frozenset({"FL010", "FL012", "FL013"})
     fix_notes = """
         The fix moves the scale onto the matmul's first operand. It is **unsafe**: the result
         differs by floating-point rounding (the product is scaled before the sum, not after),
