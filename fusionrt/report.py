@@ -561,7 +561,9 @@ def _writes_table(title: str, writes: list[Write], indices: Iterable[int] | None
     """The writes at ``indices`` (all by default), numbered by their place in ``writes``."""
     table = Table(title=title, title_justify="left")
     for name in ("#", "shape", "dtype", "bytes", "reason", "source", "op", "kernel"):
-        table.add_column(name, justify="right" if name in ("#", "bytes", "kernel") else "left")
+        # a narrow table folds a source onto a second line rather than cut off its line number
+        table.add_column(name, justify="right" if name in ("#", "bytes", "kernel") else "left",
+                         overflow="fold" if name == "source" else "ellipsis")
     for i in range(len(writes)) if indices is None else indices:
         w = writes[i]
         table.add_row(
