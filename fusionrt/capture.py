@@ -73,10 +73,11 @@ _internal_code: dict[Any, bool] = {}
 _lines: dict[tuple[Any, int], str] = {}  # (code, last instruction) -> "file:line"
 
 
-def user_source() -> str:
-    """``file:line`` of the first frame outside torch, fusionrt and contextlib; cached per code
-    object and instruction, since a program records the same lines over and over."""
-    frame = sys._getframe(1)
+def user_source(frame: Any = None) -> str:
+    """``file:line`` of the first frame outside torch, fusionrt and contextlib (from ``frame``,
+    by default the caller's); cached per code object and instruction, since a program records
+    the same lines over and over."""
+    frame = frame or sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         internal = _internal_code.get(code)
@@ -91,7 +92,10 @@ def user_source() -> str:
                 line = _lines[key] = f"{code.co_filename}:{frame.f_lineno}"
             return line
         frame = frame.f_back
-    return "<unknown>:0"
+    return UNKNOWN_SOURCE
+
+
+UNKNOWN_SOURCE = "<unknown>:0"
 
 
 # -- the modes ---------------------------------------------------------------------------------
@@ -200,10 +204,14 @@ class DispatchCapture(TorchDispatchMode):
             session.ran_eagerly(func, args, kwargs, out, factory=True)
             return out
         source = user_source()
+        if source == UNKNOWN_SOURCE:
+            source = session.owner_source()
         if kind == "item":
             session.flush("item", source, sync=[args[0]])
             return func(*args, **kwargs)
         tensors = _tensors_in(args, kwargs)
+        if session.recorder is not None and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            session.recorder.refuse("autograd records it (a replay would build no graph)")
         odd = next((t for t in tensors if t.dtype not in DTYPES or not _strided(t)), None)
         if odd is not None:
             why = f"dtype {odd.dtype}" if odd.dtype not in DTYPES else f"layout {odd.layout}"
@@ -227,6 +235,8 @@ class DispatchCapture(TorchDispatchMode):
         of an op autograd records (training). Code without autograd keeps its fallbacks."""
         if func in self._decomposing:
             return None  # a decomposition that calls its own op
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            return None  # a decomposition draws other random numbers than eager's kernel
         if name.startswith("_foreach_"):
             from .composites import foreach
 
@@ -476,6 +486,10 @@ def _classify(func) -> tuple[str, str]:
 
 def _eager_metas(func, args: tuple, kwargs: dict) -> list[Optional[shapes.Meta]]:
     """(shape, stride, dtype) of each result eager gives, None where it gives no tensor."""
+    try:
+        return list(shapes.infer(func, args, kwargs))  # cached; refuses results that are not all tensors
+    except Exception:
+        pass
     try:
         out = func(*shapes._meta(args), **{k: "meta" if k == "device" else shapes._meta(v) for k, v in kwargs.items()})
     except Exception as exc:

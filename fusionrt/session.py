@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -75,6 +76,7 @@ class Session:
         self.decomposing = 0  # > 0 while one op is recorded as the ops of its decomposition
         self._runner = shared_runner(executor)
         self._modes: tuple = ()
+        self._owner = threading.get_ident()  # the thread that entered the block
         self.lock = threading.RLock()  # held while recording or flushing
         self._reset()
 
@@ -90,6 +92,7 @@ class Session:
         for mode in self._modes:
             mode.__enter__()
         _thread.session = self
+        self._owner = threading.get_ident()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -112,6 +115,15 @@ class Session:
             yield
         finally:
             self.passthrough = saved
+
+    def owner_source(self) -> str:
+        """The user line the block's own thread is at: on CUDA, autograd runs backward ops on a
+        device thread (the dispatch mode reaches it with autograd's thread-local state) whose
+        stack has no user frame, while the block's thread waits in ``backward()``."""
+        from .capture import UNKNOWN_SOURCE, user_source
+
+        frame = sys._current_frames().get(self._owner) if self._owner != threading.get_ident() else None
+        return user_source(frame) if frame is not None else UNKNOWN_SOURCE
 
     # -- bindings and reads ----------------------------------------------------------------------
 

@@ -251,3 +251,26 @@ def test_random_programs_gradients_equal_eager(seed):
         reports.append(session.report)
     assert _counts(reports[0]) == _counts(reports[1])
     assert len(reports[0].kernel_records) < reports[0].eager_kernels
+
+
+def test_dropout_in_training_draws_eager_random_numbers():
+    w = torch.randn(64, requires_grad=True)
+    dropout = torch.nn.Dropout(0.5)
+    torch.manual_seed(3)
+    expected = dropout(w * 2)
+    torch.manual_seed(3)
+    with fusionrt.lazy(executor="reference"):
+        got = dropout(w * 2)
+    assert torch.equal(got, expected)
+
+
+def test_jit_does_not_replay_calls_autograd_records():
+    """A replay runs plans without autograd, so a call that builds a graph is recorded every time."""
+    fast = fusionrt.jit(lambda x, w: torch.tanh(x * w).sum())
+    x = torch.randn(4)
+    w = torch.randn(4, requires_grad=True)
+    for _ in range(2):
+        w.grad = None
+        fast(x, w).backward()
+        torch.testing.assert_close(w.grad, x * (1 - torch.tanh(x * w.detach()) ** 2))
+    assert fast.stats.replays == 0
