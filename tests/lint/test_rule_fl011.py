@@ -1,0 +1,79 @@
+"""FL011 beyond its own examples: which sums are a matmul and its bias, the fused call, and the
+proof that the rewrite computes the same (fp32, bf16) and pays."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fused_rewrites import assert_equal_within_tolerance, verify  # noqa: E402
+from fusionlint.engine import lint_source  # noqa: E402
+from fusionlint.model import FixMode, LintOptions  # noqa: E402
+from fusionlint.rules.matmul_bias import MatmulBias  # noqa: E402
+
+FIND = LintOptions(codes=frozenset({"FL011"}))
+FIX = LintOptions(codes=frozenset({"FL011"}), fix=FixMode.UNSAFE)
+HEADER = "import torch\nimport torch.nn.functional as F\n\n\ndef f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, a: torch.Tensor):\n"
+
+
+def findings(body: str) -> list[int]:
+    result = lint_source(HEADER + body, "m.py", FIND)
+    assert not result.errors
+    return [f.line - 5 for f in result.findings]
+
+
+def fixed(body: str) -> str:
+    return lint_source(HEADER + body, "m.py", FIX).source[len(HEADER):]
+
+
+@pytest.mark.parametrize(
+    "body,rewritten",
+    [
+        ("    return torch.matmul(x, w.T) + b\n", "    return F.linear(x, w, b)\n"),
+        ("    return b + x.mm(w.t())\n", "    return F.linear(x, w, b)\n"),
+        ("    return x.matmul(w.t()) + b\n", "    return F.linear(x, w, b)\n"),
+        ("    return (x @ w.t() + b).relu()\n", "    return (F.linear(x, w, b)).relu()\n"),
+        ("    return torch.mm(x, a) + b\n", "    return torch.addmm(b, x, a)\n"),
+        ("    h = x @ w.t()\n    y = h + b\n    return y\n", "    y = F.linear(x, w, b)\n    return y\n"),
+        ("    h = x @ w.t()\n    c = b * 2\n    h += c\n    return h\n", "    c = b * 2\n    h = F.linear(x, w, c)\n    return h\n"),
+    ],
+)
+def test_flagged_and_fused(body, rewritten):
+    assert len(findings(body)) == 1
+    assert fixed(body) == rewritten
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    return x @ w + b\n",  # no transposed weight: x may be 1-D or batched
+        "    return x @ w.mT + b\n",  # a batch of weights
+        "    return x @ w.t() - b\n",
+        "    return x @ w.t() + 0.5\n",  # F.linear takes no number as bias
+        "    return [x @ w.t() + b for _ in range(2)]\n",  # inside a comprehension
+        "    h = x @ w.t()\n    y = h + b\n    return y, h\n",  # the product is read again
+        "    h = x @ w.t()\n    w = w * 2\n    return h + b\n",  # an operand changes between
+        "    h = x @ w.t()\n    if b.dim():\n        h = h + b\n    return h\n",  # the use is in a branch
+        "    h = x @ w.t()\n    x.mul_(2)\n    return h + b\n",  # an operand written in place
+    ],
+)
+def test_silent(body):
+    assert findings(body) == []
+
+
+def test_the_fix_spells_linear_through_the_files_imports():
+    source = "from torch import Tensor, nn\n\n\ndef f(x: Tensor, w: Tensor, b: Tensor):\n    return x @ w.t() + b\n"
+    assert "return nn.functional.linear(x, w, b)\n" in lint_source(source, "m.py", FIX).source
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("example", MatmulBias.examples, ids=lambda e: e.call.partition("(")[0])
+def test_the_fix_equals_the_original_within_tolerance(example, dtype):
+    assert_equal_within_tolerance(example.bad, example.fixed, example.call, dtype)
+
+
+def test_verify_proves_the_fix_before_applying_it(tmp_path):
+    source = "import torch\n\n\ndef project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n    return x @ w.t() + b\n"
+    out, text = verify(tmp_path, source, "FL011")
+    assert "Verified: 1 fix proven and applied, 0 refused, 0 not run (no harness)." in out
+    assert "return torch.nn.functional.linear(x, w, b)\n" in text

@@ -1,0 +1,89 @@
+"""FL013 beyond its own examples: which sums one fused op computes, which scales are numbers,
+and the proof that the rewrite computes the same (fp32, bf16) and pays in eager."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fused_rewrites import assert_equal_within_tolerance, run, verify  # noqa: E402
+from fusionlint.engine import lint_source  # noqa: E402
+from fusionlint.model import FixMode, LintOptions  # noqa: E402
+from fusionlint.rules.scalar_fused_op import ScalarFusedOp  # noqa: E402
+
+FIND = LintOptions(codes=frozenset({"FL013"}))
+FIX = LintOptions(codes=frozenset({"FL013"}), fix=FixMode.UNSAFE)
+HEADER = "import math\n\nimport torch\n\n\ndef f(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, s: float, n):\n"
+
+
+def findings(body: str) -> int:
+    result = lint_source(HEADER + body, "m.py", FIND)
+    assert not result.errors
+    return len(result.findings)
+
+
+def fixed(body: str) -> str:
+    return lint_source(HEADER + body, "m.py", FIX).source[len(HEADER):]
+
+
+@pytest.mark.parametrize(
+    "body,rewritten",
+    [
+        ("    return x + 0.5 * y\n", "    return torch.add(x, y, alpha=0.5)\n"),
+        ("    return y * -2 + x\n", "    return torch.add(x, y, alpha=-2)\n"),
+        ("    return x - s * y\n", "    return torch.sub(x, y, alpha=s)\n"),
+        ("    return x + y * (1 / math.sqrt(s))\n", "    return torch.add(x, y, alpha=(1 / math.sqrt(s)))\n"),
+        ("    k = 0.1\n    return x + k * y\n", "    k = 0.1\n    return torch.add(x, y, alpha=k)\n"),
+        ("    return z + x * y\n", "    return torch.addcmul(z, x, y)\n"),
+        ("    k = y.sum()\n    return x + k * y\n", "    k = y.sum()\n    return torch.addcmul(x, k, y)\n"),  # a tensor scale
+        ("    return 2 * x * y + z\n", "    return torch.addcmul(z, x, y, value=2)\n"),
+        ("    return x / y + z\n", "    return torch.addcdiv(z, x, y)\n"),
+        ("    return (x / y) * 0.5 + z\n", "    return torch.addcdiv(z, x, y, value=0.5)\n"),
+        ("    return (x * y + z).relu()\n", "    return (torch.addcmul(z, x, y)).relu()\n"),
+    ],
+)
+def test_flagged_and_fused(body, rewritten):
+    assert findings(body) == 1
+    assert fixed(body) == rewritten
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    return x + n * y\n",  # n may be a tensor (of any shape) or a number: not known
+        "    return x + self_scale() * y\n",
+        "    k = 0.1\n    k = n\n    return x + k * y\n",  # a name that is not always a number
+        "    return x * y + z * x\n",  # no one fused op
+        "    return x * 2 + 1\n",
+        "    return x - y * z\n",  # a product subtracted: no addcmul with a sign here
+        "    x += 0.5 * y\n    return x\n",  # in place
+        "    return x / 2 + y\n",  # a division by a number: a plain scale, no alpha form
+        "    return x * 0.5 * s + y\n",  # two scales
+    ],
+)
+def test_silent(body):
+    assert findings(body) == 0
+
+
+def test_a_chain_is_reported_once():
+    assert findings("    return x + 0.5 * y + 0.25 * z\n") == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("example", ScalarFusedOp.examples, ids=lambda e: e.call.partition("(")[0])
+def test_the_fix_equals_the_original_within_tolerance(example, dtype):
+    assert_equal_within_tolerance(example.bad, example.fixed, example.call, dtype)
+
+
+@pytest.mark.parametrize("example", ScalarFusedOp.examples, ids=lambda e: e.call.partition("(")[0])
+def test_the_fix_runs_fewer_eager_kernels_and_no_more_under_fusionrt(example):
+    (_, before), (_, after) = run(example.bad, example.call, torch.float32), run(example.fixed, example.call, torch.float32)
+    assert after.eager_kernels < before.eager_kernels and after.eager_bytes_written < before.eager_bytes_written
+    assert (after.writes, after.bytes_written, after.kernels) == (before.writes, before.bytes_written, before.kernels)
+
+
+def test_verify_proves_the_fix_before_applying_it(tmp_path):
+    source = "import torch\n\n\ndef step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:\n    return x + 0.5 * y\n"
+    out, text = verify(tmp_path, source, "FL013")
+    assert "Verified: 1 fix proven and applied, 0 refused, 0 not run (no harness)." in out
+    assert "return torch.add(x, y, alpha=0.5)\n" in text
