@@ -61,3 +61,24 @@ def f(q: torch.Tensor, k: torch.Tensor):
     return torch.matmul(q, k) / 8 + (q @ k.T.contiguous()) * 2
 """
     assert positions(source) == []
+
+
+@pytest.mark.parametrize(
+    "line,winner",
+    [
+        ("torch.matmul(q, k.transpose(-1, -2)) * 0.125 + mask", "FL013"),  # torch.add(mask, ..., alpha=0.125)
+        ("torch.bmm(q, k.transpose(1, 2)) * 0.125 + mask", "FL012"),  # torch.baddbmm
+        ("torch.matmul(q, k.transpose(-1, -2)) * 0.125", "FL009"),
+    ],
+)
+def test_yields_to_the_rules_that_fuse_the_scale_into_one_kernel(line, winner):
+    source = f"""\
+import torch
+
+def scores(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor):
+    return {line}
+"""
+    result = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL009"})))
+    assert [f.code for f in result.findings] == ([winner] if winner == "FL009" else [])
+    everything = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL009", "FL012", "FL013"})))
+    assert [f.code for f in everything.findings] == [winner]
