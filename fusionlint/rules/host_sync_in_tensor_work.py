@@ -650,8 +650,9 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
         return True
     if _decides_shape(scope, ref, node, kind) or _decides_exit(ref, node):
         return True
-    if kind in _SCALAR_READS and _after_backward(ref) and not _flows_back(scope, ref, node):
-        return True
+    if kind in _SCALAR_READS and not branch and _after_backward(ref):
+        if not (_flows_back(scope, ref, node) or _decides_branch(scope, ref, node)):
+            return True
     hot = function is not None and _HOT.match(function) is not None
     if kind in _HAND_OFFS:
         once = not (hot and where.startswith("inside a loop"))
@@ -665,7 +666,7 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
 def _after_backward(ref: StatementRef) -> bool:
     """Is the sync in a loop body, after a ``.backward()`` of the same iteration? Autograd runs
     the pending work there, so the iteration is written out anyway: reading a scalar after it
-    (``running += loss.item()``) costs no write."""
+    for host arithmetic (``running += loss.item()``, not a branch) costs no write."""
     while ref.block.parent is not None:
         if any(_calls_backward(earlier.node) for earlier in ref.earlier()):
             return True

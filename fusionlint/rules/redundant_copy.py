@@ -368,53 +368,84 @@ def _narrows_inner_dim(subscript: cst.Subscript) -> bool:
     return False
 
 
-def _fresh(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, seen: frozenset[str] = frozenset()) -> bool:
-    """Did the function make the tensor that ``expr`` views (an op result, a gather, a copy), so
-    that no caller holds it? A parameter, an attribute or an unknown call may be shared."""
+def _fresh(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None) -> bool:
+    return _origin(scope, expr, at) == _MADE
+
+
+_MADE, _SHARED, _INDEX = "made", "shared", "index"
+_INTEGER_TYPES = frozenset({"long", "int", "short", "bool", "int64", "int32", "int16", "int8", "uint8"})
+
+
+def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, seen: frozenset[str] = frozenset()) -> str:
+    """Where the tensor that ``expr`` views comes from: made by the function (an op result, a
+    gather, a copy), so that no caller holds it; shared (a parameter, an attribute, the result of
+    an unknown call); or an index tensor (cast to an integer type), whose layout is often what
+    its users expect (``edge_index.t().contiguous()``). Data movement keeps its first operand's type."""
     while True:
         if isinstance(expr, cst.Subscript):
             if any(isinstance(e.slice, cst.Index) and scope.is_tensor(e.slice.value) for e in expr.slice):
-                return True  # indexing by a tensor gathers into a new tensor
+                return _MADE  # indexing by a tensor gathers into a new tensor
             expr = expr.value
             continue
         op = scope.op(expr)
         if op is None:
             break
         name, kind, operand = op
+        if name in _INTEGER_TYPES or (name == "to" and _integer_type_argument(expr)):
+            return _INDEX
         if name == "contiguous" and operand is not None and _strided(scope, operand):
-            return True
+            return _MADE
         if kind == VIEW or name in _MAY_ALIAS or name == "detach":
             if operand is None:
-                return False
+                return _SHARED
             expr = operand
             continue
-        if kind is None and name not in _READS_INTO_NEW:
+        if name in _READS_INTO_NEW:
+            if isinstance(operand, (cst.List, cst.Tuple)):
+                operand = operand.elements[0].value if operand.elements else None
+            return _INDEX if operand is not None and _origin(scope, operand, at, seen) == _INDEX else _MADE
+        if kind is None:
             if not (isinstance(expr, cst.Call) and scope.torch_name(expr.func) and scope.is_tensor(expr)):
-                return False  # a tensor method the tables do not know
+                return _SHARED  # a tensor method the tables do not know
             if operand is not None and scope.is_tensor(operand):
                 expr = operand  # a torch function the tables do not know may return its input
                 continue
-        return not name.endswith("_")
+        return _SHARED if name.endswith("_") else _MADE
     if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
-        return scope.is_tensor(expr)
-    if not isinstance(expr, cst.Name) or expr.value in seen:
-        return isinstance(expr, cst.Name)  # a name met again: its other values decide
+        return _MADE if scope.is_tensor(expr) else _SHARED
+    if not isinstance(expr, cst.Name):
+        return _SHARED
     name = expr.value
+    if name in seen:
+        return _MADE  # a name met again: its other values decide
     if name in scope.params or name in scope.typed or name in scope.untyped or name in scope.escaped:
-        return False
+        return _SHARED
     reaching = reaching_assignment(at, name, out_of_ifs=True) if at is not None else None
     if reaching is not None:
-        return _fresh(scope, reaching[1], reaching[0], seen | {name})
+        return _origin(scope, reaching[1], reaching[0], seen | {name})
     values = []
     for target, value in scope.assignments:
         if isinstance(target, cst.Name):
             if target.value == name:
                 values.append(value)
         elif name in _names_in(target):
-            return False  # unpacked: its value is unknown
-    if any(name in _names_in(target) for target, _ in scope.loops):
+            return _SHARED  # unpacked: its value is unknown
+    if not values or any(name in _names_in(target) for target, _ in scope.loops):
+        return _SHARED
+    origins = {_origin(scope, value, None, seen | {name}) for value in values}
+    return _INDEX if _INDEX in origins else _MADE if origins == {_MADE} else _SHARED
+
+
+def _integer_type_argument(call: cst.BaseExpression) -> bool:
+    """``x.to(torch.int64)``, ``x.to(dtype=torch.long)``."""
+    if not isinstance(call, cst.Call):
         return False
-    return bool(values) and all(_fresh(scope, value, None, seen | {name}) for value in values)
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value != "dtype":
+            continue
+        if isinstance(arg.value, cst.Attribute) and arg.value.attr.value in _INTEGER_TYPES:
+            return True
+    return False
 
 
 def _to_channels_first(scope: Scope, expr: cst.BaseExpression) -> bool:

@@ -83,8 +83,33 @@ def solve(a: torch.Tensor, c: torch.Tensor, compiling: bool):
         c = torch.where(m1, c * 2, c)
     return c + 1
 """,
+    "a comparison of a tensor's element, rebound by indexing, in an expert loop": """\
+import torch
+
+def experts(x: torch.Tensor, hits: torch.Tensor, w: torch.Tensor, n: int):
+    out = torch.zeros_like(x)
+    for idx in hits:
+        idx = idx[0]
+        if idx == n:
+            continue
+        out = out + torch.tanh(x * idx) @ w
+    return out
+""",
+    "a branch on a scalar read after backward still decides tensor work": """\
+import torch
+
+def fit(model, x: torch.Tensor, lam: torch.Tensor, steps: int):
+    for _ in range(steps):
+        loss = model(x).sum() * lam
+        loss.backward()
+        if lam.item() < -2:
+            lam.data = torch.full_like(lam.data, -2)
+    return lam
+""",
 }
 EXPECTED = {
+    "a comparison of a tensor's element, rebound by indexing, in an expert loop": [(7, 12)],
+    "a branch on a scalar read after backward still decides tensor work": [(7, 12)],
     "a list of flags that decide branches doing tensor work": [(8, 17)],
     "to-cpu in a training step's loop": [(6, 21)],
     "a scalar read in forward, between work": [(6, 26)],
@@ -236,6 +261,41 @@ def f(x: torch.Tensor):
     while len(out) < 3:
         out.append(float(probs[len(out)].sum()))
     return out
+""",
+    "a loss read after backward for a running average on the host": """\
+import torch
+
+def fit(model, x: torch.Tensor, steps: int) -> float:
+    running = 0.0
+    for _ in range(steps):
+        loss = (model(x) * 2).sum()
+        loss.backward()
+        running = 0.9 * running + 0.1 * loss.item()
+    return running
+""",
+    "a scale factor read once to size an interpolation": """\
+import torch
+import torch.nn.functional as F
+
+def resize(image: torch.Tensor, limit: float):
+    scale = torch.min(limit / image.amax(), torch.tensor(2.0))
+    if image.dim() == 3:
+        scale_factor = scale.item()
+    else:
+        scale_factor = 1.0
+    out = F.interpolate(image[None], scale_factor=scale_factor)
+    return out[0] * 2
+""",
+    "a loop over a tensor whose comparison only picks host values": """\
+import torch
+
+def names(labels: torch.Tensor, x: torch.Tensor):
+    y = torch.relu(x)
+    found = []
+    for label in labels:
+        if label == 0:
+            found.append("background")
+    return y * 2, found
 """,
 }
 

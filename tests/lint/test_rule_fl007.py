@@ -217,6 +217,18 @@ def g(sim: torch.Tensor):
     gate[0] = 1
     return gate * total
 """,
+    "a returned transposed copy of an index tensor": """\
+import torch
+
+def faces(rows: list) -> torch.Tensor:
+    triangle = torch.tensor(rows)
+    triangle = triangle.to(torch.int64)
+    return triangle.t().contiguous()
+
+
+def edges(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.cat([a.long(), b.long()], dim=0).t().contiguous()
+""",
     "a copy written in place before its name is rebound": """\
 import torch
 
