@@ -37,6 +37,7 @@ PLAIN_WIDTH = 120
 # The default view stays on one screen at model size: this many causes, this many rows a table.
 TOP_CAUSES = 4
 SUMMARY_ROWS = 5
+SOURCE_WIDTH = 48
 
 
 def _check_choice(kind: str, value: str, choices: tuple[str, ...]) -> None:
@@ -229,11 +230,14 @@ class Report:
         """Header, totals against eager, and the top causes: what every view starts with."""
         yield Text(f"fusionrt report (policy {self.policy}, executor {self.executor})", style="bold")
         yield self._totals_table()
-        if self.fallbacks or self.flushes:
-            flushes = Counter(f.reason for f in self.flushes).most_common()
-            by_reason = f" ({', '.join(f'{reason} {n}' for reason, n in flushes)})" if flushes else ""
-            yield Text(f"{_plural(len(self.fallbacks), 'fallback')} (ops run eagerly), "
-                       f"{_plural(len(self.flushes), 'flush')}{by_reason}")
+        counts = []
+        if self.fallbacks:
+            counts.append(f"{_plural(len(self.fallbacks), 'fallback')} (ops run eagerly)")
+        if self.flushes:
+            by_reason = Counter(f.reason for f in self.flushes).most_common()
+            counts.append(f"{_plural(len(self.flushes), 'flush')} ({', '.join(f'{r} {n}' for r, n in by_reason)})")
+        if counts:
+            yield Text(", ".join(counts))
         causes = self.causes()
         if causes:
             yield NewLine()
@@ -506,10 +510,11 @@ def compare(
 
 
 def _write_groups_table(writes: int, groups: list[WriteGroup]) -> Group:
-    rows = [(str(g.count), human_bytes(g.bytes), g.reason, display_source(g.source), _counted(g.ops, _short_op))
+    rows = [(str(g.count), human_bytes(g.bytes), g.reason, _tail(display_source(g.source), SOURCE_WIDTH),
+             _counted(g.ops, _short_op))
             for g in groups[:SUMMARY_ROWS]]
     return _summary_table(f"Materialized writes ({writes}) by source line and reason", len(groups),
-                          (("writes", None), ("bytes", None), ("reason", 20), ("source", 48), ("ops", 30)), rows)
+                          (("writes", None), ("bytes", None), ("reason", 20), ("source", None), ("ops", 30)), rows)
 
 
 def _fallback_groups_table(fallbacks: int, groups: list[FallbackGroup]) -> Group:
@@ -517,15 +522,16 @@ def _fallback_groups_table(fallbacks: int, groups: list[FallbackGroup]) -> Group
     for g in groups[:SUMMARY_ROWS]:
         (source, n), *others = g.sources
         lines = f" ×{n} (+{_plural(len(others), 'line')})" if others else ""
-        rows.append((str(g.count), g.op, g.reason, display_source(source) + lines))
+        rows.append((str(g.count), g.op, g.reason, _tail(display_source(source), SOURCE_WIDTH) + lines))
     return _summary_table(f"Fallbacks ({fallbacks}) by op and reason", len(groups),
-                          (("ops", None), ("op", 28), ("reason", 30), ("source", 70)), rows)
+                          (("ops", None), ("op", 28), ("reason", 30), ("source", None)), rows)
 
 
 def _summary_table(title: str, groups: int, columns: tuple[tuple[str, int | None], ...],
                    rows: list[tuple[str, ...]]) -> Group:
     """A title, a borderless table of one line a row, and a line for the rows left out. A column
-    with a maximum width ends its longer cells in an ellipsis; one without (a count) keeps its width."""
+    with a maximum width ends its longer cells in an ellipsis; one without (a count, a source
+    already cut to ``SOURCE_WIDTH``) keeps its width."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     for i, (name, most) in enumerate(columns):
         width = max(len(name), *(len(row[i]) for row in rows))
@@ -538,6 +544,11 @@ def _summary_table(title: str, groups: int, columns: tuple[tuple[str, int | None
     if hidden > 0:
         parts.append(Text(f"… {hidden} more {'group' if hidden == 1 else 'groups'} (--details)", style="dim"))
     return Group(*parts)
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of ``text`` in ``width`` characters: a source's file name and line are at its end."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
 
 
 def _counted(items: tuple[tuple[str, int], ...], show: Any, shown: int = 3) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -184,3 +185,22 @@ def test_executor_option_reaches_the_run_and_counts_do_not_depend_on_it(tmp_path
     assert "Fallbacks (1)" in text and "sort" in text and "fallback-input" in text
     assert [(f.reason, f.source) for f in reports["interpret"].flushes] == [
         ("fallback", f"{script}:4"), ("exit", f"{script}:5")]
+
+
+def test_details_option_lists_every_write(tmp_path, capsys, monkeypatch):
+    """Seven values kept alive on seven lines: the default view shows five groups, --details all seven writes."""
+    monkeypatch.chdir(tmp_path)
+    names = "abcdefg"
+    script = write_script(tmp_path, "import torch\nx = torch.randn(16, 16)\n" + "".join(
+        f"{name} = x * {i + 2}\n" for i, name in enumerate(names)))
+    assert main(["run", "--executor", "reference", script.name]) == 0
+    summary = capsys.readouterr().out
+    assert "Materialized writes (7) by source line and reason" in summary
+    assert "… 2 more groups (--details)" in summary
+    rows = [line for line in summary.splitlines() if re.fullmatch(r"\s+1\s+1\.00 KiB\s+alive\s+script\.py:\d+\s+mul", line)]
+    assert len(rows) == 5, summary
+    assert main(["run", "--executor", "reference", "--details", script.name]) == 0
+    details = capsys.readouterr().out
+    assert re.search(r"^Materialized writes \(7\) *$", details, re.MULTILINE) and "(--details)" not in details
+    for line in range(3, 10):
+        assert re.search(rf"│ alive\s+│ script\.py:{line}\s+│ mul\s+│", details), details
