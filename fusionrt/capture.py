@@ -254,12 +254,17 @@ class DispatchCapture(TorchDispatchMode):
         session = self.session
         self._decomposing.add(func)
         try:
-            metas = None if func._overloadpacket.__name__.startswith("_foreach_") else _eager_metas(func, args, kwargs)
+            metas = None
+            if not func._overloadpacket.__name__.startswith("_foreach_"):
+                with session.eager():
+                    metas = _checked_metas(func, decomposition, args, kwargs)
+                if metas is None:
+                    return NotImplemented  # its results would not be eager's
             with session.decomposition(), self:
                 out = decomposition(*args, **kwargs)
                 if out is not NotImplemented and metas is not None:
                     out = _in_eager_layout(out, metas)
-        except _Unsupported:  # refused, or its results are not eager's: what it recorded is dead
+        except _Unsupported:  # refused before recording anything
             return NotImplemented
         finally:
             self._decomposing.discard(func)
@@ -484,38 +489,51 @@ def _classify(func) -> tuple[str, str]:
     return kind, name
 
 
-def _eager_metas(func, args: tuple, kwargs: dict) -> list[Optional[shapes.Meta]]:
-    """(shape, stride, dtype) of each result eager gives, None where it gives no tensor."""
+# (op, argument signature) -> eager's result metadata when the op's decomposition agrees with
+# it on shapes and dtypes there, else None.
+_DECOMPOSABLE: LRUCache[Optional[list]] = LRUCache(max_entries=1024)
+_UNCHECKED: Any = object()
+
+
+def _checked_metas(func, decomposition, args: tuple, kwargs: dict) -> Optional[list[Optional[shapes.Meta]]]:
+    """(shape, stride, dtype) of each result eager gives (None where it gives no tensor), when
+    ``decomposition`` gives the same shapes and dtypes; None when it does not. Both run on meta
+    tensors, once per signature, before anything is recorded: a decomposition that updates
+    state in place (training batch norm's running statistics) must not run and then be refused."""
     try:
-        return list(shapes.infer(func, args, kwargs))  # cached; refuses results that are not all tensors
-    except Exception:
-        pass
+        key: Optional[tuple] = (func, tuple(map(shapes._key, args)), tuple(map(shapes._key, kwargs.items())))
+        hit = _DECOMPOSABLE.get(key, _UNCHECKED)
+        if hit is not _UNCHECKED:
+            return hit
+    except TypeError:  # an unhashable argument: checked every time
+        key = None
+
+    def on_meta(fn: Any) -> list:
+        out = fn(*shapes._meta(args), **{k: "meta" if k == "device" else shapes._meta(v) for k, v in kwargs.items()})
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
     try:
-        out = func(*shapes._meta(args), **{k: "meta" if k == "device" else shapes._meta(v) for k, v in kwargs.items()})
-    except Exception as exc:
-        raise _Unsupported(f"no metadata ({type(exc).__name__})") from exc
-    outs = out if isinstance(out, (list, tuple)) else (out,)
-    return [(tuple(o.shape), o.stride(), o.dtype) if isinstance(o, torch.Tensor) else None for o in outs]
+        eager, decomposed = on_meta(func), on_meta(decomposition)
+    except Exception:  # no meta kernel, or a decomposition that cannot run on metadata
+        eager, decomposed = [], None
+    metas = [(tuple(o.shape), o.stride(), o.dtype) if isinstance(o, torch.Tensor) else None for o in eager]
+    agrees = decomposed is not None and len(decomposed) == len(metas) and all(
+        (m is None and not isinstance(d, torch.Tensor))
+        or (m is not None and isinstance(d, torch.Tensor) and (tuple(d.shape), d.dtype) == (m[0], m[2]))
+        for m, d in zip(metas, decomposed))
+    if key is not None:
+        _DECOMPOSABLE.put(key, metas if agrees else None)
+    return metas if agrees else None
 
 
 def _in_eager_layout(out: Any, metas: list[Optional[shapes.Meta]]) -> Any:
-    """A decomposition's results with eager's shapes and dtypes, copied (recorded) into eager's
-    strides where they differ, since later views depend on them; _Unsupported if they disagree."""
+    """A decomposition's results copied (recorded) into eager's strides where they differ:
+    later views depend on them."""
     outs = out if isinstance(out, (list, tuple)) else (out,)
-    if len(outs) != len(metas):
-        raise _Unsupported("its decomposition returns other results")
     fixed = []
     for o, meta in zip(outs, metas):
-        if meta is None or not isinstance(o, torch.Tensor):
-            if (meta is None) != (not isinstance(o, torch.Tensor)):
-                raise _Unsupported("its decomposition returns other results")
-            fixed.append(o)
-            continue
-        shape, stride, dtype = meta
-        if tuple(o.shape) != shape or o.dtype != dtype:
-            raise _Unsupported("its decomposition returns other shapes or dtypes")
-        if any(n > 1 and a != b for n, a, b in zip(shape, o.stride(), stride)):
-            o = torch.empty_strided(shape, stride, dtype=dtype, device=o.device).copy_(o)
+        if meta is not None and any(n > 1 and a != b for n, a, b in zip(meta[0], o.stride(), meta[1])):
+            o = torch.empty_strided(meta[0], meta[1], dtype=meta[2], device=o.device).copy_(o)
         fixed.append(o)
     return (list if isinstance(out, list) else tuple)(fixed) if isinstance(out, (list, tuple)) else fixed[0]
 

@@ -76,7 +76,7 @@ class Session:
         self.decomposing = 0  # > 0 while one op is recorded as the ops of its decomposition
         self._runner = shared_runner(executor)
         self._modes: tuple = ()
-        self._owner = threading.get_ident()  # the thread that entered the block
+        self._owner: Optional[int] = None  # the thread that entered the block
         self.lock = threading.RLock()  # held while recording or flushing
         self._reset()
 
