@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import torch
 
 from .graph import IndexMap, Node, Use, numel
+from .kernel_ir import POINTWISE_OPS
 
 if TYPE_CHECKING:
     from .session import Session
@@ -161,9 +162,12 @@ def foreach(func, *args: Any, **kwargs: Any) -> Any:
     from .capture import _Unsupported
 
     name = func._overloadpacket.__name__
-    op = getattr(torch.ops.aten, name.removeprefix("_foreach_"), None)
-    if op is None or func._overloadname == "Tensor" and name.rstrip("_") in ("_foreach_addcmul", "_foreach_addcdiv"):
-        raise _Unsupported("foreach op without a per-tensor form")  # scalars held in a tensor
+    base = name.removeprefix("_foreach_").rstrip("_")
+    if base not in POINTWISE_OPS and base != "copy":  # zero_, norm: one fallback, not one per tensor
+        raise _Unsupported("foreach op whose per-tensor op is not element-wise")
+    if func._overloadname == "Tensor" and base in ("addcmul", "addcdiv"):
+        raise _Unsupported("foreach op with its scalars in a tensor")
+    op = getattr(torch.ops.aten, name.removeprefix("_foreach_"))
     count = next(len(a) for a in args if isinstance(a, (list, tuple)))
     # A foreach op passes positionally what the per-tensor op takes by keyword (addcmul's value).
     schema = getattr(op, op.overloads()[0])._schema

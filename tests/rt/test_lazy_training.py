@@ -274,3 +274,16 @@ def test_jit_does_not_replay_calls_autograd_records():
         fast(x, w).backward()
         torch.testing.assert_close(w.grad, x * (1 - torch.tanh(x * w.detach()) ** 2))
     assert fast.stats.replays == 0
+
+
+def test_foreach_ops_without_an_element_wise_form_fall_back_once():
+    grads = [torch.randn(3), torch.randn(4, 2)]
+    params = [torch.randn(3), torch.randn(4, 2)]
+    expected = [p + 0.5 * g for p, g in zip(params, grads)]
+    with fusionrt.lazy(executor="reference") as session:
+        torch._foreach_add_(params, grads, alpha=0.5)
+        torch._foreach_zero_(grads)  # what zero_grad(set_to_none=False) runs
+    assert [f.op for f in session.report.fallbacks] == ["_foreach_zero_"]
+    assert all(torch.equal(g, torch.zeros_like(g)) for g in grads)
+    for p, e in zip(params, expected):
+        torch.testing.assert_close(p, e)
