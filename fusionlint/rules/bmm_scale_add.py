@@ -34,11 +34,13 @@ class BmmScaleAdd(Rule):
         not known to be tensors (the fused ops take numbers only); the same with `torch.mm`
         when there is a scale (without one, FL011 reports `b + torch.mm(a, c)`). Not flagged:
         `torch.matmul` and `@` (they also take 1-D and 4-D operands, which `baddbmm` does not),
-        a scale that is a tensor, a subtraction.
+        a scale that is a tensor, a subtraction, scores that FL010 rewrites with the whole
+        attention into `F.scaled_dot_product_attention`.
     """
     use_instead = "`torch.baddbmm(c, a, b, beta=beta, alpha=alpha)`; `torch.addmm(c, a, b, beta=beta, alpha=alpha)` for `mm`."
     fix_safety = FixSafety.UNSAFE
     pays_in = (EAGER,)
+    yields_to = frozenset({"FL010"})  # the whole attention as F.scaled_dot_product_attention
     fix_notes = """
         The fix writes the fused op in place of the sum. It is **unsafe**: the fused op rounds
         differently (scaled and added to the accumulator), it wants `c` in the operands' dtype
