@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from html import escape
 from typing import Any
 
-from rich.console import Console, ConsoleOptions, Group, NewLine, RenderableType, RenderResult
+from rich.console import Console, ConsoleOptions, Group, JustifyMethod, NewLine, RenderableType, RenderResult
 from rich.jupyter import JUPYTER_HTML_FORMAT
 from rich.table import Table
 from rich.text import Text
@@ -37,7 +37,8 @@ PLAIN_WIDTH = 120
 # The default view stays on one screen at model size: this many causes, this many rows a table.
 TOP_CAUSES = 4
 SUMMARY_ROWS = 5
-SOURCE_WIDTH = 48
+# A summary table's source column is cut to what the other columns leave, but never below this.
+MIN_SOURCE_WIDTH = 24
 
 
 def _check_choice(kind: str, value: str, choices: tuple[str, ...]) -> None:
@@ -221,10 +222,10 @@ class Report:
         yield from self._overview()
         if self.materialized:
             yield NewLine()
-            yield _write_groups_table(self.writes, group_writes(self.materialized))
+            yield _write_groups_table(self.writes, group_writes(self.materialized), options.max_width)
         if self.fallbacks:
             yield NewLine()
-            yield _fallback_groups_table(len(self.fallbacks), group_fallbacks(self.fallbacks))
+            yield _fallback_groups_table(len(self.fallbacks), group_fallbacks(self.fallbacks), options.max_width)
 
     def _overview(self) -> Iterator[RenderableType]:
         """Header, totals against eager, and the top causes: what every view starts with."""
@@ -509,36 +510,44 @@ def compare(
 # -- shared rendering helpers ------------------------------------------------------------------
 
 
-def _write_groups_table(writes: int, groups: list[WriteGroup]) -> Group:
-    rows = [(str(g.count), human_bytes(g.bytes), g.reason, _tail(display_source(g.source), SOURCE_WIDTH),
-             _counted(g.ops, _short_op))
+def _write_groups_table(writes: int, groups: list[WriteGroup], width: int) -> Group:
+    rows = [(str(g.count), human_bytes(g.bytes), g.reason, display_source(g.source), _counted(g.ops, _short_op))
             for g in groups[:SUMMARY_ROWS]]
     return _summary_table(f"Materialized writes ({writes}) by source line and reason", len(groups),
-                          (("writes", None), ("bytes", None), ("reason", 20), ("source", None), ("ops", 30)), rows)
+                          (("writes", None, "right"), ("bytes", None, "right"), ("reason", 24, "left"),
+                           ("source", None, "left"), ("ops", 30, "left")), rows, 3, width)
 
 
-def _fallback_groups_table(fallbacks: int, groups: list[FallbackGroup]) -> Group:
+def _fallback_groups_table(fallbacks: int, groups: list[FallbackGroup], width: int) -> Group:
     rows = []
     for g in groups[:SUMMARY_ROWS]:
         (source, n), *others = g.sources
         lines = f" ×{n} (+{_plural(len(others), 'line')})" if others else ""
-        rows.append((str(g.count), g.op, g.reason, _tail(display_source(source), SOURCE_WIDTH) + lines))
+        rows.append((str(g.count), g.op, g.reason, display_source(source) + lines))
     return _summary_table(f"Fallbacks ({fallbacks}) by op and reason", len(groups),
-                          (("ops", None), ("op", 28), ("reason", 30), ("source", None)), rows)
+                          (("ops", None, "right"), ("op", 22, "left"), ("reason", 40, "left"),
+                           ("source", None, "left")), rows, 3, width)
 
 
-def _summary_table(title: str, groups: int, columns: tuple[tuple[str, int | None], ...],
-                   rows: list[tuple[str, ...]]) -> Group:
-    """A title, a borderless table of one line a row, and a line for the rows left out. A column
-    with a maximum width ends its longer cells in an ellipsis; one without (a count, a source
-    already cut to ``SOURCE_WIDTH``) keeps its width."""
+def _summary_table(title: str, groups: int, columns: tuple[tuple[str, int | None, JustifyMethod], ...],
+                   rows: list[tuple[str, ...]], source: int, width: int) -> Group:
+    """A title, a borderless table of one line a row in ``width``, and a line for the rows left out.
+
+    A column's maximum width ends its longer cells in an ellipsis; without one (a count) it keeps
+    its width. Column ``source`` gets what the others leave, cut from its start: a source's file
+    name and line are at its end.
+    """
+    natural = [max(len(name), *(len(row[i]) for row in rows)) for i, (name, _, _) in enumerate(columns)]
+    taken = sum(n if most is None else min(n, most) for i, (n, (_, most, _)) in enumerate(zip(natural, columns))
+                if i != source)
+    room = max(MIN_SOURCE_WIDTH, width - taken - 2 * (len(columns) - 1))
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for i, (name, most) in enumerate(columns):
-        width = max(len(name), *(len(row[i]) for row in rows))
-        table.add_column(name, justify="right" if most is None else "left", no_wrap=True, overflow="ellipsis",
-                         min_width=width if most is None else None, max_width=most)
+    for i, (name, most, justify) in enumerate(columns):
+        keep = most is None
+        table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis",
+                         min_width=min(natural[i], room) if keep else None, max_width=None if keep else most)
     for row in rows:
-        table.add_row(*map(Text, row))
+        table.add_row(*(Text(_tail(cell, room) if i == source else cell) for i, cell in enumerate(row)))
     parts: list[RenderableType] = [Text(title, style="italic"), table]
     hidden = groups - SUMMARY_ROWS
     if hidden > 0:
