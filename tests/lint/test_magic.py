@@ -122,7 +122,7 @@ def test_bad_options_are_usage_errors(ip, options, capsys):
 
 def test_help_lists_the_options(ip):
     doc = ip.find_cell_magic("fuse").__doc__
-    for option in ("--fix", "--compare", "--no-lint", "--no-run", "--executor", "--policy", "-o NAME"):
+    for option in ("--fix", "--compare", "--no-lint", "--no-run", "--details", "--executor", "--policy", "-o NAME"):
         assert option in doc
 
 
