@@ -106,7 +106,7 @@ def group_fallbacks(fallbacks: Sequence[Fallback]) -> list[FallbackGroup]:
 
 
 def top_causes(writes: Sequence[Write], fallbacks: Sequence[Fallback], flushes: Sequence[Flush],
-               limit: int = 4) -> list[Cause]:
+               limit: int) -> list[Cause]:
     """At most ``limit`` causes, the most records first within each kind: fallbacks come first,
     since they cause writes and flushes of their own; then host syncs repeated from one line; then
     writes by reason, but for those eager PyTorch makes too (``AS_IN_EAGER``)."""

@@ -219,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--policy", choices=POLICIES, default="stream", help="fusion policy (default: stream)")
     run.add_argument("--json", metavar="FILE", help="also write the report as JSON (schema: docs/report.md)")
     run.add_argument("--details", action="store_true",
-                     help="list every write, kernel, fallback and flush (default: a summary, grouped by line and reason)")
+                     help="list every write, kernel, fallback and flush (default: a summary grouped by line and "
+                     "reason)")
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     run.set_defaults(handler=_run)

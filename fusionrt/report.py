@@ -2,7 +2,9 @@
 
 The core fills a ``Report`` while it plans and runs kernels; this module only holds the data,
 serializes it (``docs/report.md`` documents the JSON schema) and renders it with rich for a
-terminal, plain text and Jupyter. ``compare`` diffs two reports, the before/after view of a fix.
+terminal, plain text and Jupyter: a summary that fits a screen at model size by default (totals,
+the top causes from ``causes``, records grouped by line and reason), every record in
+``Report.details()``. ``compare`` diffs two reports, the before/after view of a fix.
 """
 from __future__ import annotations
 
@@ -631,7 +633,8 @@ def _short_op(op: str) -> str:
 
 
 def display_source(source: str, cwd: str | None = None) -> str:
-    """``file:line`` with the file relative to ``cwd`` when it lies inside it."""
+    """``file:line`` with the file relative to ``cwd`` when it lies inside it, and an installed
+    library's file relative to its ``site-packages``."""
     path, sep, line = source.rpartition(":")
     if not sep or not line.isdigit() or not os.path.isabs(path):
         return source

@@ -197,7 +197,8 @@ def test_details_option_lists_every_write(tmp_path, capsys, monkeypatch):
     summary = capsys.readouterr().out
     assert "Materialized writes (7) by source line and reason" in summary
     assert "… 2 more groups (--details)" in summary
-    rows = [line for line in summary.splitlines() if re.fullmatch(r"\s+1\s+1\.00 KiB\s+alive\s+script\.py:\d+\s+mul", line)]
+    row = re.compile(r"\s+1\s+1\.00 KiB\s+alive\s+script\.py:\d+\s+mul")
+    rows = [line for line in summary.splitlines() if row.fullmatch(line)]
     assert len(rows) == 5, summary
     assert main(["run", "--executor", "reference", "--details", script.name]) == 0
     details = capsys.readouterr().out
