@@ -51,8 +51,7 @@ class ManualAttention(Rule):
         averaged); another normaliser than softmax (sigmoid, relu, softmax over another dim or
         with a `dtype`); anything but dropout between the softmax and the values (a mask after
         the softmax, a cast, a renormalisation); two masks; a fill value other than -inf;
-        operands of unknown or other rank; the other branch of an `if` that calls SDPA itself
-        (timm's `if self.fused_attn:`, a fallback kept on purpose).
+        operands of unknown or other rank.
     """
     use_instead = "`F.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., is_causal=..., scale=...)`."
     fix_safety = FixSafety.UNSAFE
@@ -267,7 +266,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
                 if site.conditional or not isinstance(site.statement.node, cst.SimpleStatementLine):
                     continue
                 chain = _chain(scope, site.node, site.statement)
-                if chain is not None and not _fallback_of_sdpa(chain.final_ref):
+                if chain is not None:
                     yield Violation(chain.scores, fix=_fix(scope, chain), spans=tuple(r.node for r in chain.statements))
 
 
@@ -350,14 +349,6 @@ def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain 
         else:
             chain.attn_mask = mask
     return chain if _movable(scope, chain) else None
-
-
-def _fallback_of_sdpa(ref: StatementRef) -> bool:
-    """Is the attention a branch of an ``if`` whose other branch calls SDPA (timm's
-    ``if self.fused_attn: ... else: ...``)? The author keeps it on purpose, for exports or
-    backends without SDPA: nothing to fix."""
-    parent = ref.block.parent
-    return parent is not None and isinstance(parent.node, cst.If) and "scaled_dot_product_attention" in _code(parent.node)
 
 
 # --------------------------------------------------------------------------- following names

@@ -209,17 +209,6 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     return F.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
 """,
-    # timm's `if self.fused_attn:` already calls SDPA: the other branch is kept on purpose
-    "the fallback branch of a fused path": """\
-class Attention(nn.Module):
-    def forward(self, q, k, v):
-        if self.fused_attn:
-            x = F.scaled_dot_product_attention(q, k, v)
-        else:
-            attn = (q @ k.transpose(2, 3)) * 0.125
-            x = attn.softmax(dim=-1) @ v
-        return x
-""",
 }
 
 
