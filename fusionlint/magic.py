@@ -413,14 +413,13 @@ class FuseResult:
     lint: CellLint | None = None
     diff: str | None = None
     note: str | None = None
-    details: bool = False  # list every record; otherwise the report's summary, full tables folded in HTML
+    details: bool = False  # list every record; otherwise the summary, with the full tables folded in HTML
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         sections: list[Any] = []
-        if self.comparison is not None:
-            sections.append(self.comparison)
-        elif self.report is not None:
-            sections.append(self.report.details() if self.details else self.report)
+        shown = self._shown()
+        if shown is not None:
+            sections.append(shown.details() if self.details else shown)
         if self.lint is not None:
             sections.append(self._lint_table())
         if self.diff is not None:
@@ -456,9 +455,12 @@ class FuseResult:
             text.append(line + "\n", style=style)
         return text
 
+    def _shown(self) -> Report | Comparison | None:
+        return self.comparison if self.comparison is not None else self.report
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        folded = self.report.full_tables() if self.report is not None and not self.details else ()
-        return mimebundle(self, folded=folded)
+        shown = self._shown()
+        return mimebundle(self, folded=shown.full_tables() if shown is not None and not self.details else ())
 
     def __str__(self) -> str:
         return mimebundle(self)["text/plain"]

@@ -177,7 +177,8 @@ def _compare(options: argparse.Namespace) -> int:
     sys.stdout.write(out_before)
     if fixed is None:
         print(f"fusionlint has no fix for {options.script}: both runs are the same code")
-    print_rendered(compare(before, after, labels=("original", "fixed"), outputs_equal=out_before == out_after))
+    comparison = compare(before, after, labels=("original", "fixed"), outputs_equal=out_before == out_after)
+    print_rendered(comparison.details() if options.details else comparison)
     if out_before != out_after:
         sys.stdout.writelines(difflib.unified_diff(
             out_before.splitlines(keepends=True), out_after.splitlines(keepends=True),
@@ -234,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--executor", choices=EXECUTORS, default="auto",
                      help="how planned kernels run (default: auto = triton with CUDA, else reference)")
     cmp.add_argument("--policy", choices=POLICIES, default="stream", help="fusion policy (default: stream)")
+    cmp.add_argument("--details", action="store_true",
+                     help="list every write only one run has (default: grouped by source line and reason)")
     cmp.add_argument("script", metavar="SCRIPT")
     cmp.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     cmp.set_defaults(handler=_compare)

@@ -216,15 +216,16 @@ class Report:
         """The few causes behind most of the writes, fallbacks and repeated host syncs."""
         return top_causes(self.materialized, self.fallbacks, self.flushes, limit=TOP_CAUSES)
 
-    def details(self) -> ReportDetails:
+    def details(self) -> Details:
         """The report with every write, kernel, fallback and flush listed (``--details``)."""
-        return ReportDetails(self)
+        return Details(self)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield from self._overview()
         if self.materialized:
             yield NewLine()
-            yield _write_groups_table(self.writes, group_writes(self.materialized), options.max_width)
+            yield _write_groups_table(f"Materialized writes ({self.writes}) by source line and reason",
+                                      group_writes(self.materialized), options.max_width)
         if self.fallbacks:
             yield NewLine()
             yield _fallback_groups_table(len(self.fallbacks), group_fallbacks(self.fallbacks), options.max_width)
@@ -310,14 +311,14 @@ class Report:
 
 
 @dataclass
-class ReportDetails:
-    """A report shown in full: the overview, then every record of every kind."""
+class Details:
+    """A report or a comparison shown in full: its overview, then every record of every kind."""
 
-    report: Report
+    of: Report | Comparison
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield from self.report._overview()
-        for _, table in self.report.full_tables():
+        yield from self.of._overview()
+        for _, table in self.of.full_tables():
             yield NewLine()
             yield table
 
@@ -454,7 +455,17 @@ class Comparison:
             f"({_signed_bytes(self.bytes_written)})"
         )
 
+    def details(self) -> Details:
+        """The comparison with every write only one side has listed (``--details``)."""
+        return Details(self)
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self._overview()
+        for title, writes in self._one_sided():
+            yield NewLine()
+            yield _write_groups_table(f"{title} by source line and reason", group_writes(writes), options.max_width)
+
+    def _overview(self) -> Iterator[RenderableType]:
         b, a = self.labels
         yield Text(f"fusionrt comparison: {b} vs {a}", style="bold")
         table = Table(box=None, header_style="bold", pad_edge=False)
@@ -478,25 +489,33 @@ class Comparison:
                 "outputs equal" if self.outputs_equal else "OUTPUTS DIFFER",
                 style="green" if self.outputs_equal else "bold red",
             )
-        disappeared, appeared = self._disappeared_indices(), self._appeared_indices()
-        if disappeared:
-            yield NewLine()
-            yield _writes_table(f"Writes only in {b} ({len(disappeared)})", self.before.materialized, disappeared)
-        if appeared:
-            yield NewLine()
-            yield _writes_table(f"Writes only in {a} ({len(appeared)})", self.after.materialized, appeared)
-        if not disappeared and not appeared:
+        if not self.disappeared and not self.appeared:
             yield NewLine()
             yield Text("Same materialized writes in both.")
+
+    def _one_sided(self) -> Iterator[tuple[str, list[Write]]]:
+        """The writes only one side has, under their title, for each side that has some."""
+        for label, writes in zip(self.labels, (self.disappeared, self.appeared)):
+            if writes:
+                yield f"Writes only in {label} ({len(writes)})", writes
+
+    def full_tables(self) -> Iterator[tuple[str, Table]]:
+        """The writes only one side has, every one, numbered by their place in that side's report."""
+        b, a = self.labels
+        for label, report, indices in ((b, self.before, self._disappeared_indices()),
+                                       (a, self.after, self._appeared_indices())):
+            if indices:
+                title = f"Writes only in {label} ({len(indices)})"
+                yield title, _writes_table(title, report.materialized, indices)
 
     def __str__(self) -> str:
         return render_plain(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return mimebundle(self)
+        return mimebundle(self, folded=self.full_tables())
 
     def _repr_html_(self) -> str:
-        return render_html(self)
+        return self._repr_mimebundle_()["text/html"]
 
 
 def compare(
@@ -512,10 +531,10 @@ def compare(
 # -- shared rendering helpers ------------------------------------------------------------------
 
 
-def _write_groups_table(writes: int, groups: list[WriteGroup], width: int) -> Group:
+def _write_groups_table(title: str, groups: list[WriteGroup], width: int) -> Group:
     rows = [(str(g.count), human_bytes(g.bytes), g.reason, display_source(g.source), _counted(g.ops, _short_op))
             for g in groups[:SUMMARY_ROWS]]
-    return _summary_table(f"Materialized writes ({writes}) by source line and reason", len(groups),
+    return _summary_table(title, len(groups),
                           (("writes", None, "right"), ("bytes", None, "right"), ("reason", 24, "left"),
                            ("source", None, "left"), ("ops", 30, "left")), rows, 3, width)
 

@@ -89,3 +89,15 @@ def test_exit_codes(tmp_path, capsys):
     assert "ValueError: boom" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "missing.py")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_details_list_each_write_only_one_run_has(tmp_path, capsys):
+    script = write_burn(tmp_path)
+    assert main(["compare", "--executor", "reference", str(script)]) == 0
+    grouped = capsys.readouterr().out
+    assert "Writes only in original (1) by source line and reason" in grouped and "(64, 32)" not in grouped
+    assert main(["compare", "--executor", "reference", "--details", str(script)]) == 0
+    listed = capsys.readouterr().out
+    row = next(line for line in listed.splitlines() if "(64, 32)" in line)
+    assert [cell.strip() for cell in row.strip("│ ").split("│")][1:5] == ["(64, 32)", "float32", "8.00 KiB",
+                                                                         "consumed-later"]

@@ -269,10 +269,17 @@ def test_compare_rendering(script):
     assert any(line.split() == ["bytes", "written", "4.12", "KiB", "2.12", "KiB", "-2.00", "KiB", "0.52x"]
                for line in lines)
     assert "outputs equal" in text
-    assert "Writes only in original (1)" in text and "Writes only in fixed (1)" in text
-    assert next(line for line in lines if "float16" in line).strip("│ ").split("│")[0].strip() == "1"
+    # by default the writes one side has are grouped by line and reason; details() lists each one
+    assert "Writes only in original (1) by source line and reason" in lines
+    assert "Writes only in fixed (1) by source line and reason" in lines
+    assert [["1", "4.00", "KiB", "alive", "model.py:4", "add"], ["1", "2.00", "KiB", "alive", "model.py:4", "add"]] == [
+        line.split() for line in lines if "model.py:4" in line]
+    details = render(comparison.details()).splitlines()
+    assert "Writes only in fixed (1)" in [line.strip() for line in details] and "outputs equal" in details
+    assert next(line for line in details if "float16" in line).strip("│ ").split("│")[0].strip() == "1"
     bundle = comparison._repr_mimebundle_()
     assert "\x1b" not in bundle["text/plain"] and "Writes only in fixed" in bundle["text/html"]
+    assert "<summary>Writes only in fixed (1)</summary>" in bundle["text/html"] and "float16" in bundle["text/html"]
     assert "OUTPUTS DIFFER" in str(compare(Report(), Report(), outputs_equal=False))
     assert "Same materialized writes in both." in str(compare(make_report(script), make_report(script)))
 
