@@ -13,6 +13,7 @@ from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, assign, replace_nodes
 
 _MATMUL_TEXT = re.compile(r"[\w)\]]\s*@(?!=)|\b(?:matmul|mm)\s*\(")
+_STRING_STATEMENT = re.compile(r"\s*[rRbBuUfF]{0,2}['\"]")  # a docstring keeps a module whole
 
 
 class MatmulBias(Rule):
@@ -147,11 +148,16 @@ def g(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return _MATMUL_TEXT.search(block[index]) is not None and any("+" in block[i] for i in range(index, len(block)))
+        text = block[index]
+        return (
+            _MATMUL_TEXT.search(text) is not None and _STRING_STATEMENT.match(text) is None
+            and any("+" in block[i] for i in range(index, len(block)))
+        )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.dynamic:
             return
+        sums: set[int] = set()  # ``x @ w.t() + y @ v.t()`` is one finding, for its first product
         for key in ("@", "matmul", "mm"):
             for site in scope.sites.get(key, ()):
                 operands = None if site.conditional else _operands(scope, site.node)
@@ -160,7 +166,10 @@ def g(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
                 found = _bias_sum(scope, site.statement, site.node) or _bias_later(scope, site.statement, site.node)
                 if found is None:
                     continue
-                node, bias, edits = found
+                node, total, bias, edits = found
+                if id(total) in sums:
+                    continue
+                sums.add(id(total))
                 fused = _fused_call(scope, operands, bias)
                 fix = None if fused is None else edits(fused)
                 yield Violation(node, fix=fix, spans=tuple(edit.statement for edit in fix or ()))
@@ -212,7 +221,7 @@ def _added(scope: Scope, statement: cst.CSTNode, value: cst.CSTNode) -> tuple[cs
 
 
 def _bias_sum(scope: Scope, ref: StatementRef, product: cst.CSTNode):
-    """``x @ w.t() + b`` in one statement: (the sum, the bias, how to fix it)."""
+    """``x @ w.t() + b`` in one statement: (where to report, the sum, the bias, how to fix it)."""
     found = _added(scope, ref.node, product)
     if found is None:
         return None
@@ -224,12 +233,12 @@ def _bias_sum(scope: Scope, ref: StatementRef, product: cst.CSTNode):
             return None
         return (StatementEdit(statement, (replace_nodes(statement, {total: fused.with_changes(lpar=total.lpar, rpar=total.rpar)}),)),)
 
-    return total, bias, edits
+    return total, total, bias, edits
 
 
 def _bias_later(scope: Scope, ref: StatementRef, product: cst.CSTNode):
     """``h = x @ w.t()`` and, in a later statement of the block, ``h + b`` or ``h += b``, the
-    product read there only: (the product, the bias, how to fix it)."""
+    product read there only: (the product, the sum, the bias, how to fix it)."""
     small = ref.simple
     if not (isinstance(small, cst.Assign) and small.value is product and len(small.targets) == 1):
         return None
@@ -267,7 +276,8 @@ def _consumer(scope: Scope, ref: StatementRef, use: StatementRef, name: str, pro
         def edits(fused: cst.BaseExpression) -> tuple[StatementEdit, ...]:
             return StatementEdit(ref.node, ()), StatementEdit(use.node, (assign(name, fused),))
 
-        return product, bias, edits
+        return product, small, bias, edits
+
     read = _read_of(small.value if isinstance(small, cst.Assign) else small, name)
     found = _added(scope, use.node, read) if read is not None else None
     if found is None:
@@ -278,7 +288,7 @@ def _consumer(scope: Scope, ref: StatementRef, use: StatementRef, name: str, pro
         replaced = replace_nodes(use.node, {total: fused.with_changes(lpar=total.lpar, rpar=total.rpar)})
         return StatementEdit(ref.node, ()), StatementEdit(use.node, (replaced,))
 
-    return product, bias, edits
+    return product, total, bias, edits
 
 
 def _read_of(statement: cst.CSTNode, name: str) -> cst.Name | None:

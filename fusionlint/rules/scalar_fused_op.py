@@ -14,7 +14,12 @@ from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
-_ARITHMETIC_TEXT = re.compile(r"[+-]")
+# A product next to a sum: ``* b +``, ``/ b -``, ``+ a *`` (an operand between, with calls,
+# subscripts and parentheses nested two deep; a factor nested deeper is not seen).
+_NESTED = r"(?:\((?:[^()]|\([^()]*\))*\)|\[(?:[^\[\]]|\[[^\[\]]*\])*\])"
+_OPERAND = rf"(?:[\w.]+|{_NESTED})(?:{_NESTED}[\w.]*)*"
+_FUSABLE_TEXT = re.compile(rf"[*/]\s*-?{_OPERAND}\s*[+-](?!=)|[\w)\]]\s*[+-]\s*{_OPERAND}\s*[*/](?![*=])")
+_STRING_STATEMENT = re.compile(r"\s*[rRbBuUfF]{0,2}['\"]")  # a docstring keeps a module whole
 _NUMBER_TYPES = frozenset({"float", "int"})
 _NUMBER_CALLS = frozenset({"float", "int", "math.sqrt", "math.log", "math.exp", "math.pow"})
 
@@ -139,7 +144,7 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        return ("*" in text or "/" in text) and _ARITHMETIC_TEXT.search(text) is not None
+        return _FUSABLE_TEXT.search(text) is not None and _STRING_STATEMENT.match(text) is None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         numbers = _NumberNames(scope)
@@ -228,7 +233,7 @@ def _rewrite(scope: Scope, numbers: _NumberNames, total: cst.BinaryOperation):
     add = isinstance(total.operator, cst.Add)
     sides = ((total.left, total.right), (total.right, total.left)) if add else ((total.right, total.left),)
     for term, other in sides:
-        if not scope.is_tensor(other) or _is_batched_product(scope, term) or _is_scaled(other):
+        if not _is_scaled(term) or _is_scaled(other) or not scope.is_tensor(other) or _is_batched_product(scope, term):
             continue
         factors = _factors(term)
         tensors = [f for f in factors if scope.is_tensor(f)]

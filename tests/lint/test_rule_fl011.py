@@ -77,3 +77,14 @@ def test_verify_proves_the_fix_before_applying_it(tmp_path):
     out, text = verify(tmp_path, source, "FL011")
     assert "Verified: 1 fix proven and applied, 0 refused, 0 not run (no harness)." in out
     assert "return torch.nn.functional.linear(x, w, b)\n" in text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    return torch.matmul(x, w.T) + torch.matmul(a, b.T)\n",
+        "    p = torch.matmul(x, w.T)\n    n = torch.matmul(a, b.T)\n    return p + n\n",
+    ],
+)
+def test_a_sum_of_two_products_is_one_finding(body):
+    assert len(findings(body)) == 1
