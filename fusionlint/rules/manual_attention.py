@@ -63,14 +63,15 @@ class ManualAttention(Rule):
         `1 / sqrt(q.size(-1))` (`math.sqrt(k.size(-1))`, `q.shape[-1] ** -0.5`, a name bound to
         one of these); an additive mask becomes `attn_mask=mask`; `masked_fill(m, -inf)` becomes
         the boolean `attn_mask=` of the positions kept (`x != 0` for `x == 0`, else `~m`);
+        an additive mask not known to be 4-d is expanded to the scores' shape (a view: a
+        `(heads, L, S)` bias sends SDPA to its math form, which writes the scores again);
         `is_causal=True` only for nanoGPT's `self.bias[:, :, :T, :T] == 0` over a registered
         `torch.tril(torch.ones(n, n))` buffer where `q` and `k` are `.view(B, T, ...).transpose(1, 2)`
         with the same `T`; dropout becomes `dropout_p=` (`self.drop.p if self.training else
         0.0` for an `nn.Dropout` attribute). It is **unsafe**: the fused kernels round
         differently (equal within fp32 and bf16 tolerances, not bit for bit), a row whose keys
         are all masked gives zeros instead of NaN on some backends, and SDPA wants a floating
-        mask in the query's dtype where `+` would promote. It pays where SDPA runs a fused
-        kernel: on the CPU, torch 2.13 runs a 3-d float mask (`(heads, L, S)`) in the math form.
+        mask in the query's dtype where `+` would promote.
     """
     examples = (
         Example(
@@ -177,7 +178,7 @@ class SelfAttention(nn.Module):
         query = query.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
         key = key.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
         value = value.view(B, T, self.num_heads, self.head_size).permute(0, 2, 1, 3)
-        context = nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=self.dropout.p if self.training else 0.0, scale=1 / math.sqrt(self.head_size))
+        context = nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask.expand(*query.shape[:-1], key.size(-2)), dropout_p=self.dropout.p if self.training else 0.0, scale=1 / math.sqrt(self.head_size))
         return context.permute(0, 2, 1, 3).reshape(B, T, -1)
 """,
             call="SelfAttention().eval()(randn(2, 64, 128), randn(2, 64, 128), randn(2, 64, 128), randn(2, 1, 1, 64))",
@@ -347,7 +348,7 @@ def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain 
             else:
                 chain.attn_mask = _kept(mask)
         else:
-            chain.attn_mask = mask
+            chain.attn_mask = _four_dims(scope, mask, mask_ref, chain)
     return chain if _movable(scope, chain) else None
 
 
@@ -791,6 +792,17 @@ def _kept(mask: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(mask, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
         return cst.UnaryOperation(cst.BitInvert(), mask)
     return cst.UnaryOperation(cst.BitInvert(), mask.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+
+
+def _four_dims(scope: Scope, mask: cst.BaseExpression, at: StatementRef, chain: _Chain) -> cst.BaseExpression:
+    """An additive mask as SDPA's fused kernels take it: 4-d. A relative-position bias is often
+    (heads, L, S), which sends SDPA to its math form; expanded to the scores' shape (a view) it
+    adds the same numbers."""
+    if _rank(scope, mask, at) == 4 or not isinstance(chain.q, cst.Name) or not isinstance(chain.k, cst.Name):
+        return mask
+    batch = "1, " if chain.unbatched else ""
+    text = f"{_code(_atom(mask))}.expand({batch}*{chain.q.value}.shape[:-1], {chain.k.value}.size(-2))"
+    return cst.parse_expression(text)
 
 
 def _reciprocal(factor: cst.BaseExpression) -> cst.BaseExpression:

@@ -59,7 +59,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dim: int):
 """,
         "F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(head_dim))",
     ),
-    "einsum with the same batch letters on both sides; the key scaled: scale=1.0": (
+    "einsum with the same batch letters on both sides, the key scaled (scale=1.0), a bias expanded to 4-d": (
         """\
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor):
     k = k * 0.125
@@ -67,7 +67,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
     attn = F.softmax(sim + bias, dim=-1)
     return torch.einsum("b h i j, b h j d -> b h i d", attn, v)
 """,
-        "F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0)",
+        "F.scaled_dot_product_attention(q, k, v, attn_mask=bias.expand(*q.shape[:-1], k.size(-2)), scale=1.0)",
     ),
     "masked_fill(~keep, -inf): the kept positions are the boolean mask": (
         """\
@@ -241,8 +241,8 @@ RUN_CASES = [
                  id="masked-fill"),
     pytest.param(HEADER + MAPPED["bmm, no scale: 3-d operands unsqueezed to SDPA's 4-d, scale=1.0 (not the default)"][0],
                  None, "attend(randn(8, 64, 32), randn(8, 64, 32), randn(8, 64, 32))", id="bmm"),
-    pytest.param(HEADER + MAPPED["einsum with the same batch letters on both sides; the key scaled: scale=1.0"][0], None,
-                 "attend(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(1, 4, 64, 64))",
+    pytest.param(HEADER + MAPPED["einsum with the same batch letters on both sides, the key scaled (scale=1.0), a bias expanded to 4-d"][0], None,
+                 "attend(randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(2, 4, 64, 32), randn(4, 64, 64))",
                  id="einsum"),
 ]
 BF16_STEP = 2.0 ** -8  # bf16's relative rounding step
