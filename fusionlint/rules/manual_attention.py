@@ -362,10 +362,10 @@ def _follow(scope: Scope, chain: _Chain, expr: cst.BaseExpression | None, at: St
     if not isinstance(expr, cst.Name):
         return expr, at
     name = expr.value
-    value = reaching_value(at, name)
-    if value is None:
+    bound = _binding(at, name)
+    if bound is None:
         return None, at
-    definition = next(r for r in at.earlier() if r.simple is not None and getattr(r.simple, "value", None) is value)
+    value, definition = bound
     if _reads(at, name) != 1 or _read_between(definition, at, name):
         return None, at
     if name not in names_of(at.node)[1] and scope.read_after(at, name):
@@ -373,6 +373,14 @@ def _follow(scope: Scope, chain: _Chain, expr: cst.BaseExpression | None, at: St
     chain.statements.insert(0, definition)
     chain.deleted.append(definition)
     return value, definition
+
+
+def _binding(at: StatementRef, name: str) -> tuple[cst.BaseExpression, StatementRef] | None:
+    """The value of ``name = value`` that surely reaches ``at`` (``reaching_value``), and its statement."""
+    value = reaching_value(at, name)
+    if value is None:
+        return None
+    return value, next(r for r in at.earlier() if r.simple is not None and getattr(r.simple, "value", None) is value)
 
 
 def _reads(ref: StatementRef, name: str) -> int:
@@ -541,11 +549,11 @@ def _scaled_query(scope: Scope, chain: _Chain, q: cst.BaseExpression, at: Statem
         return scaled[0], scaled
     if not isinstance(q, cst.Name):
         return q, None
-    value = reaching_value(at, q.value)
-    scaled = _scale(scope, value) if value is not None else None
+    bound = _binding(at, q.value)
+    scaled = _scale(scope, bound[0]) if bound is not None else None
     if scaled is None or not (isinstance(scaled[0], cst.Name) and scaled[0].value == q.value):
         return q, None
-    definition = next(r for r in at.earlier() if r.simple is not None and getattr(r.simple, "value", None) is value)
+    definition = bound[1]  # type: ignore[index]
     # the scaled query must be read by the score matmul only: the fix gives ``q`` its old value
     reads_after = scope.read_after(chain.final_ref, q.value) and q.value not in names_of(chain.final_ref.node)[1]
     if _reads(at, q.value) != 1 or _read_between(definition, at, q.value) or reads_after:
@@ -616,21 +624,31 @@ def _rank_of_name(scope: Scope, name: str, at: StatementRef, depth: int) -> int 
 def _default_scale(scope: Scope, chain: _Chain, factor: cst.BaseExpression, divided: bool, at: StatementRef) -> bool:
     """Is the scale provably ``1 / sqrt(q.size(-1))``, SDPA's default? ``* (1.0 / math.sqrt(E))``,
     ``* E ** -0.5``, ``/ math.sqrt(E)``, ``/ E ** 0.5`` (or a name bound to one of these) where
-    ``E`` is ``q.size(-1)``/``q.shape[-1]`` (or ``k``'s: the matmul sums over both)."""
-    factor = _bare(factor)
-    if isinstance(factor, cst.Name):
-        value = reaching_value(at, factor.value)
-        if value is None:
-            return False
-        factor = _bare(value)
+    ``E`` is ``q.size(-1)``/``q.shape[-1]`` (or ``k``'s: the matmul sums over both), the query
+    not rebound since ``E`` was read."""
+    factor, since = _bound_value(factor, at)
     if divided:
         root = _square_root(scope, factor)
     elif isinstance(factor, cst.BinaryOperation) and isinstance(factor.operator, cst.Divide):
-        one = _number(factor.left)
-        root = _square_root(scope, _bare(factor.right)) if one == 1 else None
+        root = _square_root(scope, _bare(factor.right)) if _number(factor.left) == 1 else None
     else:
         root = _power(factor, -0.5)
-    return root is not None and _head_dim(root, chain, at)
+    if root is None:
+        return False
+    root, since = _bound_value(root, since)
+    receiver = _last_dim_of(root)
+    operands = {x.value for x in (chain.q, chain.k) if isinstance(x, cst.Name)}
+    if receiver not in operands:
+        return False
+    return not any(receiver in names_of(r.node)[1] for r in since.later() if r.index < at.index)
+
+
+def _bound_value(expr: cst.BaseExpression, at: StatementRef) -> tuple[cst.BaseExpression, StatementRef]:
+    """``expr`` without parentheses, or for a name, the value it was bound to before ``at`` (and
+    where); unchanged when the binding is not known."""
+    expr = _bare(expr)  # type: ignore[assignment]
+    bound = _binding(at, expr.value) if isinstance(expr, cst.Name) else None
+    return (_bare(bound[0]), bound[1]) if bound is not None else (expr, at)  # type: ignore[return-value]
 
 
 def _square_root(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -645,14 +663,8 @@ def _power(expr: cst.BaseExpression, exponent: float) -> cst.BaseExpression | No
     return None
 
 
-def _head_dim(expr: cst.BaseExpression, chain: _Chain, at: StatementRef) -> bool:
-    """``E`` is ``q.size(-1)`` or ``q.shape[-1]`` (or ``k``'s), or a name bound to one of these."""
-    expr = _bare(expr)
-    if isinstance(expr, cst.Name):
-        value = reaching_value(at, expr.value)
-        if value is None:
-            return False
-        expr = _bare(value)
+def _last_dim_of(expr: cst.BaseExpression) -> str | None:
+    """``q`` for ``q.size(-1)`` or ``q.shape[-1]``."""
     receiver = None
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "size":
         if len(expr.args) == 1 and _integer(expr.args[0].value) == -1:
@@ -660,10 +672,7 @@ def _head_dim(expr: cst.BaseExpression, chain: _Chain, at: StatementRef) -> bool
     elif isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
         if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and _integer(expr.slice[0].slice.value) == -1:
             receiver = expr.value.value
-    return receiver is not None and any(
-        isinstance(receiver, cst.Name) and isinstance(operand, cst.Name) and receiver.value == operand.value
-        for operand in (chain.q, chain.k)
-    )
+    return receiver.value if isinstance(receiver, cst.Name) else None
 
 
 def _causal(scope: Scope, chain: _Chain, mask: cst.BaseExpression, at: StatementRef) -> bool:
@@ -701,8 +710,8 @@ def _heads_of_length(operand: cst.BaseExpression | None, length: str, chain: _Ch
     and ``length`` is not rebound from there to the end of the chain."""
     if not isinstance(operand, cst.Name):
         return False
-    first = chain.statements[0]
-    value = reaching_value(first, operand.value)
+    bound = _binding(chain.statements[0], operand.value)
+    value, definition = bound if bound is not None else (None, None)
     if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "transpose"):
         return False
     if {_integer(a.value) for a in value.args} != {1, 2} or len(value.args) != 2:
@@ -712,7 +721,6 @@ def _heads_of_length(operand: cst.BaseExpression | None, length: str, chain: _Ch
         return False
     if len(viewed.args) != 4 or not (isinstance(viewed.args[1].value, cst.Name) and viewed.args[1].value.value == length):
         return False
-    definition = next(r for r in first.earlier() if r.simple is not None and getattr(r.simple, "value", None) is value)
     return not any(length in names_of(r.node)[1] for r in definition.later() if r.index <= chain.final_ref.index)
 
 

@@ -35,6 +35,18 @@ def attend(query, key, value):
 """,
         "F.scaled_dot_product_attention(query, key, value)",
     ),
+    "the last dim read before the head split is not the head dim: the scale is passed": (
+        """\
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    d = q.size(-1)
+    q = q.view(2, 16, 4, 8).transpose(1, 2)
+    k = k.view(2, 16, 4, 8).transpose(1, 2)
+    v = v.view(2, 16, 4, 8).transpose(1, 2)
+    s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d)
+    return s.softmax(-1) @ v
+""",
+        "F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(d))",
+    ),
     "k.shape[-1] ** -0.5 is the default too (the matmul sums over q's and k's last dims)": (
         """\
 def attend(x: torch.Tensor):
