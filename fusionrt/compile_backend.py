@@ -128,11 +128,12 @@ class CudaGraphed:
     where one has moved goes back to the jitted graph. Results are handed out in the graph's
     memory, which a launch overwrites: so a launch whose previous results are still held (as in
     ``y = model(x)`` in a loop) uses a second graph of the layout, and with both graphs' results
-    held, the jitted graph — a held result is never overwritten. A layout that does not replay,
-    or whose capture fails (a step that syncs with the host), stays with the jitted graph."""
+    held (a loop that keeps every result), a third graph whose results are copied out — a held
+    result is never overwritten. A layout that does not replay, or whose capture fails (a step
+    that syncs with the host), stays with the jitted graph."""
 
     MAX_LAYOUTS = 8
-    GRAPHS_PER_LAYOUT = 2
+    GRAPHS_PER_LAYOUT = 3  # two that hand their memory out, then one that copies out of it
 
     def __init__(self, jitted: Jitted, static: frozenset[int]) -> None:
         self.jitted = jitted
@@ -165,7 +166,8 @@ class CudaGraphed:
                 self.launches += 1
                 return result
         if len(graphs) < self.GRAPHS_PER_LAYOUT:
-            graph = _Captured.capture(self.jitted, args, self.static)
+            copies = len(graphs) == self.GRAPHS_PER_LAYOUT - 1
+            graph = _Captured.capture(self.jitted, args, self.static, copies)
             self._layouts[key] = graphs + [graph] if graph is not None else (graphs or None)
             result = graph.launch(args) if graph is not None else None
             if result is not None:
@@ -215,18 +217,19 @@ class _Captured:
     a call on another stream runs the jitted replay)."""
 
     def __init__(self, graph: Any, inputs: list[Any], outputs: Any, copied: list[int],
-                 stream: tuple[torch.device, int]) -> None:
+                 stream: tuple[torch.device, int], copies: bool) -> None:
         self.graph, self.inputs, self.outputs, self.copied, self.stream = graph, inputs, outputs, copied, stream
         self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)}
         buffers = {self.inputs[i].untyped_storage().data_ptr() for i in copied}
         # a result in an input buffer is overwritten by the next call's inputs: that one is copied
-        self.in_buffers = [isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in buffers
-                           for o in outputs]
-        self.results = HeldResults([o for o, copy in zip(outputs, self.in_buffers) if not copy])
+        self.copy_out = [isinstance(o, torch.Tensor) and (copies or o.untyped_storage().data_ptr() in buffers)
+                         for o in outputs]
+        self.results = HeldResults([o for o, copy in zip(outputs, self.copy_out) if not copy])
         self.lock = threading.Lock()
 
     @classmethod
-    def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int]) -> Optional[_Captured]:
+    def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int], copies: bool) -> Optional[_Captured]:
+        """A graph of a replay on ``args``; ``copies``: its results are copied out of its memory."""
         copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in static]
         inputs = list(args)
         for i in copied:
@@ -245,7 +248,7 @@ class _Captured:
             return None
         if jitted.stats.replays != replays + 1:  # it recorded instead: not a pure replay
             return None
-        return cls(graph, inputs, outputs, copied, stream)
+        return cls(graph, inputs, outputs, copied, stream, copies)
 
     def serves(self, args: list[Any]) -> bool:
         device, handle = self.stream
@@ -263,7 +266,7 @@ class _Captured:
             self.graph.replay()
             return type(self.outputs)(
                 (o.clone() if copy else o.detach()) if isinstance(o, torch.Tensor) else o
-                for o, copy in zip(self.outputs, self.in_buffers))
+                for o, copy in zip(self.outputs, self.copy_out))
 
 
 def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, mode: Optional[str] = None,
