@@ -330,8 +330,8 @@ def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain 
     if scale is None:
         q, scale = _scaled_query(scope, chain, q, at)
         scale_ref = at
-        if scale is not None:
-            factor, divided = scale[1], scale[2]
+    if scale is not None:
+        _, factor, divided = scale
     chain.q = q
     chain.moved += [(q, at), (chain.k, at)]
     if scale is None:
@@ -343,7 +343,7 @@ def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain 
     if masked is not None:
         chain.moved.append((mask, mask_ref))
         if fill:
-            if _causal(scope, chain, mask, mask_ref):
+            if _causal(scope, chain, mask):
                 chain.is_causal = True
             else:
                 chain.attn_mask = _kept(mask)
@@ -541,7 +541,7 @@ def _scale(scope: Scope, node: cst.BaseExpression | None
 
 
 def _scaled_query(scope: Scope, chain: _Chain, q: cst.BaseExpression, at: StatementRef
-                  ) -> tuple[cst.BaseExpression, tuple | None]:
+                  ) -> tuple[cst.BaseExpression, tuple[cst.BaseExpression, cst.BaseExpression, bool] | None]:
     """The query before a scale applied to it (``(q * s) @ k.T``, or ``q = q * s`` just for this
     matmul, whose statement the fix deletes), and that scale; else ``q`` itself and None."""
     scaled = _scale(scope, _bare(q))
@@ -628,9 +628,9 @@ def _default_scale(scope: Scope, chain: _Chain, factor: cst.BaseExpression, divi
     not rebound since ``E`` was read."""
     factor, since = _bound_value(factor, at)
     if divided:
-        root = _square_root(scope, factor)
+        root = _square_root(factor)
     elif isinstance(factor, cst.BinaryOperation) and isinstance(factor.operator, cst.Divide):
-        root = _square_root(scope, _bare(factor.right)) if _number(factor.left) == 1 else None
+        root = _square_root(_bare(factor.right)) if _number(factor.left) == 1 else None
     else:
         root = _power(factor, -0.5)
     if root is None:
@@ -651,7 +651,7 @@ def _bound_value(expr: cst.BaseExpression, at: StatementRef) -> tuple[cst.BaseEx
     return (_bare(bound[0]), bound[1]) if bound is not None else (expr, at)  # type: ignore[return-value]
 
 
-def _square_root(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+def _square_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     if isinstance(expr, cst.Call) and len(expr.args) == 1 and _plain_args(expr) and dotted_name(expr.func) in _SQRT:
         return expr.args[0].value
     return _power(expr, 0.5)
@@ -675,7 +675,7 @@ def _last_dim_of(expr: cst.BaseExpression) -> str | None:
     return receiver.value if isinstance(receiver, cst.Name) else None
 
 
-def _causal(scope: Scope, chain: _Chain, mask: cst.BaseExpression, at: StatementRef) -> bool:
+def _causal(scope: Scope, chain: _Chain, mask: cst.BaseExpression) -> bool:
     """nanoGPT's causal mask, provably SDPA's ``is_causal``: ``self.bias[:, :, :T, :T] == 0``
     over a buffer registered as ``torch.tril(torch.ones(n, n))`` (viewed as ``(1, 1, n, n)``),
     where ``q`` and ``k`` are ``x.view(B, T, heads, head_dim).transpose(1, 2)`` with this ``T``,
