@@ -192,10 +192,10 @@ class ProgramRecorder:
         self._constant_holders: list[weakref.ref] = []
         self._slots: dict[int, tuple[Slot, weakref.ref]] = {}  # storage data_ptr -> slot, its storage
         self.args = tensors
+        self._arg_layouts = [_layout(t) for t in tensors]
         for i, t in enumerate(tensors):
-            if t.numel() == 0:
-                self.why_not = "an empty tensor argument"
-            self._slots.setdefault(_ptr(t), (("arg", i), weakref.ref(t.untyped_storage())))
+            if t.numel():  # an empty one holds no data (and may share its null pointer with others)
+                self._slots.setdefault(_ptr(t), (("arg", i), weakref.ref(t.untyped_storage())))
 
     def refuse(self, why: str) -> None:
         self.why_not = self.why_not or why
@@ -251,6 +251,8 @@ class ProgramRecorder:
         odd = [f.reason for f in report.flushes if f.reason not in REPLAYABLE_FLUSHES]
         if odd:
             self.refuse(f"host syncs ({', '.join(dict.fromkeys(odd))})")
+        if any(_layout(t) != layout for t, layout in zip(self.args, self._arg_layouts)):
+            self.refuse("changes an argument's shape or strides")
         if self.why_not is not None:
             raise NotReplayable(self.why_not)
         if not self.steps:
@@ -284,7 +286,7 @@ class ProgramRecorder:
 
     def _ref(self, t: torch.Tensor) -> Ref:
         if t.numel() == 0:
-            raise NotReplayable("reads an empty tensor")
+            return self._empty(t), None, t.dtype
         storage = t.untyped_storage()
         found = self._slots.get(storage.data_ptr())
         slot = found[0] if found is not None and found[1]() is storage else self._constant(t, storage)
@@ -310,11 +312,16 @@ class ProgramRecorder:
         self._slots[storage.data_ptr()] = (slot, self._constant_holders[-1])
         return slot
 
+    def _empty(self, t: torch.Tensor) -> Slot:
+        """An empty tensor holds no data: any empty tensor of its layout stands for it."""
+        slot = ("const", len(self.constants))
+        self.constants.append(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device))
+        self._constant_holders.append(_held_by_no_one)
+        return slot
+
     def _template(self, value: Any) -> Any:
         """The result as a recipe: each tensor a slot (with a layout unless it is the argument)."""
         if isinstance(value, torch.Tensor):
-            if value.numel() == 0:
-                raise NotReplayable("returns an empty tensor")
             try:
                 return ("tensor", self._ref(value))
             except NotReplayable:
@@ -330,6 +337,15 @@ class ProgramRecorder:
 
 def _ptr(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr()
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    return tuple(t.shape), t.stride(), t.storage_offset()
+
+
+def _held_by_no_one() -> None:
+    """The holder of a storage no one outside the program can hold (see ``finish``)."""
+    return None
 
 
 def _eager_template(value: Any, recorder: ProgramRecorder) -> Any:

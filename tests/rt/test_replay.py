@@ -196,6 +196,7 @@ def test_jit_guards_record_again_when_metadata_changes():
     (lambda x: _STASH.append(x * 2) or x + 1, "alive"),
     (lambda x: _STASH.append(torch.cumsum(x, 0)) or x + 1, "alive"),  # a fallback's result kept
     (lambda x: torch.cumsum(x + _CLOSURE, 0), "not one of its arguments"),
+    (lambda x: x.t_().mul_(2) + 1 if x.dim() == 2 else x.unsqueeze_(0) * 2, "changes an argument's shape"),
 ])
 def test_calls_the_guards_cannot_vouch_for_record_every_time(fn, why):
     fast = fusionrt.jit(fn)
@@ -230,6 +231,21 @@ def test_calls_with_fallbacks_and_factories_replay_each_step(fn):
         assert_same(fast(x), expected, what=f"call {seed}")
         assert_same(x, expected_x, what="argument after the call")
     assert (fast.stats.recordings, fast.stats.replays) == (1, 3), fast.stats.last_recording
+
+
+def test_empty_tensor_arguments_reads_and_results_replay():
+    """An empty tensor holds no data (a model's empty key/value cache before the first step):
+    reading, concatenating and returning one replay like any other argument."""
+    def step(cache, x):
+        kv = torch.cat([cache, x * 2], dim=0)
+        return kv.sum(0) + 1, kv, cache[:0] * 3
+
+    fast = fusionrt.jit(step)
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        cache, x = torch.empty(0, 4), rand(3, 4, generator=g)
+        assert_same(fast(cache, x), step(cache, x), what=f"call {seed}")
+    assert (fast.stats.recordings, fast.stats.replays) == (1, 2), fast.stats.last_recording
 
 
 def test_jit_inside_a_lazy_block_joins_the_block():
