@@ -40,7 +40,8 @@ _ADVICE = {
     "element": "iterate over `t.tolist()` (one sync, before the loop) instead of over the tensor",
 }
 _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]*['\"]cpu")
-_COMPARING_TEST = re.compile(r"\s*(?:el)?if\b[^:]*?(?:==|!=|<|>)")
+# `if idx == self.num_experts:`: a bare name compared for equality with a name, not a constant
+_COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None\b|True\b|False\b)[\w.]+\s*:")
 _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
 
 
@@ -65,7 +66,9 @@ class HostSyncInTensorWork(Rule):
         do tensor work (`torch.where` can replace it), a scalar read in a step function
         (`forward`, `*step`, `train*`, `fit`, `update`), or a value that goes back into tensor
         work (`x / float(x.max())`) or decides such a branch (`found = m.any(-1).tolist()`,
-        then `if found[0]:`-style flags). For `bool`, `float`, `int`, `print` and conditions,
+        then `if found[0]:`-style flags), and a comparison of an element of a tensor that a
+        working loop iterates over (`for i in hits: if i == n:`, one sync per iteration where
+        `hits.tolist()` syncs once). For `bool`, `float`, `int`, `print` and conditions,
         the operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), so a
         bare argument of unknown type is never taken for a tensor.
 
@@ -74,7 +77,9 @@ class HostSyncInTensorWork(Rule):
         branch whose arm raises or warns or does no tensor work); a loop exit (a `while` test,
         an arm ending in `break`, or a name one of them reads: `changed = bool(...)`); a value
         that decides a shape (passed to `torch.zeros`, `range`, `split`, `view`..., or assigned
-        to a `*size*`/`num_*` name); a hand-off to host code (`.cpu()`, `.numpy()`,
+        to a `*size*`/`num_*` name, or a `scale_factor`); a scalar read for host arithmetic
+        after `.backward()` in the same loop iteration (autograd ran the step's work: nothing
+        is left to fuse); a hand-off to host code (`.cpu()`, `.numpy()`,
         `.tolist()`) outside a step function's loop; code that runs once or offline
         (`__init__`, `process*`, `plot*`, `visualize*`, (de)serialization, `read_*`,
         `download*`). NumPy arrays, Python numbers, `print(x.shape)` and identity tests (`if
