@@ -11,6 +11,7 @@ import contextlib
 import functools
 import os
 import sys
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Optional
 
 import torch
@@ -69,24 +70,32 @@ MEMORY_METHODS = {
 
 _INTERNAL_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, sys.modules[__package__]))
 _INTERNAL_FILES = {contextlib.__file__}
-_internal_code: dict[Any, bool] = {}
-_lines: dict[tuple[Any, int], str] = {}  # (code, last instruction) -> "file:line"
+# Keyed by file and code object: code objects of the same text compare equal whatever their file
+# (a notebook cell run twice).
+_internal_code: dict[tuple[str, Any], bool] = {}
+_lines: dict[tuple[str, Any, int], str] = {}  # (file, code, last instruction) -> "file:line"
+# Where the op being recorded comes from, when a caller knows better than the Python stack: an
+# FX graph's node names the user line it was traced from.
+recorded_from: ContextVar[Optional[str]] = ContextVar("fusionrt_recorded_from", default=None)
 
 
 def user_source(frame: Any = None) -> str:
     """``file:line`` of the first frame outside torch, fusionrt and contextlib (from ``frame``,
-    by default the caller's); cached per code object and instruction, since a program records
-    the same lines over and over."""
+    by default the caller's), unless ``recorded_from`` says; cached per code object and
+    instruction, since a program records the same lines over and over."""
+    known = recorded_from.get()
+    if known is not None:
+        return known
     frame = frame or sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        internal = _internal_code.get(code)
+        internal = _internal_code.get((code.co_filename, code))
         if internal is None:
             name = code.co_filename
             internal = name.startswith(_INTERNAL_DIRS) or name in _INTERNAL_FILES
-            _internal_code[code] = internal
+            _internal_code[(name, code)] = internal
         if not internal:
-            key = (code, frame.f_lasti)
+            key = (code.co_filename, code, frame.f_lasti)
             line = _lines.get(key)
             if line is None:
                 line = _lines[key] = f"{code.co_filename}:{frame.f_lineno}"

@@ -17,6 +17,7 @@ Options (``torch.compile(..., options={...})``): ``executor`` and ``policy``, as
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import weakref
 from typing import Any, Callable, Optional, Sequence
@@ -25,7 +26,7 @@ import torch
 from torch._decomp import core_aten_decompositions, decomposition_table
 
 from .attention import route_attention
-from .capture import COMPOSITE_OPS, EXTERN_KINDS, REDUCTION_OPS
+from .capture import COMPOSITE_OPS, EXTERN_KINDS, REDUCTION_OPS, recorded_from
 from .kernel_ir import POINTWISE_OPS
 from .replay import Jitted, global_state, jit
 
@@ -86,7 +87,7 @@ def compiled_graphs() -> list[Jitted]:
 def _compiler(executor: str, policy: str,
               graphed: bool) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-        jitted = jit(gm, executor=executor, policy=policy)
+        jitted = jit(SourcedGraph(gm), executor=executor, policy=policy)
         _GRAPHS[:] = [ref for ref in _GRAPHS[-_MAX_GRAPHS + 1:] if ref() is not None]
         _GRAPHS.append(weakref.ref(jitted))
         static, mutates = _input_facts() if graphed else (frozenset(), True)
@@ -101,6 +102,34 @@ def _compiler(executor: str, policy: str,
         return run
 
     return compile_graph
+
+
+class SourcedGraph(torch.fx.Interpreter):
+    """An aten graph run node by node, each op recorded as coming from the user line its node
+    was traced from (the graph's own code is generated, so a report would name it instead)."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self._sources = {node: _traced_from(node) for node in gm.graph.nodes}
+
+    def __call__(self, *args: Any) -> Any:
+        return self.run(*args)
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        token = recorded_from.set(self._sources[n])
+        try:
+            return super().run_node(n)
+        finally:
+            recorded_from.reset(token)
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _traced_from(node: torch.fx.Node) -> Optional[str]:
+    """``file:line`` of the innermost frame of the node's stack trace, if it has one."""
+    frames = _FRAME.findall(node.meta.get("stack_trace") or "")
+    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
 
 
 def _input_facts() -> tuple[frozenset[int], bool]:

@@ -74,9 +74,6 @@ def test_the_notebook_display_folds_the_full_tables(gpt2):
     assert "<details>" not in FuseResult(report=report, details=True)._repr_mimebundle_()["text/html"]
 
 
-@pytest.mark.xfail(strict=True, reason="fusionrt.capture.user_source caches lines per code object, and code "
-                   "objects of the same text compare equal whatever their file: a re-run cell gets the "
-                   "first run's file name, which is not its cell")
 def test_a_cell_run_again_names_its_own_lines(ip):
     for _ in range(2):
         assert ip.run_cell("%%fuse --no-lint -o rep\nz = x * 2 + 1").error_in_exec is None

@@ -192,6 +192,20 @@ def test_results_handed_out_in_graph_memory_count_as_held_until_every_alias_is_d
     assert not results.held() and copy.shape == (4, 4)
 
 
+def test_reports_name_the_user_lines_the_graph_was_traced_from():
+    """Not the aten graph's generated code: the model's own lines."""
+    model = Block().eval()
+    compiled = compile_(model)
+    before = len(compiled_graphs())
+    with torch.no_grad():
+        compiled(torch.randn(2, 4, 32))
+    (graph,) = new_graphs(before)
+    forward_line = Block.forward.__code__.co_firstlineno + 1
+    sources = {w.source for w in graph.report.materialized}
+    assert sources and all(":" in src and "eval_with_key" not in src for src in sources)
+    assert any(src.endswith(f"test_compile_backend.py:{forward_line}") for src in sources), sources
+
+
 def test_a_graph_break_gives_two_graphs_and_eager_values():
     def fn(x):
         y = torch.relu(x * 2)
