@@ -113,7 +113,10 @@ class SourcedGraph(torch.fx.Interpreter):
         self._sources = {node: _traced_from(node) for node in gm.graph.nodes}
 
     def __call__(self, *args: Any) -> Any:
-        return self.run(*args)
+        try:
+            return self.run(*args)
+        finally:
+            self.env.clear()  # the interpreter would hold the call's results until its next run
 
     def run_node(self, n: torch.fx.Node) -> Any:
         token = recorded_from.set(self._sources[n])
