@@ -15,7 +15,9 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, Site, StatementRef, ancestors, children, names_of, reaching_value
+from fusionlint.analysis import (
+    Scope, Site, StatementRef, ancestors, children, names_of, reaching_assignment, reaching_value,
+)
 from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
@@ -42,7 +44,10 @@ class ViewBreaksFusedBlock(Rule):
 
         Flagged: a merging view of an element-wise result (inline, or of a name assigned one
         in the same block) whose result flows into more element-wise code or a fused reduction
-        (`sum`, `mean`, `amax`, `softmax`, `layer_norm`, ...). Not flagged, because fusionrt shows
+        (`sum`, `mean`, `amax`, `softmax`, `layer_norm`, ...), there or right after the `if` it
+        is made in. A `view`/`reshape` merges when its shape says so, or when it gives fewer
+        dims than the view an operand was made with (Swin's `attn.view(-1, heads, n, n)` of a
+        masked 5-d `attn.view(b, w, heads, n, n) + mask`). Not flagged, because fusionrt shows
         no saving there: simple views, views of inputs, parameters and matmul results, a view
         feeding a matmul directly (its input is written anyway), a view that is only returned;
         nor views of values not known to be tensors (NumPy, `memoryview`, a framework's
@@ -307,9 +312,9 @@ def _merging_view(scope: Scope, site: Site) -> Violation | None:
         return None
     name, receiver = op[0], op[2]
     shape_args = call.args if isinstance(call.func, cst.Attribute) and call.func.value is receiver else call.args[1:]
-    if not _merges(name, shape_args):
-        return None
     ref = site.statement
+    if not (_merges(name, shape_args) or _fewer_dims_than_viewed(scope, ref, receiver, shape_args)):
+        return None
     if isinstance(receiver, cst.Name):
         value = reaching_value(ref, receiver.value)
         leaves = None if value is None else _leaves(scope, value)
@@ -357,6 +362,45 @@ def _merges(name: str, args: Sequence[cst.Arg]) -> bool:
     if product and len(shape) <= 3:
         return True  # `reshape(b, t * h)`; `view(b * t, g, v, -1)` more likely keeps a merged dim and splits
     return len(shape) == 2 and _int(shape[0]) == -1 and _int(shape[1]) != 1  # `view(-1, d)`, not `view(-1, 1)`
+
+
+def _fewer_dims_than_viewed(
+    scope: Scope, ref: StatementRef, receiver: cst.BaseExpression, args: Sequence[cst.Arg]
+) -> bool:
+    """Does the view give fewer dims than a view an operand of ``receiver`` was made with
+    (``a = s.view(b, w, h, n, n)``, ``a = a + m``, then ``a.view(-1, h, n, n)``)? Then it merges."""
+    rank = _explicit_rank(args)
+    if rank is None:
+        return False
+    at: StatementRef | None = ref
+    if isinstance(receiver, cst.Name):
+        found = reaching_assignment(ref, receiver.value)
+        at, receiver = found if found is not None else (None, receiver)
+    leaves = _leaves(scope, receiver) or [receiver]
+    for leaf in leaves:
+        if isinstance(leaf, cst.Name) and at is not None:
+            found = reaching_assignment(at, leaf.value)
+            leaf = found[1] if found is not None else leaf
+        op = scope.op(leaf)
+        if op is not None and op[0] in ("view", "reshape") and isinstance(leaf, cst.Call):
+            viewed = _explicit_rank(leaf.args if isinstance(leaf.func, cst.Attribute) else leaf.args[1:])
+            if viewed is not None and viewed > rank:
+                return True
+    return False
+
+
+def _explicit_rank(args: Sequence[cst.Arg]) -> int | None:
+    """The number of dims a ``view``/``reshape`` gives, when its shape is spelt out."""
+    if any(a.keyword is not None or a.star for a in args):
+        return None
+    shape = [a.value for a in args]
+    if len(shape) == 1 and isinstance(shape[0], (cst.Tuple, cst.List)):
+        if any(isinstance(el, cst.StarredElement) for el in shape[0].elements):
+            return None
+        return len(shape[0].elements)
+    if len(shape) == 1 and _int(shape[0]) is None:
+        return None  # `view(shape)`, `view(dtype)`
+    return len(shape)
 
 
 def _int(expr: cst.BaseExpression) -> int | None:
@@ -483,25 +527,49 @@ def _feeds_fused_work(scope: Scope, ref: StatementRef, node: cst.CSTNode, follow
 
 
 def _read_by_fused_work(scope: Scope, ref: StatementRef, name: str) -> bool:
-    """Is the view, assigned to ``name``, read once, by fused work? A value read by several
-    kernels is written anyway, with or without the view."""
-    for later in ref.later():
+    """Is the view, assigned to ``name``, read once, by fused work (in its block, or right after
+    the ``if`` it is made in)? A value read by several kernels is written anyway, with or
+    without the view."""
+    for later in _later_out_of_if(ref):
         if name not in names_of(later.node)[0]:
             continue
-        uses = list(_names(later.node, name))
+        uses = _reads(later.node, name)
         return (
             isinstance(later.node, cst.SimpleStatementLine)
             and len(uses) == 1
-            and not scope.read_after(later, name)
+            and _dies_at(scope, later, name)
             and _feeds_fused_work(scope, later, uses[0], follow=False)
         )
     return False
 
 
+def _dies_at(scope: Scope, ref: StatementRef, name: str) -> bool:
+    """Is the value ``name`` holds before ``ref`` read no more after it (``ref`` rebinds the
+    name, or nothing reads it)?"""
+    return name in names_of(ref.node)[1] or not scope.read_after(ref, name)
+
+
+def _reads(statement: cst.CSTNode, name: str) -> list[cst.Name]:
+    """The reads of ``name`` in ``statement``: its names but a plain assignment's targets."""
+    targets = set()
+    if isinstance(statement, cst.SimpleStatementLine):
+        for small in statement.body:
+            if isinstance(small, cst.Assign):
+                targets |= {id(t.target) for t in small.targets}
+    return [node for node in _names(statement, name) if id(node) not in targets]
+
+
+def _later_out_of_if(ref: StatementRef) -> Iterator[StatementRef]:
+    yield from ref.later()
+    owner = ref.block.parent
+    if owner is not None and isinstance(owner.node, cst.If):
+        yield from owner.later()
+
+
 def _only_reader(scope: Scope, ref: StatementRef, name: str) -> bool:
     """Is the view in ``ref`` the only read of the value ``name`` holds there (so that value
     is not written for another reader anyway)?"""
-    if len(list(_names(ref.node, name))) != 1 or scope.read_after(ref, name):
+    if len(_reads(ref.node, name)) != 1 or not _dies_at(scope, ref, name):
         return False
     for earlier in ref.earlier():
         reads, assigned = names_of(earlier.node)
