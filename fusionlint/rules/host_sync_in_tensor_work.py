@@ -75,7 +75,8 @@ class HostSyncInTensorWork(Rule):
         Not flagged, because the host needs the value once and reading it is the point: a sync
         after all the work (`return out.item()`); validation (`assert`, a `*check*(...)` call, a
         branch whose arm raises or warns or does no tensor work); a loop exit (a `while` test,
-        an arm ending in `break`, or a name one of them reads: `changed = bool(...)`); a value
+        an arm ending in `break`, or a name one of them reads: `changed = bool(...)`); a fast
+        path that skips a masked write nothing may match (`if m.any(): x[m] = v`); a value
         that decides a shape (passed to `torch.zeros`, `range`, `split`, `view`..., or assigned
         to a `*size*`/`num_*` name, or a `scale_factor`); a scalar read for host arithmetic
         after `.backward()` in the same loop iteration (autograd ran the step's work: nothing
@@ -341,6 +342,17 @@ def resize(image: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     out = F.interpolate(image[None], scale_factor=scale_factor, mode="bilinear")
     return out[0] * 2
 """,
+        # a fast path: the masked write is skipped when nothing matches (wav2vec2's negatives)
+        """\
+import torch
+
+
+def contrastive(q: torch.Tensor, negatives: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    same = (q == negatives).all(-1)
+    if same.any():
+        logits[1:][same] = float("-inf")
+    return torch.log_softmax(logits * 2, -1)
+""",
         # a loop that does no tensor work (it only reads results)
         """\
 import torch
@@ -588,7 +600,34 @@ def _does_work(scope: Scope, node: cst.CSTNode) -> bool:
 def _needed_branch(scope: Scope, statement: cst.If) -> bool:
     """A branch the host must take: validation (an arm raises or warns, or no arm does tensor
     work) or a loop exit (an arm ends in ``break``)."""
+    if _skips_empty_masked_write(statement):
+        return True
     return not _branch_works(scope, statement) or _raises_or_warns(statement) or _breaks(statement.body)
+
+
+def _skips_empty_masked_write(statement: cst.If) -> bool:
+    """``if m.any(): x[m] = v``: a fast path that skips a write the mask would leave empty. The
+    unconditional write costs a pass every time; the sync costs one where nothing matches."""
+    test = statement.test
+    if statement.orelse is not None or not (isinstance(test, cst.Call) and not test.args):
+        return False
+    func = test.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "any" and isinstance(func.value, cst.Name)):
+        return False
+    mask = func.value.value
+    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else [statement.body]
+    smalls = [small for line in body if isinstance(line, cst.SimpleStatementLine) for small in line.body]
+    return len(smalls) == len(body) and all(_writes_through_mask(small, mask) for small in smalls)
+
+
+def _writes_through_mask(small: cst.BaseSmallStatement, mask: str) -> bool:
+    """``x[m] = v``, ``x[1:][m] = v`` or ``x.masked_fill_(m, v)``."""
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
+        return any(_name_nodes(element, mask) for element in small.targets[0].target.slice)
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _callee(small.value) == "masked_fill_":
+        args = small.value.args
+        return bool(args) and isinstance(args[0].value, cst.Name) and args[0].value.value == mask
+    return False
 
 
 def _raises_or_warns(node: cst.CSTNode) -> bool:
