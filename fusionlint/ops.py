@@ -80,6 +80,12 @@ MATMULS = frozenset(
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 SYNC_BUILTINS = frozenset({"bool", "float", "int", "print"})
 
+# torch.nn modules whose call is one op of the tables on its input (``self.softmax(x)``).
+NN_MODULE_OPS = {
+    "Softmax": "softmax", "LogSoftmax": "log_softmax", "LayerNorm": "layer_norm", "RMSNorm": "rms_norm",
+    "GELU": "gelu", "ReLU": "relu", "SiLU": "silu", "Sigmoid": "sigmoid", "Tanh": "tanh",
+}
+
 _DEFAULTS = {VIEW: _VIEWS, ELEMENTWISE: _ELEMENTWISE, COMPUTE: _COMPUTE}
 
 

@@ -33,6 +33,7 @@ _CONTAINERS = {"ModuleList": "list", "ModuleDict": "dict", "Sequential": "sequen
 class ClassFacts:
     tensor_attrs: frozenset[str]  # self.<attr> that hold tensors (parameters, buffers, torch calls)
     module_attrs: dict[str, str]  # self.<attr> -> "nn", "list", "dict", "sequential" or a same-file class
+    nn_classes: dict[str, str]  # self.<attr> -> its torch.nn class ("Softmax"), for an "nn" module
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,10 @@ class ModuleFacts:
     def module_attr(self, class_name: str, attr: str) -> str | None:
         return self._class(class_name).module_attrs.get(attr)
 
+    def nn_class(self, class_name: str, attr: str) -> str | None:
+        """``Softmax`` for ``self.softmax = nn.Softmax(dim=-1)``."""
+        return self._class(class_name).nn_classes.get(attr)
+
     def methods(self, class_name: str, name: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
         """The definitions of method ``name`` in the class, else in its nearest same-file base that has it."""
         for cls in self._lineage(class_name):
@@ -119,12 +124,15 @@ class ModuleFacts:
         if known is None:
             tensors: set[str] = set()
             modules: dict[str, str] = {}
+            nn_classes: dict[str, str] = {}
             for cls in reversed(self._lineage(class_name)):  # the class's own assignments win
-                self._read_class(cls, tensors, modules)
-            known = self._class_facts[class_name] = ClassFacts(frozenset(tensors), modules)
+                self._read_class(cls, tensors, modules, nn_classes)
+            known = self._class_facts[class_name] = ClassFacts(frozenset(tensors), modules, nn_classes)
         return known
 
-    def _read_class(self, cls: ast.ClassDef, tensors: set[str], modules: dict[str, str]) -> None:
+    def _read_class(
+        self, cls: ast.ClassDef, tensors: set[str], modules: dict[str, str], nn_classes: dict[str, str]
+    ) -> None:
         """``self.w = nn.Parameter(...)`` / ``torch.ones(...)`` / ``register_buffer("w", ...)`` are
         tensors; ``self.fc = nn.Linear(...)`` / ``Block(...)`` (a same-file module class) modules."""
         last = cls.end_lineno or cls.lineno
@@ -140,6 +148,12 @@ class ModuleFacts:
             kind = self._module_kind(node.value)
             if kind is not None:
                 modules.update(dict.fromkeys(targets, kind))
+            if kind == "nn" and isinstance(node.value, ast.Call):
+                name = (self.canonical(dotted_path(ast_view, node.value.func) or "") or "").rpartition(".")[2]
+                nn_classes.update(dict.fromkeys(targets, name))
+            else:
+                for target in targets:
+                    nn_classes.pop(target, None)
 
     def _module_kind(self, value: ast.expr) -> str | None:
         if isinstance(value, ast.IfExp):

@@ -167,3 +167,25 @@ def test_liveness_stops_at_the_end_of_the_function():
     source += "\n\ndef g(a):\n    return a\n"  # another function reading its own `a`
     scope = scopes(source)["f"]
     assert scope.read_after(_ref(scope, "h = a.sum()"), "a") is False
+
+
+def test_nn_class_of_a_module_attribute():
+    facts = module_facts(ast.parse(textwrap.dedent("""\
+        import torch.nn as nn
+
+        class Base(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.act = nn.GELU()
+                self.softmax = nn.Softmax(dim=-1)
+
+        class Attention(Base):
+            def __init__(self, inner):
+                super().__init__()
+                self.softmax = inner
+                self.norm = nn.LayerNorm(8) if inner else nn.Identity()
+        """)))
+    assert facts.nn_class("Base", "softmax") == "Softmax"
+    assert facts.nn_class("Attention", "act") == "GELU"
+    assert facts.nn_class("Attention", "softmax") is None  # reassigned: no longer known
+    assert facts.nn_class("Attention", "norm") is None  # one of two classes

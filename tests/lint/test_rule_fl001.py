@@ -39,8 +39,26 @@ def f(x: torch.Tensor, b: torch.Tensor):
     h = h * 2
     return h
 """,
+    "the masked windows' view, read by an nn.Softmax module": """\
+import torch
+import torch.nn as nn
+
+class WindowAttention(nn.Module):
+    def __init__(self, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor, n: int):
+        attn = q @ k.transpose(-2, -1)
+        nw = mask.shape[0]
+        attn = attn.view(-1, nw, self.heads, n, n) + mask.unsqueeze(1).unsqueeze(0)
+        attn = attn.view(-1, self.heads, n, n)
+        return self.softmax(attn)
+""",
 }
 EXPECTED = {
+    "the masked windows' view, read by an nn.Softmax module": [(14, 16)],
     "a 4-d view of a masked 5-d view, in an if body, before the softmax after it": [(9, 16)],
     "a name rebound by its merging view, then by the element-wise work reading it": [(6, 9)],
 }
