@@ -7,7 +7,8 @@ none — it picks the math form, which writes the whole score matrix several tim
 compile backend hands inference graphs an opaque op instead: traced as one node, it runs
 ``scaled_dot_product_attention`` on the real tensors, which picks the kernel eager would.
 
-The op's result is laid out as the fused kernels lay theirs out (batch, sequence, heads, head
+A mask whose rows are not contiguous (an expanded one) is made contiguous first, for the same
+reason: the fused kernels refuse it. The op's result is laid out as the fused kernels lay theirs out (batch, sequence, heads, head
 dim in memory), so the traced graph's views agree with what runs; a kernel that returns
 another layout (the math form) is copied into it.
 """
@@ -37,6 +38,10 @@ def _layout(q: torch.Tensor, v: torch.Tensor) -> tuple[tuple[int, ...], tuple[in
 @torch.library.custom_op("fusionrt::attention", mutates_args=())
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor],
               dropout_p: float, is_causal: bool, scale: Optional[float], enable_gqa: bool) -> torch.Tensor:
+    if attn_mask is not None and attn_mask.size(-1) > 1 and attn_mask.stride(-1) != 1:
+        # The fused kernels read a mask's rows as contiguous memory; an expanded one (transformers
+        # builds BERT's that way while traced) sends SDPA to its math form, ~20x slower on an H100.
+        attn_mask = attn_mask.contiguous()
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                                          scale=scale, enable_gqa=enable_gqa)
     shape, strides = _layout(q, v)

@@ -159,13 +159,13 @@ class CudaGraphed:
     inputs into the graph's own buffers. Static inputs (parameters) are read in place; a call
     where one has moved goes back to the jitted graph. Results are handed out in the graph's
     memory, which a launch overwrites: so a launch whose previous results are still held (as in
-    ``y = model(x)`` in a loop) uses a second graph of the layout, and with both graphs' results
-    held (a loop that keeps every result), a third graph whose results are copied out — a held
-    result is never overwritten. A layout that does not replay, or whose capture fails (a step
-    that syncs with the host), stays with the jitted graph."""
+    ``y = model(x)`` in a loop) uses a second graph of the layout; with both graphs' results
+    held (a loop that keeps every result), the layout moves to one graph whose results are
+    copied out. A held result is never overwritten. A layout that does not replay, or whose
+    capture fails (a step that syncs with the host), stays with the jitted graph."""
 
     MAX_LAYOUTS = 8
-    GRAPHS_PER_LAYOUT = 3  # two that hand their memory out, then one that copies out of it
+    HAND_OUT_GRAPHS = 2
 
     def __init__(self, jitted: Jitted, static: frozenset[int]) -> None:
         self.jitted = jitted
@@ -197,15 +197,16 @@ class CudaGraphed:
             if result is not None:
                 self.launches += 1
                 return result
-        if len(graphs) < self.GRAPHS_PER_LAYOUT:
-            copies = len(graphs) == self.GRAPHS_PER_LAYOUT - 1
-            graph = _Captured.capture(self.jitted, args, self.static, copies)
-            self._layouts[key] = graphs + [graph] if graph is not None else (graphs or None)
-            result = graph.launch(args) if graph is not None else None
-            if result is not None:
-                self.launches += 1
-                return result
-        return self.jitted(*args)
+        # every graph's last results are still held; past two, the caller keeps them all: from
+        # then on one graph copies its results out (the others go once their results are dropped)
+        copies = len(graphs) == self.HAND_OUT_GRAPHS
+        graph = _Captured.capture(self.jitted, args, self.static, copies)
+        if graph is None:
+            self._layouts[key] = graphs or None
+            return self.jitted(*args)
+        self._layouts[key] = [graph] if copies else graphs + [graph]
+        self.launches += 1
+        return graph.launch(args)
 
     def _layout(self, args: list[Any]) -> Optional[tuple]:
         """What a captured graph depends on, or None where no graph may serve the call (a CPU

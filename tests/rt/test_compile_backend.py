@@ -140,7 +140,7 @@ class Attention(nn.Module):
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-@pytest.mark.parametrize("case", ["bool-mask", "float-mask", "causal-scale"])
+@pytest.mark.parametrize("case", ["bool-mask", "float-mask", "expanded-mask", "causal-scale"])
 def test_inference_attention_runs_the_kernel_chosen_at_run_time(executor, case):
     """Each call's kernel is chosen on the real tensors, as in eager (the traced choice can be
     the math form, which writes the score matrix): the graph holds one opaque attention op."""
@@ -157,6 +157,8 @@ def test_inference_attention_runs_the_kernel_chosen_at_run_time(executor, case):
                 mask[..., 0] = True  # no row fully masked
             elif case == "float-mask":
                 mask = torch.randn(2, 1, 1, 8)
+            elif case == "expanded-mask":  # rows not contiguous, as transformers builds BERT's
+                mask = (torch.rand(2, 1, 8, 1) > 0.2).expand(2, 1, 8, 8)
             torch.testing.assert_close(compiled(x, mask), model(x, mask), rtol=1e-4, atol=1e-5)
     (graph,) = new_graphs(before)
     assert graph.stats.replays == 1
