@@ -452,17 +452,21 @@ class _Texts:
     def __init__(self, body: list[ast.stmt], lines: list[str]) -> None:
         self.body = body
         self.lines = lines
+        self.texts: list[str | None] = [None] * len(body)  # a rule's test may read every statement
 
     def __len__(self) -> int:
         return len(self.body)
 
     def __getitem__(self, index: int) -> str:
-        node = self.body[index]
-        last = node.end_lineno or node.lineno
-        inner = _blocks(node)
-        if inner:
-            last = max(node.lineno, min(b[0].lineno for b in inner) - 1)
-        return "".join(self.lines[node.lineno - 1 : last])
+        text = self.texts[index]
+        if text is None:
+            node = self.body[index]
+            last = node.end_lineno or node.lineno
+            inner = _blocks(node)
+            if inner:
+                last = max(node.lineno, min(b[0].lineno for b in inner) - 1)
+            text = self.texts[index] = "".join(self.lines[node.lineno - 1 : last])
+        return text
 
 
 def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:

@@ -1,6 +1,7 @@
 """Warm runs: the cache answers without the engine, and never hides a change; the process pool."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -104,6 +105,21 @@ def test_the_process_pool_gives_what_one_process_gives(tmp_path, capsys, monkeyp
     assert main(["check", "--no-cache", "--output-format", "json"]) == 1
     assert json.loads(capsys.readouterr().out) == pooled
     assert len(pooled) == files // 2 * len(sample.at) + 1
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+def test_a_run_leaves_the_garbage_collector_as_it_found_it(tmp_path, capsys, monkeypatch, example, pooled):
+    """The engine's objects are frozen while files are linted, then thawed."""
+    monkeypatch.chdir(tmp_path)
+    files = 2 * check.POOL_THRESHOLD
+    if not pooled:
+        monkeypatch.setattr(check, "POOL_THRESHOLD", 10**6)
+    for index in range(files):
+        (tmp_path / f"m{index:02}.py").write_text(example[1].bad)
+    assert gc.get_freeze_count() == 0
+    assert main(["check", "--no-cache", "--output-format", "json"]) == 1
+    assert len(json.loads(capsys.readouterr().out)) == files * len(example[1].at)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_the_pool_without_sched_getaffinity_or_fork(tmp_path, capsys, monkeypatch, example):
