@@ -20,6 +20,12 @@ _NESTED = r"(?:\((?:[^()]|\([^()]*\))*\)|\[(?:[^\[\]]|\[[^\[\]]*\])*\])"
 _OPERAND = rf"(?:[\w.]+|{_NESTED})(?:{_NESTED}[\w.]*)*"
 _FUSABLE_TEXT = re.compile(rf"[*/]\s*-?{_OPERAND}\s*[+-](?!=)|[\w)\]]\s*[+-]\s*{_OPERAND}\s*[*/](?![*=])")
 _STRING_STATEMENT = re.compile(r"\s*[rRbBuUfF]{0,2}['\"]")  # a docstring keeps a module whole
+# A one-line string literal that is not an f-string holds no code: "org/model-0.3B" is no product.
+_STRING = re.compile(r"""(?<!\w)([rRbBuUfF]{0,2})('[^'\\\n]*(?:\\.[^'\\\n]*)*'|"[^"\\\n]*(?:\\.[^"\\\n]*)*")""")
+
+
+def _code_of(text: str) -> str:
+    return _STRING.sub(lambda m: m.group(0) if "f" in m.group(1).lower() else '""', text)
 _NUMBER_TYPES = frozenset({"float", "int"})
 _NUMBER_CALLS = frozenset({"float", "int", "math.sqrt", "math.log", "math.exp", "math.pow"})
 
@@ -144,7 +150,7 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        return _FUSABLE_TEXT.search(text) is not None and _STRING_STATEMENT.match(text) is None
+        return _STRING_STATEMENT.match(text) is None and _FUSABLE_TEXT.search(_code_of(text)) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         numbers = _NumberNames(scope)
