@@ -115,8 +115,9 @@ class SourcedGraph(torch.fx.Interpreter):
     def __call__(self, *args: Any) -> Any:
         try:
             return self.run(*args)
-        finally:
-            self.env.clear()  # the interpreter would hold the call's results until its next run
+        finally:  # the interpreter would hold the call's values and arguments until its next run
+            self.env.clear()
+            self.args_iter = iter(())
 
     def run_node(self, n: torch.fx.Node) -> Any:
         token = recorded_from.set(self._sources[n])

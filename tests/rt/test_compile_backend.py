@@ -4,7 +4,9 @@ fresh random inputs, under the executors that run here."""
 from __future__ import annotations
 
 import copy
+import gc
 import importlib.util
+import weakref
 
 import pytest
 import torch
@@ -206,6 +208,23 @@ def test_reports_name_the_user_lines_the_graph_was_traced_from():
     sources = {w.source for w in graph.report.materialized}
     assert sources and all(":" in src and "eval_with_key" not in src for src in sources)
     assert any(src.endswith(f"test_compile_backend.py:{forward_line}") for src in sources), sources
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_recorded_call_keeps_none_of_its_tensors(grad):
+    """Neither the input nor, in training, the activations saved for backward outlive the step."""
+    model = Block()
+    compiled = compile_(model)
+    x = torch.randn(2, 4, 32, requires_grad=grad)
+    alive = weakref.ref(x)
+    with torch.set_grad_enabled(grad):
+        out = compiled(x)
+        if grad:
+            out.square().mean().backward()
+    held = weakref.ref(out)
+    del x, out
+    gc.collect()
+    assert alive() is None and held() is None
 
 
 def test_a_graph_break_gives_two_graphs_and_eager_values():
