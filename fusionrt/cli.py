@@ -25,6 +25,8 @@ from typing import TextIO
 
 from rich.console import Console, RenderableType
 
+from fusionlint import __version__
+
 from . import lazy
 from .executors import EXECUTORS, MissingTriton, require
 from .report import PLAIN_WIDTH, Report, compare
@@ -209,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fusionrt",
         description="Run PyTorch code through a lazy fusing backend and report every global-memory write.",
     )
+    parser.add_argument("--version", action="version", version=f"fusionrt {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = commands.add_parser(
         "run", help="run a Python script under the lazy backend and print the report",

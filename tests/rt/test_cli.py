@@ -205,3 +205,12 @@ def test_details_option_lists_every_write(tmp_path, capsys, monkeypatch):
     assert re.search(r"^Materialized writes \(7\) *$", details, re.MULTILINE) and "(--details)" not in details
     for line in range(3, 10):
         assert re.search(rf"│ alive\s+│ script\.py:{line}\s+│ mul\s+│", details), details
+
+
+def test_version_is_the_package_version(capsys):
+    import fusionlint
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fusionrt {fusionlint.__version__}"
