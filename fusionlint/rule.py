@@ -74,6 +74,9 @@ class Rule:
     # Where the rewrite saves, FUSIONRT and/or EAGER (fusionlint.model): each place is one the
     # examples measurably save in (tests/lint/test_contract.py), and findings carry it.
     pays_in: ClassVar[tuple[str, ...]] = ()
+    # markdown: where the rewrite stops paying under fusionrt with autograd on, and why (measured
+    # on the examples as training steps: tests/lint/test_contract_training.py). Empty: it still pays.
+    training_note: ClassVar[str] = ""
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:

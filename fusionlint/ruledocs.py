@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 from fusionlint.rule import Rule
@@ -41,11 +42,19 @@ def rules_page(rules: list[type[Rule]]) -> str:
         "Generated from the rules' metadata by `python -m fusionlint.ruledocs`; `fusionlint explain CODE`\n"
         "prints the same text for one rule. *Pays in* says where the rewrite saves: under fusionrt's\n"
         "`stream` policy, in eager PyTorch, or both, each measured on the rule's examples\n"
-        "(tests/lint/test_contract.py).\n",
+        "(tests/lint/test_contract.py). *In training* says where a rewrite stops paying under fusionrt\n"
+        "with autograd on (tests/lint/test_contract_training.py).\n",
         markdown_table(rules, link=""),
     ]
-    parts += [demote_headings(rule.explain()) for rule in rules]
+    parts += [demote_headings(rule_section(rule)) for rule in rules]
     return "\n".join(parts)
+
+
+def rule_section(rule: type[Rule]) -> str:
+    """The rule's ``explain`` text, and its training note where it has one."""
+    if not rule.training_note:
+        return rule.explain()
+    return rule.explain() + "\n## In training\n\n" + textwrap.dedent(rule.training_note).strip() + "\n"
 
 
 def demote_headings(markdown: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from typing import Callable
 
 import pytest
 
@@ -27,9 +28,10 @@ PAIRS = [
 FUSION_RULES = {r.code for r in all_rules() if r.examples}
 
 
-def _run(source: str, call: str, seed: int):
+def _run(source: str, call: str, seed: int, wrap: Callable[[Callable], Callable] = lambda fn: fn):
     """Run ``call`` on a fresh namespace of ``source``: callee and arguments eagerly, the call
-    itself lazily, so the inputs are concrete tensors as they are in user code."""
+    itself (``wrap``ped: tests/lint/test_contract_training.py adds a backward) lazily, so the
+    inputs are concrete tensors as they are in user code."""
     namespace: dict = {"__name__": "example"}
     exec(compile(source, "example.py", "exec"), namespace)
     expr = ast.parse(call, mode="eval").body
@@ -40,7 +42,7 @@ def _run(source: str, call: str, seed: int):
     callee = evaluate(expr.func)
     args = [evaluate(a) for a in expr.args]
     kwargs = {k.arg: evaluate(k.value) for k in expr.keywords}
-    return fusionrt.measure(callee, *args, executor="reference", **kwargs)
+    return fusionrt.measure(wrap(callee), *args, executor="reference", **kwargs)
 
 
 def _counts(report, place: str) -> tuple[int, int, int]:
