@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--output-format", choices=FORMATS, default="text")
     check.add_argument("--statistics", action="store_true", help="show counts per rule instead of findings")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
+    check.add_argument("--exit-non-zero-on-fix", action="store_true",
+                       help="exit 1 when --fix changed a file, even with no finding left (CI: fail so the fix is "
+                       "committed)")
     check.add_argument("--stdin-filename", metavar="NAME", help="the name of the text read from stdin")
     check.add_argument("--config", type=Path, metavar="FILE", help="a pyproject.toml to use instead of searching")
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
@@ -225,7 +228,8 @@ def _report(args: argparse.Namespace, outcomes: list[FileOutcome], stream) -> in
         stream.write(output.format_github(outcomes))
     if crashed:
         return 2
-    return int(remaining and not args.exit_zero)
+    fixed = args.exit_non_zero_on_fix and any(outcome.fixed for outcome in outcomes)
+    return int(fixed or (remaining and not args.exit_zero))
 
 
 def _diff(outcome: FileOutcome) -> str:

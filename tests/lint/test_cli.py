@@ -90,6 +90,17 @@ def test_fix_writes_the_expected_code_and_exits_0(tmp_path, capsys, rule, exampl
     assert run_main(capsys, "check", "--select", rule.code, *fix_flags(rule))[0] == 0  # idempotent
 
 
+def test_exit_non_zero_on_fix_fails_a_run_that_changed_a_file(tmp_path, capsys):
+    rule, example = FIXABLE[0]
+    path = tmp_path / "bad.py"
+    path.write_text(example.bad)
+    flags = ("check", "--select", rule.code, *fix_flags(rule), "--exit-non-zero-on-fix")
+    status, out, _ = run_main(capsys, *flags)
+    assert path.read_text() == example.fixed and "0 remaining" in out
+    assert status == 1
+    assert run_main(capsys, *flags)[0] == 0  # nothing left to fix: success
+
+
 def test_fix_exits_1_while_findings_remain(tmp_path, capsys):
     rule, example = UNFIXABLE[0]
     (tmp_path / "bad.py").write_text(example.bad)
