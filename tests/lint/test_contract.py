@@ -30,8 +30,8 @@ FUSION_RULES = {r.code for r in all_rules() if r.examples}
 
 def _run(source: str, call: str, seed: int, wrap: Callable[[Callable], Callable] = lambda fn: fn):
     """Run ``call`` on a fresh namespace of ``source``: callee and arguments eagerly, the call
-    itself (``wrap``ped: tests/lint/test_contract_training.py adds a backward) lazily, so the
-    inputs are concrete tensors as they are in user code."""
+    itself (through ``wrap``, if given) lazily, so the inputs are concrete tensors as they are in
+    user code."""
     namespace: dict = {"__name__": "example"}
     exec(compile(source, "example.py", "exec"), namespace)
     expr = ast.parse(call, mode="eval").body
