@@ -65,10 +65,6 @@ def _measured(rule, index: int):
     return before, after
 
 
-def _pairs_of(rule) -> list:
-    return [p for p in PAIRS if p.values[0] is rule]
-
-
 def test_every_rule_has_a_measured_training_outcome():
     assert set(PAYS_IN_TRAINING) == {rule.code for rule in RULES}
 
@@ -84,9 +80,10 @@ def test_fix_gives_equal_results_and_gradients_in_training(rule, index):
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
 def test_where_the_fix_pays_in_training_is_as_measured(rule):
-    saves = [_saves(_counts(before, FUSIONRT), _counts(after, FUSIONRT))
-             for index in (p.values[1] for p in _pairs_of(rule))
-             for ((_, before), (_, after)) in [_measured(rule, index)]]
+    saves = []
+    for pair in [p for p in PAIRS if p.values[0] is rule]:
+        (_, before), (_, after) = _measured(rule, pair.values[1])
+        saves.append(_saves(_counts(before, FUSIONRT), _counts(after, FUSIONRT)))
     assert all(saves) == PAYS_IN_TRAINING[rule.code], f"{rule.code}: per example {saves}"
 
 
