@@ -18,6 +18,7 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch._prims_common import make_contiguous_strides_for
 
 __all__ = ["route_attention"]
 
@@ -27,12 +28,10 @@ def _layout(q: torch.Tensor, v: torch.Tensor) -> tuple[tuple[int, ...], tuple[in
     (..., queries, heads, value dim)."""
     shape = (*q.shape[:-1], v.shape[-1])
     if q.dim() != 4:
-        return shape, torch.empty(shape, device="meta").stride()
+        return shape, tuple(make_contiguous_strides_for(shape))
     batch, heads, queries, dim = shape
-    stored = (batch, queries, heads, dim)
-    strides = list(torch.empty(stored, device="meta").stride())
-    strides[-3], strides[-2] = strides[-2], strides[-3]
-    return shape, tuple(strides)
+    stored = make_contiguous_strides_for((batch, queries, heads, dim))
+    return shape, (stored[0], stored[2], stored[1], stored[3])
 
 
 @torch.library.custom_op("fusionrt::attention", mutates_args=())
