@@ -138,6 +138,17 @@ def fresh_name(scope: Scope, base: str, taken: Sequence[str] = ()) -> str:
     return candidate
 
 
+def fused_call(func: str, args: Sequence[cst.BaseExpression],
+               keywords: Sequence[tuple[str, cst.BaseExpression | None]] = ()) -> cst.Call:
+    """``func(*args, key=value, ...)`` as a fix writes the fused op: an argument that needs no
+    parentheses loses them, keywords are written tight, and one whose value is None is left out."""
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    atomic = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+    arguments = [cst.Arg(arg.with_changes(lpar=[], rpar=[]) if isinstance(arg, atomic) else arg) for arg in args]
+    arguments += [cst.Arg(value, keyword=cst.Name(key), equal=tight) for key, value in keywords if value is not None]
+    return cst.Call(func=cst.parse_expression(func), args=arguments)
+
+
 def replace_nodes(node: cst.CSTNodeT, replacements: dict[cst.CSTNode, cst.CSTNode]) -> cst.CSTNodeT:
     """``node`` with each key node (by identity) replaced by its value, in one pass."""
     by_id = {id(old): new for old, new in replacements.items()}

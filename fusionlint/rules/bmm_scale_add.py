@@ -10,7 +10,7 @@ import libcst as cst
 from fusionlint.analysis import Scope, ancestors
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
-from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, fused_call, replace_nodes
 
 _PRODUCT_TEXT = re.compile(r"\b(?:bmm|mm)\s*\(")
 _FUSED = {"bmm": "torch.baddbmm", "mm": "torch.addmm"}
@@ -130,7 +130,8 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
                 fix = None
                 func = scope.facts.spelling(_FUSED[key])
                 if func is not None and isinstance(site.statement.node, cst.SimpleStatementLine):
-                    fused = _call(func, (addend, *operands), beta, alpha).with_changes(lpar=total.lpar, rpar=total.rpar)
+                    keywords = [("beta", beta), ("alpha", alpha)]
+                    fused = fused_call(func, (addend, *operands), keywords).with_changes(lpar=total.lpar, rpar=total.rpar)
                     statement = site.statement.node
                     fix = (StatementEdit(statement, (replace_nodes(statement, {total: fused}),)),)
                 yield Violation(total, fix=fix)
@@ -197,13 +198,3 @@ def _bracketed(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
-def _call(func: str, args: tuple[cst.BaseExpression, ...], beta: cst.BaseExpression | None,
-          alpha: cst.BaseExpression | None) -> cst.Call:
-    arguments = [cst.Arg(arg) for arg in args]
-    for keyword, value in (("beta", beta), ("alpha", alpha)):
-        if value is not None:
-            arguments.append(cst.Arg(
-                value, keyword=cst.Name(keyword),
-                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-            ))
-    return cst.Call(func=cst.parse_expression(func), args=arguments)

@@ -10,7 +10,7 @@ import libcst as cst
 from fusionlint.analysis import Scope, StatementRef, ancestors, count_name, names_of
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
-from fusionlint.rule import Example, Rule, StatementEdit, Violation, assign, replace_nodes
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, assign, fused_call, replace_nodes
 
 _MATMUL_TEXT = re.compile(r"[\w)\]]\s*@(?!=)|\b(?:matmul|mm)\s*\(")
 _STRING_STATEMENT = re.compile(r"\s*[rRbBuUfF]{0,2}['\"]")  # a docstring keeps a module whole
@@ -313,13 +313,4 @@ def _fused_call(scope: Scope, operands: tuple[str, cst.BaseExpression, cst.BaseE
         func, args = scope.facts.spelling("torch.nn.functional.linear"), (first, second, bias)
     else:
         func, args = scope.facts.spelling("torch.addmm"), (bias, first, second)
-    if func is None:
-        return None
-    return cst.Call(
-        func=cst.parse_expression(func),
-        args=[cst.Arg(arg.with_changes(lpar=[], rpar=[]) if _atomic(arg) else arg) for arg in args],
-    )
-
-
-def _atomic(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
+    return None if func is None else fused_call(func, args)

@@ -12,7 +12,7 @@ from fusionlint.analysis import Scope, dotted_name, own_parts, scope_statements
 from fusionlint.analysis.nodes import Walker
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
-from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, fused_call, replace_nodes
 
 # A product next to a sum: ``* b +``, ``/ b -``, ``+ a *`` (an operand between, with calls,
 # subscripts and parentheses nested two deep; a factor nested deeper is not seen).
@@ -169,7 +169,8 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
                 spelled = scope.facts.spelling(func)
                 fix = None
                 if spelled is not None and isinstance(statement, cst.SimpleStatementLine):
-                    fused = _call(spelled, args, value).with_changes(lpar=total.lpar, rpar=total.rpar)
+                    keyword = "value" if func.endswith(("addcmul", "addcdiv")) else "alpha"
+                    fused = fused_call(spelled, args, [(keyword, value)]).with_changes(lpar=total.lpar, rpar=total.rpar)
                     fix = (StatementEdit(statement, (replace_nodes(statement, {total: fused}),)),)
                 yield Violation(total, fix=fix, message=f"written-out arithmetic that `{func}` does in one kernel")
 
@@ -278,16 +279,3 @@ def _is_batched_product(scope: Scope, term: cst.BaseExpression) -> bool:
     return False
 
 
-def _call(func: str, args: tuple[cst.BaseExpression, ...], value: cst.BaseExpression | None) -> cst.Call:
-    arguments = [cst.Arg(arg.with_changes(lpar=[], rpar=[]) if _atomic(arg) else arg) for arg in args]
-    if value is not None:
-        keyword = "value" if func.endswith(("addcmul", "addcdiv")) else "alpha"
-        arguments.append(cst.Arg(
-            value, keyword=cst.Name(keyword),
-            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-        ))
-    return cst.Call(func=cst.parse_expression(func), args=arguments)
-
-
-def _atomic(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
