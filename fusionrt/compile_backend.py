@@ -236,8 +236,8 @@ class HeldResults:
     held anywhere counts; a copy does not."""
 
     def __init__(self, outputs: Sequence[Any]) -> None:
-        self._storages = {t.untyped_storage()._cdata for t in outputs if isinstance(t, torch.Tensor)}
-        self._own = {s: torch._C._storage_Use_Count(s) for s in self._storages}
+        storages = {t.untyped_storage()._cdata for t in outputs if isinstance(t, torch.Tensor)}
+        self._own = {s: torch._C._storage_Use_Count(s) for s in storages}
 
     def held(self) -> bool:
         return any(torch._C._storage_Use_Count(s) > own for s, own in self._own.items())
