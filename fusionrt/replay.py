@@ -313,10 +313,12 @@ class ProgramRecorder:
         return slot
 
     def _empty(self, t: torch.Tensor) -> Slot:
-        """An empty tensor holds no data: any empty tensor of its layout stands for it."""
-        slot = ("const", len(self.constants))
-        self.constants.append(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device))
-        self._constant_holders.append(_held_by_no_one)
+        """An empty tensor holds no data: a new one of its layout stands for it in each call (a
+        new one, so that no caller can change what a later call returns)."""
+        slot = ("fresh", len(self.fresh))
+        self.fresh.append((tuple(t.shape), t.stride(), t.dtype, t.device))
+        self._made_by.append("an empty tensor")
+        self._holders.append(_held_by_no_one)
         return slot
 
     def _template(self, value: Any) -> Any:
