@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import fusionlint
-from fusionlint.model import Finding, FixSafety, LintOptions, LintResult
+from fusionlint.model import Finding, FixSafety, LineEdit, LintOptions, LintResult
 from fusionlint.sourcefile import write_atomic
 
 CACHE_FOLDER = ".fusionlint_cache"
@@ -156,9 +156,11 @@ def _row(finding: Finding) -> list:
     return [
         finding.code, finding.message, finding.line, finding.column, finding.end_line,
         finding.end_column, finding.fix_safety.value, finding.cell, list(finding.pays_in),
+        [[edit.start, edit.end, edit.text] for edit in finding.edits],
     ]  # fmt: skip
 
 
 def _finding(row: list) -> Finding:
-    code, message, line, column, end_line, end_column, safety, cell, pays_in = row
-    return Finding(code, message, line, column, end_line, end_column, FixSafety(safety), cell, pays_in=tuple(pays_in))
+    code, message, line, column, end_line, end_column, safety, cell, pays_in, edits = row
+    return Finding(code, message, line, column, end_line, end_column, FixSafety(safety), cell, pays_in=tuple(pays_in),
+                   edits=tuple(LineEdit(*edit) for edit in edits))

@@ -25,7 +25,7 @@ import tokenize
 from dataclasses import dataclass
 from typing import Callable, Iterable, TypeVar
 
-from fusionlint.model import Finding, FixMode, FixSafety, LintOptions, LintResult, internal_error
+from fusionlint.model import Finding, FixMode, FixSafety, LineEdit, LintOptions, LintResult, internal_error
 from fusionlint.ops import OpTables, op_tables
 from fusionlint.rule import Rule, StatementEdit
 from fusionlint.rules import SYNTAX_ERROR_CODE, all_rules
@@ -43,16 +43,9 @@ _FILE_NOQA = re.compile(r"[ \t]*#[ \t]*fusionlint:[ \t]*noqa[ \t]*", re.IGNORECA
 
 
 @dataclass(frozen=True)
-class _LineEdit:
-    start: int  # first replaced line, 1-based
-    end: int  # last replaced line, inclusive
-    text: str  # the replacement, line endings included ("" deletes the lines)
-
-
-@dataclass(frozen=True)
 class _Report:
     finding: Finding
-    edits: tuple[_LineEdit, ...] | None  # None: no fix offered
+    edits: tuple[LineEdit, ...] | None  # None: no fix offered
 
     @property
     def key(self) -> tuple:
@@ -291,6 +284,7 @@ def _run_rules(
             end_column=where.end.column + 1,
             fix_safety=rule.fix_safety if edits is not None else FixSafety.NONE,
             pays_in=rule.pays_in,
+            edits=edits or (),
         )
         reports.append(_Report(finding, edits))
     return reports, problems
@@ -337,7 +331,7 @@ class _Positions:
         return locate
 
 
-def _render(module, locate: Callable, lines: list[str], edit: StatementEdit) -> _LineEdit:
+def _render(module, locate: Callable, lines: list[str], edit: StatementEdit) -> LineEdit:
     """The statement's whole lines, replaced by the edit's statements at its indentation."""
     where = locate(edit.statement)
     start, end = where.start.line, where.end.line
@@ -352,7 +346,7 @@ def _render(module, locate: Callable, lines: list[str], edit: StatementEdit) -> 
     text = newline.join(rendered)
     if rendered:
         text += last_ending.group() if last_ending else ""
-    return _LineEdit(start, end, text)
+    return LineEdit(start, end, text)
 
 
 def _code_at(module, statement, indent: str) -> str:
@@ -558,7 +552,7 @@ def _non_overlapping(reports: list[_Report]) -> list[_Report]:
     return chosen
 
 
-def _apply(text: str, edits: list[_LineEdit]) -> str:
+def _apply(text: str, edits: list[LineEdit]) -> str:
     lines = _LINE.findall(text)
     for edit in sorted(edits, key=lambda e: e.start, reverse=True):
         lines[edit.start - 1 : edit.end] = [edit.text]

@@ -41,6 +41,15 @@ EAGER = "eager"  # eager PyTorch does (the report's eager counts)
 
 
 @dataclass(frozen=True)
+class LineEdit:
+    """A fix's change to a text: whole lines replaced, so untouched lines stay byte for byte."""
+
+    start: int  # first replaced line, 1-based
+    end: int  # last replaced line, inclusive
+    text: str  # the replacement, line endings included ("" deletes the lines)
+
+
+@dataclass(frozen=True)
 class Finding:
     """One reported pattern. Lines are 1-based, columns 1-based (as editors and Ruff show them)."""
 
@@ -57,6 +66,9 @@ class Finding:
     verified: bool | None = None
     verification: str | None = None
     pays_in: tuple[str, ...] = ()  # where the rule's rewrite saves: FUSIONRT and/or EAGER
+    # the fix's edits, in the coordinates of the text the finding points into (empty: no fix);
+    # derived from the finding, so left out of comparisons
+    edits: tuple[LineEdit, ...] = field(default=(), compare=False)
 
     @property
     def fixable(self) -> bool:

@@ -248,8 +248,10 @@ class Program:
         """The finding with its lines counted inside its cell, and the cell's number."""
         index = bisect.bisect_right(starts, finding.line) - 1
         shift = starts[index] - 1
+        edits = tuple(replace(edit, start=edit.start - shift, end=edit.end - shift) for edit in finding.edits)
         return replace(
-            finding, cell=self.cells[index].number, line=finding.line - shift, end_line=finding.end_line - shift
+            finding, cell=self.cells[index].number, line=finding.line - shift, end_line=finding.end_line - shift,
+            edits=edits,
         )
 
     def locate_message(self, message: str, path: str) -> str:
