@@ -4,7 +4,9 @@ For each package, the installed ``fusionlint check --output-format json`` runs o
 its label file names (the labelled scope), from ``<corpus>/<package>``. A finding hits a label
 when it is in the same file and its line lies within the label's statement (any rule).
 
-- recall: actionable labels hit by some finding / actionable labels;
+- recall: actionable labels hit by some finding / actionable labels; given twice, over all of them
+  and over the labels not read off a finding (without ``"source": "finding-review"``), since a
+  label added from a finding is hit by construction;
 - precision: findings that hit an actionable label / all findings on the labelled files;
 - precision (labelled): the same over findings that hit some label only, so a finding on a
   look-alike is a false positive and a finding on no label is left out.
@@ -50,6 +52,8 @@ def statement_lines(source: str, line: int) -> tuple[int, int]:
 class Tally:
     actionable: int = 0
     recalled: int = 0
+    independent: int = 0  # actionable labels not read off a finding
+    independent_recalled: int = 0
     findings: int = 0
     on_actionable: int = 0
     on_lookalike: int = 0
@@ -57,18 +61,20 @@ class Tally:
     kinds: Counter = field(default_factory=Counter)  # (kind, recalled) -> actionable labels
 
     def add(self, other: Tally) -> None:
-        for name in ("actionable", "recalled", "findings", "on_actionable", "on_lookalike"):
+        for name in ("actionable", "recalled", "independent", "independent_recalled", "findings", "on_actionable", "on_lookalike"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.rules.update(other.rules)
         self.kinds.update(other.kinds)
 
     def row(self, name: str) -> str:
         recall = f"{self.recalled / self.actionable:.2f}" if self.actionable else "-"
+        independent = f"{self.independent_recalled / self.independent:.2f}" if self.independent else "-"
         precision = f"{self.on_actionable / self.findings:.2f}" if self.findings else "-"
         labelled = self.on_actionable + self.on_lookalike
         precision_labelled = f"{self.on_actionable / labelled:.2f}" if labelled else "-"
         unlabelled = self.findings - labelled
-        return (f"{name:<16} {self.recalled:>3}/{self.actionable:<3} {recall:>6}   {self.findings:>8} {self.on_actionable:>10}"
+        return (f"{name:<16} {self.recalled:>3}/{self.actionable:<3} {recall:>6} {self.independent_recalled:>3}/{self.independent:<3} {independent:>6}"
+                f"   {self.findings:>8} {self.on_actionable:>10}"
                 f" {self.on_lookalike:>10} {unlabelled:>10} {precision:>9} {precision_labelled:>9}")
 
 
@@ -111,6 +117,9 @@ def evaluate(data: dict, corpus: Path, unlabelled: list[str]) -> Tally:
         if label["actionable"]:
             tally.actionable += 1
             tally.recalled += label["id"] in hit
+            if label.get("source") != "finding-review":
+                tally.independent += 1
+                tally.independent_recalled += label["id"] in hit
             tally.kinds[label["kind"], label["id"] in hit] += 1
     return tally
 
@@ -125,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     groups = {"tuning": Tally(), "held-out": Tally(), "all": Tally()}
     review: list[str] = []
-    print(f"{'package':<16} {'recall':>14}   {'findings':>8} {'actionable':>10} {'look-alike':>10} {'unlabelled':>10}"
+    print(f"{'package':<16} {'recall':>14} {'(no review)':>14}   {'findings':>8} {'actionable':>10} {'look-alike':>10} {'unlabelled':>10}"
           f" {'precision':>9} {'(labelled)':>9}")
     for file in args.files or sorted(LABELS.glob("*.json")):
         data = json.loads(file.read_text(encoding="utf-8"))

@@ -32,6 +32,9 @@ KINDS = (
     "redundant-copy", "order-rewrite", "merge-views", "clone-before-compute", "kept-alive",
     "host-sync-in-loop", "fused-op", "other",
 )
+# Where a label came from, when it was not labelled before the rules were evaluated: read off a finding
+# ("finding-review", found by construction) or from a later search of the labelled files ("survey").
+SOURCES = ("finding-review", "survey")
 COUNTS = ("kernels", "writes", "bytes_written")
 SEED = 0
 
@@ -94,6 +97,8 @@ def problems(label: dict, data: dict, corpus: Path | None) -> list[str]:
         found.append("its path is not among the package's files (the labelled scope the evaluation lints)")
     if label["kind"] not in KINDS:
         found.append(f"unknown kind {label['kind']!r}")
+    if label.get("source", SOURCES[0]) not in SOURCES:
+        found.append(f"unknown source {label['source']!r}")
     if label["actionable"] and not (label.get("equal") and label.get("pays_in")):
         found.append("actionable, but the rewrite is not equal or pays nowhere")
     if label["actionable"] and not label.get("snippet"):

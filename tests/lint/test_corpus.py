@@ -114,3 +114,7 @@ def test_evaluate_counts_hits_on_actionable_labels_and_look_alikes(bench, tmp_pa
     assert (tally.actionable, tally.recalled) == (1, 1)
     assert (tally.findings, tally.on_actionable, tally.on_lookalike) == (2, 1, 1)
     assert review and review[0].startswith("  FP pkg-002")
+    assert (tally.independent, tally.independent_recalled) == (1, 1)
+    data["labels"][0]["source"] = "finding-review"  # read off a finding: left out of the second recall
+    tally = evaluate.evaluate(data, tmp_path, [])
+    assert (tally.recalled, tally.independent, tally.independent_recalled) == (1, 0, 0)
