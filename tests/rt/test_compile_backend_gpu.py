@@ -1,6 +1,7 @@
 """``torch.compile(backend="fusionrt")`` on a CUDA GPU (run through the device tool): inference
-graphs replayed through CUDA graphs give eager's values on fresh inputs every call, a result
-still held is never overwritten by a later launch, and graphs that must not be graphed are not."""
+and training graphs replayed through CUDA graphs give eager's values on fresh inputs every call,
+a result still held is never overwritten by a later launch, and graphs that must not be graphed
+are not."""
 from __future__ import annotations
 
 import copy
@@ -90,19 +91,59 @@ def test_a_graph_that_writes_an_input_is_not_graphed():
     assert all(cuda_graphed(g) is None for g in new_graphs(before))
 
 
-def test_training_is_not_graphed_and_matches_eager():
+@pytest.mark.parametrize("make", [Block, conv_net])
+def test_graphed_training_steps_equal_eager(make):
+    """Forward and backward graphs launch as CUDA graphs from the fourth step on; gradients,
+    updated parameters and batch-norm statistics stay eager's. The loop holds its last output
+    (copied out of the graph) and its last loss across the next step, as a user's loop does."""
     torch.manual_seed(0)
-    model = conv_net().cuda().train()
+    model = make().cuda().train()
     twin = copy.deepcopy(model)
     compiled = torch.compile(model, backend="fusionrt")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9)
     before = len(compiled_graphs())
-    for _ in range(3):
-        x = torch.randn(4, 3, 8, 8, device="cuda")
+    shape = (4, 16, 32) if make is Block else (4, 3, 8, 8)
+    for _ in range(7):
+        x = torch.randn(shape, device="cuda")
+        out = compiled(x)
+        loss = out.square().mean()
+        loss.backward()
+        twin_out = twin(x)
+        twin_out.square().mean().backward()
+        torch.testing.assert_close(out, twin_out, rtol=1e-3, atol=1e-3)
+        for p, q in zip(model.parameters(), twin.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
+        opt.step(), twin_opt.step()
+        opt.zero_grad(), twin_opt.zero_grad()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-4)
+    for b, c in zip(model.buffers(), twin.buffers()):
+        torch.testing.assert_close(b, c, rtol=1e-3, atol=1e-4)
+    graphed = [cuda_graphed(g) for g in new_graphs(before)]
+    assert len(graphed) == 2 and all(g is not None and g.launches == 5 for g in graphed)
+
+
+def test_a_step_whose_backward_never_ran_keeps_its_saved_values():
+    """Saved values still held by a graph of autograd (its backward not run yet) are not
+    overwritten by the next forward: that call runs the jitted graph, and both backwards give
+    eager's gradients."""
+    torch.manual_seed(0)
+    model = Block().cuda().train()
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="fusionrt")
+    for _ in range(4):
+        x = torch.randn(4, 16, 32, device="cuda")
         compiled(x).square().mean().backward()
-        twin(x).square().mean().backward()
+    model.zero_grad(), twin.zero_grad()
+    x1, x2 = torch.randn(4, 16, 32, device="cuda"), torch.randn(4, 16, 32, device="cuda")
+    pending = compiled(x1).square().mean()
+    compiled(x2).square().mean().backward()
+    pending.backward()
+    twin(x1).square().mean().backward()
+    twin(x2).square().mean().backward()
     for p, q in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
-    assert all(cuda_graphed(g) is None for g in new_graphs(before))
 
 
 def test_bf16_whole_block_in_a_loop():
