@@ -41,6 +41,7 @@ from fusionlint.config import find_config_file, load_config
 from fusionlint.engine import lint_source
 from fusionlint.model import Finding, FixMode, LintOptions
 from fusionlint.notebook import code_cells, unmask
+from fusionrt.diagram import cell_code, figure
 from fusionrt.executors import EXECUTORS, MissingTriton, require
 from fusionrt.report import Comparison, Report, mimebundle
 from fusionrt.schedule import POLICIES
@@ -414,6 +415,7 @@ class FuseResult:
     diff: str | None = None
     note: str | None = None
     details: bool = False  # list every record; otherwise the summary, with the full tables folded in HTML
+    code: tuple[dict[str, str], dict[str, str]] = ({}, {})  # the text of each run's ``cell line N``
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         sections: list[Any] = []
@@ -459,8 +461,11 @@ class FuseResult:
         return self.comparison if self.comparison is not None else self.report
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """The plan's diagram (both side by side with --compare), then the report and the findings."""
         shown = self._shown()
-        return mimebundle(self, folded=shown.full_tables() if shown is not None and not self.details else ())
+        if shown is None:
+            return mimebundle(self)
+        return mimebundle(self, folded=() if self.details else shown.full_tables(), figure=figure(shown, self.code))
 
     def __str__(self) -> str:
         return mimebundle(self)["text/plain"]
@@ -537,6 +542,8 @@ class FuseMagics(Magics):
                 result.comparison, value = _compare(shell, line, cell, fixed, compiled, inputs, args)
             else:
                 result.report, value = run_cell(compiled, namespace, args.policy, args.executor)
+            result.code = (cell_code(f"%%fuse {line}\n{cell}"),
+                           cell_code(f"%%fuse {line}\n{fixed}") if result.comparison is not None else {})
             if args.output:
                 namespace[args.output] = result.comparison or result.report
         display(result)

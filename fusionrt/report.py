@@ -304,7 +304,8 @@ class Report:
         return render_plain(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return mimebundle(self, folded=self.full_tables())
+        from .diagram import figure  # the diagram draws with this module's helpers
+        return mimebundle(self, folded=self.full_tables(), figure=figure(self))
 
     def _repr_html_(self) -> str:
         return self._repr_mimebundle_()["text/html"]
@@ -326,10 +327,11 @@ class Details:
         return render_plain(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return mimebundle(self)
+        from .diagram import figure  # the diagram draws with this module's helpers
+        return mimebundle(self, figure=figure(self.of))
 
     def _repr_html_(self) -> str:
-        return render_html(self)
+        return self._repr_mimebundle_()["text/html"]
 
 
 def _json_record(record: Write | KernelRecord | Fallback | Flush | Cause) -> dict[str, Any]:
@@ -512,7 +514,8 @@ class Comparison:
         return render_plain(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return mimebundle(self, folded=self.full_tables())
+        from .diagram import figure  # the diagram draws with this module's helpers
+        return mimebundle(self, folded=self.full_tables(), figure=figure(self))
 
     def _repr_html_(self) -> str:
         return self._repr_mimebundle_()["text/html"]
@@ -692,14 +695,15 @@ def render_html(renderable: RenderableType, width: int = PLAIN_WIDTH) -> str:
 
 
 def mimebundle(renderable: RenderableType, width: int = PLAIN_WIDTH,
-               folded: Iterable[tuple[str, RenderableType]] = ()) -> dict[str, str]:
+               folded: Iterable[tuple[str, RenderableType]] = (), figure: str = "") -> dict[str, str]:
     """Jupyter display data: HTML plus clean text (a bare renderable would leak ANSI into text/plain).
 
-    ``folded`` (title, renderable) pairs follow in the HTML only, each in a collapsed ``<details>``:
-    a notebook keeps the full tables one click away without printing them.
+    ``figure`` (HTML, the plan's diagram) comes first in the HTML. ``folded`` (title, renderable)
+    pairs follow in the HTML only, each in a collapsed ``<details>``: a notebook keeps the full
+    tables one click away without printing them.
     """
     console = _recorded(renderable, width)
-    html = console.export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT, clear=False)
+    html = figure + console.export_html(inline_styles=True, code_format=JUPYTER_HTML_FORMAT, clear=False)
     for title, part in folded:
         html += f"<details><summary>{escape(title)}</summary>{render_html(part, width)}</details>"
     return {"text/plain": _plain_text(console), "text/html": html}

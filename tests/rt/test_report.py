@@ -130,7 +130,7 @@ def test_plain_text_and_jupyter_bundle_are_clean(script):
     assert set(bundle) == {"text/plain", "text/html"}
     assert bundle["text/plain"] == plain
     html = bundle["text/html"]
-    assert html.startswith("<pre") and "\x1b" not in html
+    assert html.startswith('<div class="fusionrt-plan"') and "<pre" in html and "\x1b" not in html  # the diagram first
     assert "Materialized writes (2) by source line and reason" in html and "model.py:4" in html
     # the full tables follow, each folded under its title
     folded = html.split("<details>")[1:]
