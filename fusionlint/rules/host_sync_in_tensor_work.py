@@ -43,6 +43,8 @@ _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]
 # `if idx == self.num_experts:`: a bare name compared for equality with a name, not a constant
 _COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None\b|True\b|False\b)[\w.]+\s*:")
 _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
+# `if denom > 0:` or `float(denom)` on a name a few lines above computed
+_NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
 
 
 class HostSyncInTensorWork(Rule):
@@ -69,13 +71,18 @@ class HostSyncInTensorWork(Rule):
         then `if found[0]:`-style flags), and a comparison of an element of a tensor that a
         working loop iterates over (`for i in hits: if i == n:`, one sync per iteration where
         `hits.tolist()` syncs once). For `bool`, `float`, `int`, `print` and conditions,
-        the operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), so a
-        bare argument of unknown type is never taken for a tensor.
+        the operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), or, in
+        a loop that does tensor work, be a local name that such ops compute (`denom =
+        m.sum()`, then `if denom > 0:`), so a bare argument of unknown type is never taken
+        for a tensor.
 
         Not flagged, because the host needs the value once and reading it is the point: a sync
         after all the work (`return out.item()`); validation (`assert`, a `*check*(...)` call, a
-        branch whose arm raises or warns or does no tensor work); a loop exit (a `while` test,
-        an arm ending in `break`, or a name one of them reads: `changed = bool(...)`); a fast
+        branch whose arm raises or warns, or does no tensor work outside a loop that does: in
+        such a loop a test that picks host work, `if best.item() != blank: hyp.append(...)`,
+        syncs on every iteration and is flagged unless its arm `continue`s or returns); a loop
+        exit (a `while` test, an arm ending in `break`, or a name one of them reads: `changed =
+        bool(...)`); a fast
         path that skips a masked write nothing may match (`if m.any(): x[m] = v`); a value
         that decides a shape (passed to `torch.zeros`, `range`, `split`, `view`..., or assigned
         to a `*size*`/`num_*` name, or a `scale_factor`); a scalar read for host arithmetic
@@ -375,8 +382,17 @@ def report(x: torch.Tensor) -> list:
         if _VALUE_SYNC.search(text) is not None and _op_call_text(ops).search(text) is not None:
             return True
         # `if i == n:` on a loop's element, before the tensor work it guards
-        return _COMPARING_TEST.match(text) is not None and any(
+        if _COMPARING_TEST.match(text) is not None and any(
             _op_call_text(ops).search(block[later]) for later in range(index + 1, min(index + 4, len(block)))
+        ):
+            return True
+        read = _NAME_READ.match(text)
+        if read is None:
+            return False
+        assigned = re.compile(r"\s*" + read.group(1) + r"\s*=[^=]")
+        return any(
+            assigned.match(block[earlier]) and _op_call_text(ops).search(block[earlier])
+            for earlier in range(max(0, index - 4), index)
         )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
@@ -388,9 +404,9 @@ def report(x: torch.Tensor) -> list:
                     yield Violation(part, message=f"{_describe('element')}, in a loop that does tensor work: each "
                                     f"test is a host sync that flushes the lazy stream; {_ADVICE['element']}")
                     continue
-                if test and (isinstance(statement, cst.While) or _needed_branch(scope, statement)):
+                if test and (isinstance(statement, cst.While) or _needed_branch(scope, statement, ref)):
                     continue  # a loop's exit condition, validation
-                for node, kind in _syncs(scope, part, test):
+                for node, kind in _syncs(scope, part, test, by_name=_in_working_loop(scope, ref)):
                     where = _where(scope, ref)
                     if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
                         continue
@@ -410,15 +426,17 @@ def _op_call_text(ops: OpTables) -> re.Pattern[str]:
 # --------------------------------------------------------------------------- finding syncs
 
 
-def _syncs(scope: Scope, part: cst.CSTNode, test: bool) -> Iterator[tuple[cst.CSTNode, str]]:
+def _syncs(scope: Scope, part: cst.CSTNode, test: bool, by_name: bool) -> Iterator[tuple[cst.CSTNode, str]]:
     """(node, kind) of each host sync evaluated by ``part`` (not inside lambdas or definitions);
-    ``test``: ``part`` is the test of an ``if``/``elif``/``while``, whose truth value Python takes."""
+    ``test``: ``part`` is the test of an ``if``/``elif``/``while``, whose truth value Python takes;
+    ``by_name``: a local name that tensor ops computed counts as a computed tensor (in a working
+    loop, where each iteration makes it anew)."""
     if test:
-        yield from _branch_syncs(scope, part)  # type: ignore[arg-type]
-    yield from _syncs_in(scope, part)
+        yield from _branch_syncs(scope, part, by_name)  # type: ignore[arg-type]
+    yield from _syncs_in(scope, part, by_name)
 
 
-def _syncs_in(scope: Scope, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, str]]:
+def _syncs_in(scope: Scope, node: cst.CSTNode, by_name: bool) -> Iterator[tuple[cst.CSTNode, str]]:
     # The value is needed on the host once, not in the middle of work: an exception's message
     # (`raise E(f"{t.tolist()}")`) is built on the way out; an assertion or a `*check*(...)` call
     # validates the input; a conditional expression whose arms do no tensor work only picks a
@@ -428,8 +446,8 @@ def _syncs_in(scope: Scope, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, st
     tests: list[cst.BaseExpression] = []
     if isinstance(node, cst.IfExp):
         if not (_does_work(scope, node.body) or _does_work(scope, node.orelse)):
-            yield from _syncs_in(scope, node.body)
-            yield from _syncs_in(scope, node.orelse)
+            yield from _syncs_in(scope, node.body, by_name)
+            yield from _syncs_in(scope, node.orelse, by_name)
             return
         tests.append(node.test)
     elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
@@ -437,13 +455,13 @@ def _syncs_in(scope: Scope, node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, st
     elif isinstance(node, cst.BooleanOperation):
         tests += [node.left, node.right]
     elif isinstance(node, cst.Call):
-        kind = _call_sync(scope, node)
+        kind = _call_sync(scope, node, by_name)
         if kind is not None and not _after_sync(scope, node):
             yield node, kind  # in `x.cpu().to(torch.double).numpy()` only the first sync is reported
     for test in tests:
-        yield from _branch_syncs(scope, test)
+        yield from _branch_syncs(scope, test, by_name)
     for child in children(node):
-        yield from _syncs_in(scope, child)
+        yield from _syncs_in(scope, child, by_name)
 
 
 def _is_check(node: cst.CSTNode) -> bool:
@@ -464,14 +482,14 @@ def _after_sync(scope: Scope, call: cst.Call) -> bool:
     return False
 
 
-def _branch_syncs(scope: Scope, test: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, str]]:
+def _branch_syncs(scope: Scope, test: cst.BaseExpression, by_name: bool) -> Iterator[tuple[cst.CSTNode, str]]:
     """``test`` itself, when Python takes the truth value of a computed tensor there. The operands
     of ``and``/``or``/``not`` are tested when those nodes are visited."""
     if isinstance(test, cst.BooleanOperation):
         return
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return
-    if _computes_tensor(scope, test):
+    if _computes_tensor(scope, test, by_name):
         yield test, "branch"
 
 
@@ -483,7 +501,7 @@ def _describe(kind: str) -> str:
     return f"`.{kind}()`" if kind in SYNC_METHODS else f"`{kind}(...)`"
 
 
-def _call_sync(scope: Scope, call: cst.Call) -> str | None:
+def _call_sync(scope: Scope, call: cst.Call, by_name: bool = False) -> str | None:
     func = call.func
     if isinstance(func, cst.Attribute):
         name = func.attr.value
@@ -499,7 +517,7 @@ def _call_sync(scope: Scope, call: cst.Call) -> str | None:
         if func.value != "print":
             values = values[:1]
         for value in values:
-            if _computes_tensor(scope, value) or any(_computes_tensor(scope, e) for e in _formatted(value)):
+            if _computes_tensor(scope, value, by_name) or any(_computes_tensor(scope, e, by_name) for e in _formatted(value)):
                 return func.value
     return None
 
@@ -517,23 +535,43 @@ def _formatted(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     return []
 
 
-def _computes_tensor(scope: Scope, expr: cst.BaseExpression) -> bool:
+def _computes_tensor(scope: Scope, expr: cst.BaseExpression, by_name: bool = False) -> bool:
     """A tensor-valued expression that itself calls a tensor op of the tables (``x.sum()``,
-    ``(a > 0).any()``): strong evidence of a tensor, unlike a bare name of unknown type."""
+    ``(a > 0).any()``), or with ``by_name`` reads a local name that each of its assignments
+    computes so (``denom = m.sum()``, then ``if denom > 0:``): strong evidence of a tensor,
+    unlike a bare name of unknown type."""
     if isinstance(expr, cst.Comparison) and any(
         isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons
     ):
         return False
-    return scope.is_tensor(expr) and _has_table_op_call(scope, expr)
+    return scope.is_tensor(expr) and _has_table_op_call(scope, expr, frozenset() if by_name else None)
 
 
-def _has_table_op_call(scope: Scope, node: cst.CSTNode) -> bool:
+def _has_table_op_call(scope: Scope, node: cst.CSTNode, seen: frozenset[str] | None) -> bool:
+    """Does ``node`` call a tensor op of the tables, itself or (``seen`` not None) through the
+    assignments of the local names it reads (``seen``: the names followed already)?"""
     if isinstance(node, (cst.Lambda, cst.FunctionDef)):
         return False
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         if scope.ops.op_class(node.func.attr.value) is not None and scope.is_tensor(node):
             return True
-    return any(_has_table_op_call(scope, child) for child in children(node))
+    if isinstance(node, cst.Name) and seen is not None and node.value not in seen:
+        return _computed_name(scope, node.value, seen | {node.value})
+    return any(_has_table_op_call(scope, child, seen) for child in children(node))
+
+
+def _computed_name(scope: Scope, name: str, seen: frozenset[str]) -> bool:
+    """Is ``name`` a local tensor that every assignment of it computes with a tensor op?"""
+    if name not in scope.tensors or name in scope.params:
+        return False
+    values = []
+    for target, value in scope.assignments:
+        if isinstance(target, cst.Name):
+            if target.value == name:
+                values.append(value)
+        elif any(isinstance(e, cst.Name) and e.value == name for e in _target_elements(target)):
+            return False  # unpacked: its value is unknown
+    return bool(values) and all(scope.is_tensor(v) and _has_table_op_call(scope, v, seen) for v in values)
 
 
 def _tests_tensor_element(scope: Scope, ref: StatementRef, test: cst.BaseExpression) -> bool:
@@ -597,12 +635,16 @@ def _does_work(scope: Scope, node: cst.CSTNode) -> bool:
     return any(_does_work(scope, child) for child in children(node))
 
 
-def _needed_branch(scope: Scope, statement: cst.If) -> bool:
-    """A branch the host must take: validation (an arm raises or warns, or no arm does tensor
-    work) or a loop exit (an arm ends in ``break``)."""
-    if _skips_empty_masked_write(statement):
+def _needed_branch(scope: Scope, statement: cst.If, ref: StatementRef) -> bool:
+    """A branch the host must take: validation (an arm raises or warns, or, outside a loop that
+    does tensor work, no arm does tensor work) or a loop exit (an arm ends in ``break``). In a
+    working loop a test that only picks host work still syncs on every iteration, unless it
+    skips the iteration's work (``continue``) or leaves (``return``)."""
+    if _skips_empty_masked_write(statement) or _raises_or_warns(statement) or _breaks(statement.body):
         return True
-    return not _branch_works(scope, statement) or _raises_or_warns(statement) or _breaks(statement.body)
+    if _branch_works(scope, statement):
+        return False
+    return not _in_working_loop(scope, ref) or _breaks(statement.body, (cst.Continue, cst.Return))
 
 
 def _skips_empty_masked_write(statement: cst.If) -> bool:
@@ -638,13 +680,14 @@ def _raises_or_warns(node: cst.CSTNode) -> bool:
     return any(_raises_or_warns(child) for child in children(node))
 
 
-def _breaks(suite: cst.BaseSuite) -> bool:
-    """Does the block end by leaving the loop (``break``, also as the last statement of a nested ``if``)?"""
+def _breaks(suite: cst.BaseSuite, leaving: tuple[type, ...] = (cst.Break,)) -> bool:
+    """Does the block end by leaving the loop (``break``, or another of ``leaving``; also as the
+    last statement of a nested ``if``)?"""
     last = suite.body[-1] if isinstance(suite, cst.IndentedBlock) else suite
     if isinstance(last, cst.If):
-        return _breaks(last.body)
+        return _breaks(last.body, leaving)
     small = last.body[-1] if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else None
-    return isinstance(small, cst.Break)
+    return isinstance(small, leaving)
 
 
 def _branch_works(scope: Scope, statement: cst.If) -> bool:

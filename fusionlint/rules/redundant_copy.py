@@ -63,7 +63,9 @@ class RedundantCopy(Rule):
         dimension (`x[:, :n]`), of a tensor, when every use of the copy only reads it
         (arithmetic, comparisons, a tensor op that is not in place, `torch.cat`, metadata; a
         view or a cast of it used the same way), its source is a local name or a fresh value
-        that is never written in place in the function, and the source is only read too. A
+        that is never written in place in the function once copied (what the statements
+        before the copy's own do to it is past, unless they keep a view of it under another
+        name), and the source is only read too. A
         copy that is returned (as it is, through a view, or through its name) is flagged too
         when the function made its source (an op result, a gather, a copy; not a parameter or
         an attribute): the caller gets a tensor nobody else holds either way. And `g =
@@ -307,7 +309,7 @@ def f(x: torch.Tensor) -> torch.Tensor:
                 if key != "contiguous" and _rebinds_sole_value(scope, site, source):
                     yield Violation(site.node, fix=_drop(site) if kept is source else _fix(site, kept))
                     continue
-                if not _source_is_stable(scope, source):
+                if not _source_is_stable(scope, source, site):
                     continue
                 fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source)
                 if not _only_read(scope, site.node, "copy", strided=key != "contiguous", returnable=fresh):
@@ -480,15 +482,85 @@ def _rebinds_sole_value(scope: Scope, site: Site, source: cst.BaseExpression) ->
     return reaching is not None and _fresh(scope, reaching[1], reaching[0])
 
 
-def _source_is_stable(scope: Scope, source: cst.BaseExpression) -> bool:
+def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site) -> bool:
     """Is the copied tensor a fresh value, or a local name only read in the function? A name
-    of a module attribute (``self.x``) may be written by other code: not stable."""
+    of a module attribute (``self.x``) may be written by other code: not stable. What a
+    statement of the function's body before the copy's own does with the name cannot write
+    the copied value after it is copied, unless it keeps it under another name."""
     name = root_name(source)
     if name is None:
         return not isinstance(source, cst.Attribute)
-    if name == "self" or name in scope.inplace or name in scope.escaped:
+    if name == "self" or name in scope.escaped:
         return False
-    return all(_only_read(scope, use, "source") for use in _uses(scope, name))
+    copied_at = _body_position(scope, site.node)
+    for use in _uses(scope, name):
+        earlier = copied_at is not None and (_body_position(scope, use) or copied_at) < copied_at
+        if earlier and not _aliased(scope, use):
+            continue
+        if not _only_read(scope, use, "source"):
+            return False
+    return name not in scope.inplace or _written_only_before(scope, name, copied_at)
+
+
+def _body_position(scope: Scope, node: cst.CSTNode) -> int | None:
+    """The index of the statement of the function's own body that holds ``node``."""
+    body = scope.node.body
+    if not isinstance(scope.node, cst.FunctionDef) or not isinstance(body, cst.IndentedBlock):
+        return None
+    parents = _index(scope).parents
+    while id(node) in parents:
+        parent = parents[id(node)]
+        if parent is body:
+            return body.body.index(node)  # type: ignore[arg-type]
+        node = parent
+    return None
+
+
+def _aliased(scope: Scope, use: cst.Name) -> bool:
+    """Does ``use`` bind its tensor, or a view of it, to another name (``row = x[0]``)?"""
+    below: cst.CSTNode = use
+    for parent in _path(scope, use):
+        if isinstance(parent, cst.Assign) and parent.value is below:
+            return not _rebinds(parent, use.value)
+        if isinstance(parent, (cst.Subscript, cst.Attribute)) and parent.value is below or isinstance(parent, cst.Arg):
+            below = parent
+            continue
+        if isinstance(parent, cst.Call):
+            op = scope.op(parent)
+            alias = op is not None and (op[1] == VIEW or op[0] in _MAY_ALIAS or op[0] == "detach")
+            if not alias or not (parent.func is below or (isinstance(below, cst.Arg) and below.value is op[2])):
+                return False  # a new tensor (or an unknown callee's result, taken as one)
+            below = parent
+            continue
+        return not isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.Expr, cst.If,
+                                       cst.AssignTarget, cst.AugAssign))  # a new value, or a write
+    return True
+
+
+def _written_only_before(scope: Scope, name: str, copied_at: int | None) -> bool:
+    """Are all in-place writes of ``name`` (``name.add_()``, ``name[i] = v``, ``name += v``) in
+    statements of the function's body before the copy's own?"""
+    if copied_at is None:
+        return False
+    for use in _uses(scope, name):
+        position = _body_position(scope, use)
+        if position is None or position >= copied_at:
+            if _writes_in_place(scope, use):
+                return False
+    return True
+
+
+def _writes_in_place(scope: Scope, use: cst.Name) -> bool:
+    """Is ``use`` the receiver of an in-place method, the target of ``+=`` or of an item write?"""
+    path = _path(scope, use)
+    parent = path[0] if path else None
+    if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value.endswith("_"):
+        return True
+    if isinstance(parent, cst.AugAssign) and parent.target is use:
+        return True
+    if isinstance(parent, cst.Subscript) and parent.value is use and len(path) > 1:
+        return isinstance(path[1], (cst.AssignTarget, cst.AugAssign))
+    return any(isinstance(p, cst.Arg) and p.keyword is not None and p.keyword.value == "out" for p in path[:1])
 
 
 def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True, returnable: bool = False) -> bool:

@@ -106,8 +106,32 @@ def fit(model, x: torch.Tensor, lam: torch.Tensor, steps: int):
             lam.data = torch.full_like(lam.data, -2)
     return lam
 """,
+    "a scalar read in a working loop's test whose arm only does host work (greedy decoding)": """\
+import torch
+
+def greedy(emissions: torch.Tensor, blank: int):
+    hyp = []
+    for t in range(emissions.shape[0]):
+        best = emissions[t].log_softmax(-1).argmax(-1)
+        if best.item() != blank:
+            hyp.append(int(best))
+    return hyp
+""",
+    "a branch in a working loop on a name the loop computes": """\
+import torch
+
+def masked_means(x: torch.Tensor, masks: torch.Tensor):
+    out = []
+    for i in range(masks.shape[0]):
+        denom = masks[i].sum()
+        if denom > 0:
+            out.append((x * masks[i]).sum() / denom)
+    return out
+""",
 }
 EXPECTED = {
+    "a scalar read in a working loop's test whose arm only does host work (greedy decoding)": [(7, 12), (8, 24)],
+    "a branch in a working loop on a name the loop computes": [(7, 12)],
     "a comparison of a tensor's element, rebound by indexing, in an expert loop": [(7, 12)],
     "a branch on a scalar read after backward still decides tensor work": [(7, 12)],
     "a list of flags that decide branches doing tensor work": [(8, 17)],
@@ -296,6 +320,40 @@ def names(labels: torch.Tensor, x: torch.Tensor):
         if label == 0:
             found.append("background")
     return y * 2, found
+""",
+    "a working loop's test that skips the iteration (`continue`)": """\
+import torch
+
+def per_class(x: torch.Tensor, labels: torch.Tensor, n: int):
+    out = []
+    for c in range(n):
+        m = labels == c
+        if not m.any():
+            continue
+        out.append(torch.relu(x * m).mean(0))
+    return out
+""",
+    "a branch outside loops on a computed name (a shape decision)": """\
+import torch
+
+def table(key: torch.Tensor):
+    low = key.min()
+    span = key.max() - low
+    if span <= 1000:
+        out = torch.full((int(key.numel()),), -1)
+    else:
+        out = torch.zeros(key.shape)
+    return out + key
+""",
+    "a branch outside loops whose arm only does host work": """\
+import torch
+
+def count(x: torch.Tensor, y: torch.Tensor):
+    n = 0
+    h = torch.relu(x)
+    if h.sum() > 0:
+        n += 1
+    return h * y, n
 """,
 }
 

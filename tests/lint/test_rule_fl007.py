@@ -96,8 +96,28 @@ def gate_of(sim: torch.Tensor, flag: bool):
         gate[..., 0] = 0.0
     return gate * sim
 """,
+    "a copy whose source an unknown helper read before the copy": """\
+import torch
+
+def unpad(x: torch.Tensor, w: torch.Tensor, n: int):
+    h = torch.tanh(x @ w)
+    mask = make_mask(h, n)
+    h = h + mask
+    return h[:, :n, 1:].contiguous()
+""",
+    "a copy whose source is written in place only before it": """\
+import torch
+
+def unpad(x: torch.Tensor, w: torch.Tensor, n: int):
+    h = torch.tanh(x @ w)
+    h[:, 0] = 0.0
+    c = h.clone()
+    return (c * 2).sum(-1) + h.sum(-1)
+""",
 }
 EXPECTED = {
+    "a copy whose source an unknown helper read before the copy": [(7, 12)],
+    "a copy whose source is written in place only before it": [(6, 9)],
     "a returned copy of an unpadded slice, through a name rebound on the way": [(6, 9)],
     "a returned copy of a gathered bias, viewed on the way out": [(5, 12)],
     "a copy only concatenated and transformed before the name is rebound": [(5, 9)],
@@ -238,6 +258,38 @@ def f(x: torch.Tensor):
     c[0] = 0
     c = c * h
     return c
+""",
+    "a view of the source kept under another name before the copy, written after it": """\
+import torch
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    h = torch.tanh(x @ w)
+    row = h[0]
+    c = h.clone()
+    row.zero_()
+    return c * 2 + h
+""",
+    "the source written in place after the copy, in the same block": """\
+import torch
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    h = torch.tanh(x @ w)
+    h = h * 2
+    c = h.clone()
+    h.add_(1)
+    return c * 2 + h
+""",
+    "the source written in place later in the loop that copies it": """\
+import torch
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    h = torch.tanh(x @ w)
+    outs = []
+    for _ in range(3):
+        c = h.clone()
+        outs.append(c.sum(-1) * 2)
+        h.mul_(2)
+    return outs
 """,
 }
 
