@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
+REPOSITORY_URL = "https://github.com/fusionlint/fusionlint"  # rule links, SARIF, docs point here
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import io
 import os
+import textwrap
 import sys
 from pathlib import Path
 
@@ -24,11 +26,11 @@ from fusionlint.check import (
 )
 from fusionlint.config import Config, ConfigError, find_config_file, load_config
 from fusionlint.discovery import find_source_files
-from fusionlint.model import FixMode, internal_error
+from fusionlint.model import FixMode, FixSafety, internal_error
 from fusionlint.notebook import cell_source, read_notebook
-from fusionlint.sourcefile import SourceFile, SourceFileError, decode_source, is_notebook_path
+from fusionlint.sourcefile import SourceFile, SourceFileError, decode_source, is_notebook_path, write_atomic
 
-FORMATS = ("text", "concise", "json", "sarif", "github")
+FORMATS = ("text", "concise", "json", "json-lines", "sarif", "github", "gitlab", "junit", "rdjson")
 DEFAULT_VERIFY_TIMEOUT = 60.0  # the same as fusionlint.verify's, which is not imported unless --verify
 UNREADABLE_DOC = output.RuleDoc(
     code=UNREADABLE,
@@ -79,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         check.add_argument(flag, type=_selectors, action="extend", metavar="CODES", help=text)
     check.add_argument("--output-format", choices=FORMATS, default="text")
+    check.add_argument("--output-file", type=Path, metavar="PATH",
+                       help="write the report to PATH (replaced atomically; never through a symlink)")
+    check.add_argument("--show-fixes", action="store_true",
+                       help="show each finding's fix as a diff, and after --fix the fixes applied per file")
     check.add_argument("--statistics", action="store_true", help="show counts per rule instead of findings")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
     check.add_argument("--exit-non-zero-on-fix", action="store_true",
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.run(args)
-    except (ConfigError, FileNotFoundError) as exc:
+    except (ConfigError, FileNotFoundError, ReportFileError) as exc:
         print(f"fusionlint: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -149,6 +155,8 @@ def _verify(args: argparse.Namespace) -> float | None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    if args.output_file is not None:
+        _check_report_path(args.output_file)  # before any fix is written
     reads_stdin = args.paths == [Path("-")] or (args.stdin_filename is not None and not args.paths)
     if reads_stdin:
         return _check_stdin(args)
@@ -196,6 +204,16 @@ def _check_stdin(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, outcomes: list[FileOutcome], stream) -> int:
+    """Show the outcomes on ``stream`` (or in ``--output-file``) and return the exit status."""
+    if args.output_file is None:
+        return _write_report(args, outcomes, stream)
+    report = io.StringIO()
+    status = _write_report(args, outcomes, report)
+    _save_report(args.output_file, report.getvalue())
+    return status
+
+
+def _write_report(args: argparse.Namespace, outcomes: list[FileOutcome], stream) -> int:
     for outcome in outcomes:
         for error in outcome.errors:
             print(f"fusionlint: warning: {error}", file=sys.stderr)
@@ -211,25 +229,67 @@ def _report(args: argparse.Namespace, outcomes: list[FileOutcome], stream) -> in
         return 2 if crashed else int(bool(diffs))
 
     remaining = any(outcome.findings for outcome in outcomes)
+    # the rules are imported (with libcst) only when some finding needs describing
+    shown = remaining or (args.show_fixes and any(outcome.fixed for outcome in outcomes))
+    docs = {doc.code: doc for doc in _rule_docs()} if shown else {}
     if args.statistics:
-        docs = {doc.code: doc for doc in _rule_docs()}
         stream.write(output.format_statistics(outcomes, docs, unsafe_hint=args.unsafe_fixes))
     elif args.output_format in ("text", "concise"):
-        output.write_text(outcomes, stream, unsafe_hint=args.unsafe_fixes, show_source=args.output_format == "text")
+        fixes = docs if args.show_fixes and args.output_format == "text" else None
+        show_source = args.output_format == "text"
+        output.write_text(outcomes, stream, unsafe_hint=args.unsafe_fixes, show_source=show_source, fixes=fixes)
         if not args.quiet:
+            if args.show_fixes:
+                stream.write(output.fixed_summary(outcomes, docs))
             stream.write(output.summary(outcomes, _fix_mode(args), unsafe_hint=args.unsafe_fixes))
             if args.verify:
                 stream.write(output.verify_summary(outcomes))
-    elif args.output_format == "json":
-        stream.write(output.format_json(outcomes))
     elif args.output_format == "sarif":
         stream.write(output.format_sarif(outcomes, _rule_docs(), root=Path.cwd()))
     else:
-        stream.write(output.format_github(outcomes))
+        stream.write(_machine_report(args.output_format, outcomes, docs))
     if crashed:
         return 2
     fixed = args.exit_non_zero_on_fix and any(outcome.fixed for outcome in outcomes)
     return int(fixed or (remaining and not args.exit_zero))
+
+
+def _machine_report(output_format: str, outcomes: list[FileOutcome], docs: dict[str, output.RuleDoc]) -> str:
+    if output_format == "json":
+        return output.format_json(outcomes, docs)
+    if output_format == "json-lines":
+        return output.format_json_lines(outcomes, docs)
+    if output_format == "gitlab":
+        return output.format_gitlab(outcomes, root=Path.cwd())
+    if output_format == "junit":
+        return output.format_junit(outcomes)
+    if output_format == "rdjson":
+        return output.format_rdjson(outcomes, docs)
+    return output.format_github(outcomes)
+
+
+class ReportFileError(Exception):
+    """``--output-file`` names a path the report must not be written to."""
+
+
+def _check_report_path(path: Path) -> None:
+    """A report is replaced, never written through a link: a link there is refused, not replaced,
+    since whoever planted it meant something else to be written."""
+    if path.is_symlink():
+        raise ReportFileError(f"{path}: is a symlink; --output-file never writes through one (name the file itself)")
+    if path.is_dir():
+        raise ReportFileError(f"{path}: is a folder, not a file (--output-file)")
+
+
+def _save_report(path: Path, report: str) -> None:
+    """Write the report in one step (a reader never sees half of it); an existing report keeps its mode."""
+    _check_report_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        previous = os.lstat(path) if path.exists() else None
+        write_atomic(path, report.encode("utf-8"), like=previous)
+    except OSError as exc:
+        raise ReportFileError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
 
 
 def _diff(outcome: FileOutcome) -> str:
@@ -256,12 +316,23 @@ def _rule_docs() -> list[output.RuleDoc]:
     from fusionlint.rules import all_rules
 
     docs = [
-        output.RuleDoc(rule.code, rule.name, rule.message, rule.rationale, rule.explain())
+        output.RuleDoc(
+            rule.code, rule.name, rule.message, rule.rationale, rule.explain(),
+            fix=_fix_title(rule), documented=bool(rule.examples),
+        )
         for rule in all_rules()
     ]
     if all(doc.code != UNREADABLE for doc in docs):
         docs.append(UNREADABLE_DOC)
     return sorted(docs, key=lambda doc: doc.code)
+
+
+def _fix_title(rule) -> str:
+    """What a rule's fix does: the first sentence of its fix notes."""
+    if rule.fix_safety is FixSafety.NONE:
+        return ""
+    notes = " ".join(textwrap.dedent(rule.fix_notes).split())
+    return notes.split(". ")[0].rstrip(".") + "." if notes else ""
 
 
 def run_rules(args: argparse.Namespace) -> int:

@@ -1,4 +1,10 @@
-"""How findings are shown: text for people, JSON, SARIF and GitHub annotations for machines.
+"""How findings are shown: text for people; JSON, JSON lines, SARIF, GitHub annotations, GitLab
+Code Quality, JUnit XML and reviewdog's rdjson for machines.
+
+fusionlint has no severities: every finding fails the check (exit 1), so every format that has a
+level reports an error (GitLab's scale has none: ``major``, as Ruff writes). A finding's fix
+(``Finding.edits``: whole lines) is shown as Ruff shows it: the smallest replacement of the
+original text, 1-based rows and columns (rdjson: UTF-8 byte columns, as reviewdog counts).
 
 Text is colored with rich only on an interactive terminal, never under ``CI`` or ``PRE_COMMIT``
 (pre-commit runs hooks under a pty) or ``NO_COLOR``; rich is imported only then. Notebook
@@ -9,7 +15,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections import Counter
+import xml.etree.ElementTree as ElementTree
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -17,20 +24,43 @@ from urllib.parse import quote
 
 import fusionlint
 from fusionlint.check import FileOutcome
-from fusionlint.model import Finding, FixMode, FixSafety
-from fusionlint.notebook import cell_source, read_notebook
+from fusionlint.model import Finding, FixMode, FixSafety, LineEdit
+from fusionlint.notebook import cell_source, read_notebook, source_lines
 from fusionlint.sourcefile import SourceFileError
+
+RULES_PAGE = f"{fusionlint.REPOSITORY_URL}/blob/main/docs/rules.md"
 
 
 @dataclass(frozen=True)
 class RuleDoc:
-    """What SARIF and ``--statistics`` say about a rule."""
+    """What the outputs say about a rule."""
 
     code: str
     name: str
     message: str
     rationale: str
     help: str  # markdown
+    fix: str = ""  # what its fix does, one sentence ("": no fix)
+    documented: bool = False  # has a section in docs/rules.md
+
+    @property
+    def url(self) -> str | None:
+        return f"{RULES_PAGE}#{rule_anchor(self.code, self.name)}" if self.documented else None
+
+
+def rule_anchor(code: str, name: str) -> str:
+    """The GitHub anchor of a rule's section in docs/rules.md, whose heading is ``CODE (name)``."""
+    return f"{code.lower()}-{name}"
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """A fix's change as Ruff reports it: ``content`` replaces the text from ``start`` to ``end``
+    (exclusive), each a 1-based (row, column) in characters."""
+
+    content: str
+    start: tuple[int, int]
+    end: tuple[int, int]
 
 
 def is_interactive(stream: IO[str]) -> bool:
@@ -57,25 +87,78 @@ def sorted_findings(outcomes: list[FileOutcome]) -> list[tuple[FileOutcome, Find
     ]
 
 
-def source_line(outcome: FileOutcome, finding: Finding) -> str | None:
-    """The line a finding points at (inside its cell for a notebook), without its line ending.
-    None for a file that could not be read as source (FL998): its bytes are not worth showing."""
+def finding_text(outcome: FileOutcome, finding: Finding) -> str | None:
+    """The text a finding's lines count in: its file's, or its cell's for a notebook. None for a
+    file that could not be read as source (FL998): its bytes are not worth showing."""
     text = outcome.text
     if text is None or finding.code == "FL998":
         return None
     if finding.cell is not None:
         try:
-            text = cell_source(read_notebook(text)["cells"][finding.cell - 1])
+            return cell_source(read_notebook(text)["cells"][finding.cell - 1])
         except (SourceFileError, IndexError):
             return None
-    lines = text.splitlines()
-    return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
+    return text
 
 
-def write_text(outcomes: list[FileOutcome], stream: IO[str], unsafe_hint: bool, show_source: bool) -> None:
+def source_line(outcome: FileOutcome, finding: Finding) -> str | None:
+    """The line a finding points at (inside its cell for a notebook), without its line ending."""
+    text = finding_text(outcome, finding)
+    lines = source_lines(text) if text is not None else []
+    return lines[finding.line - 1].rstrip("\r\n") if 0 < finding.line <= len(lines) else None
+
+
+def text_edits(text: str, edits: tuple[LineEdit, ...]) -> list[TextEdit]:
+    """Each whole-line edit of ``text`` narrowed to the characters it changes."""
+    lines = source_lines(text)
+    return [_narrowed(lines, edit) for edit in edits]
+
+
+def _narrowed(lines: list[str], edit: LineEdit) -> TextEdit:
+    """The edit less the text its old and new lines share at both ends, cut between words (a
+    replacement reads ``torch.addcmul(t3, a, b)``, not ``orch.addcmul(t3, a, b)``)."""
+    old, new = "".join(lines[edit.start - 1 : edit.end]), edit.text
+    prefix = 0
+    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
+        prefix += 1
+    while prefix and _word(old, prefix - 1) and (_word(old, prefix) or _word(new, prefix)):
+        prefix -= 1
+    suffix = 0
+    while suffix < min(len(old), len(new)) - prefix and old[-1 - suffix] == new[-1 - suffix]:
+        suffix += 1
+    while suffix and _word(old, len(old) - suffix) and (_word(old, len(old) - suffix - 1) or _word(new, len(new) - suffix - 1)):
+        suffix -= 1
+    if old[prefix - 1 : prefix + 1] == "\r\n":  # never split a CRLF line break
+        prefix -= 1
+    end = len(old) - suffix
+    if old[end - 1 : end + 1] == "\r\n":
+        suffix -= 1
+        end += 1
+    return TextEdit(new[prefix : len(new) - suffix], _position(old[:prefix], edit.start), _position(old[:end], edit.start))
+
+
+def _word(text: str, index: int) -> bool:
+    return 0 <= index < len(text) and (text[index].isalnum() or text[index] == "_")
+
+
+def _position(before: str, row: int) -> tuple[int, int]:
+    """The (row, column) just after ``before``, a text that starts at column 1 of ``row``."""
+    lines = source_lines(before)
+    if not lines:
+        return row, 1
+    if lines[-1].endswith(("\n", "\r")):
+        return row + len(lines), 1
+    return row + len(lines) - 1, len(lines[-1]) + 1
+
+
+def write_text(
+    outcomes: list[FileOutcome], stream: IO[str], unsafe_hint: bool, show_source: bool,
+    fixes: dict[str, RuleDoc] | None = None,
+) -> None:
     """``path:line:col: CODE [*] message`` per finding, then the source line with a caret under the span.
 
     ``[*]`` marks a finding whose fix ``--fix`` applies (or, with ``unsafe_hint``, ``--fix --unsafe-fixes``).
+    With ``fixes`` (the rules by code, for ``--show-fixes``), each fix follows its finding as a diff.
     """
     console = _console(stream) if is_interactive(stream) else None
     applicable = FixMode.UNSAFE if unsafe_hint else FixMode.SAFE
@@ -84,12 +167,45 @@ def write_text(outcomes: list[FileOutcome], stream: IO[str], unsafe_hint: bool, 
         head = f"{location(outcome, finding)}: {finding.code}{mark} {finding.message}"
         head += _pays(finding) + _verification(finding)
         line = source_line(outcome, finding) if show_source else None
+        fix = _fix_lines(outcome, finding, fixes) if fixes is not None else []
         if console is None:
             stream.write(head + "\n")
             if line is not None:
                 stream.write(_plain_snippet(finding, line))
+            stream.write("".join(text + "\n" for text in fix))
+            if line is not None or fix:
+                stream.write("\n")
         else:
-            _rich_finding(console, outcome, finding, mark, line)
+            _rich_finding(console, outcome, finding, mark, line, fix)
+
+
+def _fix_lines(outcome: FileOutcome, finding: Finding, rules: dict[str, RuleDoc]) -> list[str]:
+    """A finding's fix as Ruff's ``--show-fixes`` shows it: what it does, then the lines it
+    replaces (``-``) and their replacement (``+``)."""
+    text = finding_text(outcome, finding)
+    if not finding.edits or text is None:
+        return []
+    rule = rules.get(finding.code)
+    lines = source_lines(text)
+    shown = [f"  = help: {rule.fix if rule is not None and rule.fix else 'Apply the fix'} ({finding.fix_safety.value} fix)"]
+    for edit in finding.edits:
+        shown += ["  - " + old.rstrip("\r\n") for old in lines[edit.start - 1 : edit.end]]
+        shown += ["  + " + new.rstrip("\r\n") for new in source_lines(edit.text)]
+    return shown
+
+
+def fixed_summary(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str:
+    """After ``--fix --show-fixes``: the fixes applied, per file and rule, as Ruff lists them."""
+    files = sorted((outcome for outcome in outcomes if outcome.fixed), key=lambda outcome: outcome.path.as_posix())
+    if not files:
+        return ""
+    lines = [f"Fixed {_plural(sum(len(outcome.fixed) for outcome in files), 'error')}:"]
+    for outcome in files:
+        lines.append(f"- {display_path(outcome.path)}:")
+        for code, count in sorted(Counter(finding.code for finding in outcome.fixed).items()):
+            name = f" ({rules[code].name})" if code in rules else ""
+            lines.append(f"    {count} \u00d7 {code}{name}")
+    return "\n".join(lines) + "\n\n"
 
 
 def _pays(finding: Finding) -> str:
@@ -106,7 +222,7 @@ def _verification(finding: Finding) -> str:
 def _plain_snippet(finding: Finding, line: str) -> str:
     start, end = _span(finding, line)
     gutter = " " * len(str(finding.line))
-    return f"{gutter} |\n{finding.line} | {line}\n{gutter} | {' ' * start}{'^' * (end - start)}\n\n"
+    return f"{gutter} |\n{finding.line} | {line}\n{gutter} | {' ' * start}{'^' * (end - start)}\n"
 
 
 def _span(finding: Finding, line: str) -> tuple[int, int]:
@@ -122,7 +238,9 @@ def _console(stream: IO[str]):
     return Console(file=stream, highlight=False, soft_wrap=True)
 
 
-def _rich_finding(console, outcome: FileOutcome, finding: Finding, mark: str, line: str | None) -> None:
+def _rich_finding(
+    console, outcome: FileOutcome, finding: Finding, mark: str, line: str | None, fix: list[str]
+) -> None:
     from rich.syntax import Syntax
     from rich.text import Text
 
@@ -135,18 +253,21 @@ def _rich_finding(console, outcome: FileOutcome, finding: Finding, mark: str, li
     head.append(_pays(finding), style="green")
     head.append(_verification(finding), style="yellow")
     console.print(head)
-    if line is None:
-        return
-    start, end = _span(finding, line)
-    number = str(finding.line)
-    code = Syntax(line, "python", theme="ansi_dark", background_color="default").highlight(line)
-    code.rstrip()
-    code.stylize("bold underline red", start, end)
-    gutter = Text(f"{number} | ", style="blue")
-    console.print(Text(" " * len(number) + " |", style="blue"))
-    console.print(gutter + code)
-    console.print(Text(" " * len(number) + " | ", style="blue") + Text(" " * start + "^" * (end - start), style="bold red"))
-    console.print()
+    if line is not None:
+        start, end = _span(finding, line)
+        number = str(finding.line)
+        code = Syntax(line, "python", theme="ansi_dark", background_color="default").highlight(line)
+        code.rstrip()
+        code.stylize("bold underline red", start, end)
+        gutter = Text(f"{number} | ", style="blue")
+        console.print(Text(" " * len(number) + " |", style="blue"))
+        console.print(gutter + code)
+        console.print(Text(" " * len(number) + " | ", style="blue") + Text(" " * start + "^" * (end - start), style="bold red"))
+    styles = {"-": "red", "+": "green"}
+    for shown in fix:
+        console.print(Text(shown, style=styles.get(shown[2], "cyan")))
+    if line is not None or fix:
+        console.print()
 
 
 def summary(outcomes: list[FileOutcome], fix: FixMode, unsafe_hint: bool) -> str:
@@ -185,27 +306,57 @@ def _plural(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
-def format_json(outcomes: list[FileOutcome]) -> str:
-    return json.dumps(
-        [
-            {
-                "path": display_path(outcome.path),
-                "cell": finding.cell,
-                "line": finding.line,
-                "column": finding.column,
-                "end_line": finding.end_line,
-                "end_column": finding.end_column,
-                "code": finding.code,
-                "message": finding.message,
-                "fixable": finding.fixable,
-                "fix_safety": finding.fix_safety.value,
-                "pays_in": list(finding.pays_in),
-                **_verification_fields(finding),
-            }
-            for outcome, finding in sorted_findings(outcomes)
+ERROR = "error"  # the level of every finding in the formats that have levels (see the module's docstring)
+
+
+def json_rows(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> list[dict]:
+    """One object per finding: where, what, its fix in Ruff's shape (or null), and its rule's URL."""
+    rows = []
+    for outcome, finding in sorted_findings(outcomes):
+        rule = rules.get(finding.code)
+        rows.append({
+            "path": display_path(outcome.path),
+            "cell": finding.cell,
+            "line": finding.line,
+            "column": finding.column,
+            "end_line": finding.end_line,
+            "end_column": finding.end_column,
+            "code": finding.code,
+            "message": finding.message,
+            "fixable": finding.fixable,
+            "fix_safety": finding.fix_safety.value,
+            "fix": _json_fix(outcome, finding, rule),
+            "url": rule.url if rule is not None else None,
+            "pays_in": list(finding.pays_in),
+            **_verification_fields(finding),
+        })  # fmt: skip
+    return rows
+
+
+def _json_fix(outcome: FileOutcome, finding: Finding, rule: RuleDoc | None) -> dict | None:
+    text = finding_text(outcome, finding)
+    if not finding.edits or text is None:
+        return None
+    return {
+        "applicability": finding.fix_safety.value,
+        "message": rule.fix if rule is not None and rule.fix else None,
+        "edits": [
+            {"content": edit.content, "location": _row_column(edit.start), "end_location": _row_column(edit.end)}
+            for edit in text_edits(text, finding.edits)
         ],
-        indent=2,
-    ) + "\n"
+    }
+
+
+def _row_column(position: tuple[int, int]) -> dict:
+    return {"row": position[0], "column": position[1]}
+
+
+def format_json(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str:
+    return json.dumps(json_rows(outcomes, rules), indent=2) + "\n"
+
+
+def format_json_lines(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in json_rows(outcomes, rules))
 
 
 def _verification_fields(finding: Finding) -> dict:
@@ -220,17 +371,20 @@ def format_github(outcomes: list[FileOutcome]) -> str:
     lines = []
     for outcome, finding in sorted_findings(outcomes):
         properties = {
+            "title": f"fusionlint ({finding.code})",
             "file": display_path(outcome.path),
             "line": finding.line,
-            "endLine": finding.end_line,
             "col": finding.column,
+            "endLine": finding.end_line,
             "endColumn": finding.end_column,
-            "title": f"fusionlint ({finding.code})",
         }
         described = ",".join(f"{key}={_escape(str(value), property=True)}" for key, value in properties.items())
-        cell = f"cell {finding.cell}: " if finding.cell is not None else ""
-        lines.append(f"::warning {described}::{_escape(f'{cell}{finding.code} {finding.message}')}")
+        lines.append(f"::{ERROR} {described}::{_escape(f'{_cell(finding)}{finding.code} {finding.message}')}")
     return "".join(line + "\n" for line in lines)
+
+
+def _cell(finding: Finding) -> str:
+    return f"cell {finding.cell}: " if finding.cell is not None else ""
 
 
 def _escape(value: str, property: bool = False) -> str:
@@ -238,22 +392,41 @@ def _escape(value: str, property: bool = False) -> str:
     return value.replace(":", "%3A").replace(",", "%2C") if property else value
 
 
-def format_sarif(outcomes: list[FileOutcome], rules: list[RuleDoc], root: Path) -> str:
-    """SARIF 2.1.0 as GitHub code scanning reads it: URIs relative to ``root`` (the repository)."""
-    results = []
-    seen_hashes: Counter[str] = Counter()
+def _fingerprinted(outcomes: list[FileOutcome], root: Path) -> list[tuple[FileOutcome, Finding, str | None, str]]:
+    """Each finding with its path relative to ``root`` (None: outside it) and a fingerprint that
+    survives edits elsewhere in the file: a hash of the rule and the line's text, and the
+    occurrence number of that pair in the file."""
+    located = []
+    seen: Counter[tuple[str, str]] = Counter()
     for outcome, finding in sorted_findings(outcomes):
-        uri = _relative_uri(outcome.path, root)
+        relative = _relative(outcome.path, root)
         line_text = source_line(outcome, finding) or ""
         line_hash = hashlib.blake2b(f"{finding.code}\0{line_text.strip()}".encode(), digest_size=8).hexdigest()
-        seen_hashes[(uri, line_hash)] += 1
-        cell = f"cell {finding.cell}: " if finding.cell is not None else ""
+        key = (outcome.path.absolute().as_posix(), line_hash)
+        seen[key] += 1
+        located.append((outcome, finding, relative, f"{line_hash}:{seen[key]}"))
+    return located
+
+
+def _relative(path: Path, root: Path) -> str | None:
+    try:
+        return path.absolute().relative_to(root.absolute()).as_posix()
+    except ValueError:
+        return None
+
+
+def format_sarif(outcomes: list[FileOutcome], rules: list[RuleDoc], root: Path) -> str:
+    """SARIF 2.1.0 as GitHub code scanning reads it: URIs relative to ``root`` (the repository),
+    percent-encoded as RFC 3986 asks (absolute ``file:`` URIs outside it)."""
+    results = []
+    for outcome, finding, relative, line_fingerprint in _fingerprinted(outcomes, root):
+        uri = quote(relative, safe="/") if relative is not None else outcome.path.absolute().as_uri()
         properties = _sarif_properties(finding)
         results.append(
             {
                 "ruleId": finding.code,
-                "level": "error" if finding.code in ("FL998", "FL999") else "warning",
-                "message": {"text": f"{cell}{finding.message}"},
+                "level": ERROR,
+                "message": {"text": f"{_cell(finding)}{finding.message}"},
                 "locations": [
                     {
                         "physicalLocation": {
@@ -267,14 +440,14 @@ def format_sarif(outcomes: list[FileOutcome], rules: list[RuleDoc], root: Path) 
                         }
                     }
                 ],
-                "partialFingerprints": {"primaryLocationLineHash": f"{line_hash}:{seen_hashes[(uri, line_hash)]}"},
+                "partialFingerprints": {"primaryLocationLineHash": line_fingerprint},
                 **({"properties": properties} if properties else {}),
             }
         )
     driver = {
         "name": "fusionlint",
         "version": fusionlint.__version__,
-        "informationUri": "https://github.com/fusionlint/fusionlint",
+        "informationUri": fusionlint.REPOSITORY_URL,
         "rules": [
             {
                 "id": rule.code,
@@ -282,6 +455,7 @@ def format_sarif(outcomes: list[FileOutcome], rules: list[RuleDoc], root: Path) 
                 "shortDescription": {"text": rule.message},
                 "fullDescription": {"text": rule.rationale},
                 "help": {"text": rule.help, "markdown": rule.help},
+                **({"helpUri": rule.url} if rule.url else {}),
             }
             for rule in rules
         ],
@@ -298,13 +472,90 @@ def _sarif_properties(finding: Finding) -> dict:
     return {**({"pays_in": list(finding.pays_in)} if finding.pays_in else {}), **_verification_fields(finding)}
 
 
-def _relative_uri(path: Path, root: Path) -> str:
-    """A URI reference (RFC 3986): relative to ``root`` when inside it, percent-encoded either way."""
-    absolute = path.absolute()
-    try:
-        return quote(absolute.relative_to(root.absolute()).as_posix(), safe="/")
-    except ValueError:
-        return absolute.as_uri()
+def format_gitlab(outcomes: list[FileOutcome], root: Path) -> str:
+    """GitLab Code Quality: paths relative to ``root`` (the project folder), a unique fingerprint each."""
+    issues = []
+    for outcome, finding, relative, line_fingerprint in _fingerprinted(outcomes, root):
+        path = relative if relative is not None else outcome.path.absolute().as_posix()
+        issues.append({
+            "check_name": finding.code,
+            "description": f"{_cell(finding)}{finding.code} {finding.message}",
+            "severity": "major",
+            "fingerprint": hashlib.blake2b(f"{path}\0{line_fingerprint}".encode(), digest_size=16).hexdigest(),
+            "location": {
+                "path": path,
+                "positions": {
+                    "begin": {"line": max(finding.line, 1), "column": finding.column},
+                    "end": {"line": max(finding.end_line, finding.line, 1), "column": finding.end_column},
+                },
+            },
+        })  # fmt: skip
+    return json.dumps(issues, indent=2) + "\n"
+
+
+def format_junit(outcomes: list[FileOutcome]) -> str:
+    """JUnit XML as CI servers read it: a test suite per file, a failed test case per finding
+    (a single passing case when there is none)."""
+    by_file: dict[str, list[Finding]] = defaultdict(list)
+    for outcome, finding in sorted_findings(outcomes):
+        by_file[display_path(outcome.path)].append(finding)
+    total = sum(len(findings) for findings in by_file.values())
+    suites = ElementTree.Element("testsuites", name="fusionlint", tests=str(max(total, 1)), failures=str(total), errors="0")
+    if not by_file:
+        suite = ElementTree.SubElement(suites, "testsuite", name="fusionlint", tests="1", failures="0", errors="0")
+        ElementTree.SubElement(suite, "testcase", name="No errors found", classname="fusionlint")
+    for path, findings in by_file.items():
+        count = str(len(findings))
+        suite = ElementTree.SubElement(suites, "testsuite", name=path, tests=count, failures=count, errors="0")
+        for finding in findings:
+            case = ElementTree.SubElement(
+                suite, "testcase", name=f"fusionlint.{finding.code}", classname=path,
+                line=str(finding.line), column=str(finding.column),
+            )
+            failure = ElementTree.SubElement(case, "failure", message=finding.message)
+            failure.text = f"{_cell(finding)}line {finding.line}, col {finding.column}, {finding.code} {finding.message}"
+    ElementTree.indent(suites)
+    return ElementTree.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def format_rdjson(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str:
+    """reviewdog's Diagnostic Format: each finding, and its fix as a suggestion (not for a
+    notebook, whose lines are the cell's while reviewdog counts the file's)."""
+    diagnostics = []
+    for outcome, finding in sorted_findings(outcomes):
+        text = finding_text(outcome, finding)
+        lines = source_lines(text) if text is not None else []
+        rule = rules.get(finding.code)
+        diagnostic = {
+            "message": f"{_cell(finding)}{finding.message}",
+            "location": {
+                "path": display_path(outcome.path),
+                "range": _byte_range(lines, (finding.line, finding.column), (finding.end_line, finding.end_column)),
+            },
+            "severity": ERROR.upper(),
+            "code": {"value": finding.code, **({"url": rule.url} if rule is not None and rule.url else {})},
+        }
+        if finding.edits and text is not None and finding.cell is None:
+            diagnostic["suggestions"] = [
+                {"range": _byte_range(lines, edit.start, edit.end), "text": edit.content}
+                for edit in text_edits(text, finding.edits)
+            ]
+        diagnostics.append(diagnostic)
+    result = {"source": {"name": "fusionlint", "url": fusionlint.REPOSITORY_URL}, "severity": ERROR.upper(),
+              "diagnostics": diagnostics}  # fmt: skip
+    return json.dumps(result, indent=2) + "\n"
+
+
+def _byte_range(lines: list[str], start: tuple[int, int], end: tuple[int, int]) -> dict:
+    return {"start": _byte_position(lines, *start), "end": _byte_position(lines, *end)}
+
+
+def _byte_position(lines: list[str], row: int, column: int) -> dict:
+    """reviewdog's position: 1-based, its column counted in UTF-8 bytes."""
+    line = lines[row - 1] if 0 < row <= len(lines) else ""
+    before = line[: column - 1]
+    width = len(before.encode("utf-8", "surrogatepass")) + max(column - 1 - len(before), 0)
+    return {"line": max(row, 1), "column": width + 1}
 
 
 def format_statistics(outcomes: list[FileOutcome], rules: dict[str, RuleDoc], unsafe_hint: bool) -> str:

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from fusionlint.output import rule_anchor
 from fusionlint.rule import Rule
 from fusionlint.rules import all_rules
 
@@ -29,7 +30,7 @@ def markdown_table(rules: list[type[Rule]], link: str = "docs/rules.md") -> str:
     pays, and its message."""
     rows = ["| code | name | fix | pays in | what it reports |", "|---|---|---|---|---|"]
     for rule in rules:
-        code = f"[{rule.code}]({link}#{rule.code.lower()}-{rule.name})"
+        code = f"[{rule.code}]({link}#{rule_anchor(rule.code, rule.name)})"
         message = rule.message.replace("|", "\\|")
         rows.append(f"| {code} | {rule.name} | {rule.fix_safety.value} | {', '.join(rule.pays_in)} | {message} |")
     return "\n".join(rows) + "\n"

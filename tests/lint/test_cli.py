@@ -12,11 +12,13 @@ import re
 import stat
 import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 
 from fusionlint.cli import main
 from fusionlint.model import FixSafety
+from fusionlint.notebook import source_lines
 from fusionlint.rules import all_rules
 
 RULES = [rule for rule in all_rules() if rule.examples]
@@ -245,8 +247,26 @@ def test_output_formats_on_real_findings(tmp_path, capsys, bad):
     assert {r["id"] for r in sarif["runs"][0]["tool"]["driver"]["rules"]} >= {rule.code, "FL998", "FL999"}
 
     github = run_main(capsys, "check", "--output-format", "github")[1]
-    assert github.startswith(f"::warning file=src/bad.py,line={line},")
-    assert f"title=fusionlint ({rule.code})::{rule.code} " in github
+    assert github.startswith(f"::error title=fusionlint ({rule.code}),file=src/bad.py,line={line},col={column},")
+    assert f"::{rule.code} " in github
+
+    lines = run_main(capsys, "check", "--output-format", "json-lines")[1].splitlines()
+    assert [json.loads(line) for line in lines] == rows
+
+    (issue, *_) = json.loads(run_main(capsys, "check", "--output-format", "gitlab")[1])
+    assert issue["check_name"] == rule.code and issue["location"]["path"] == "src/bad.py"
+    assert issue["location"]["positions"]["begin"] == {"line": line, "column": column}
+
+    suites = ElementTree.fromstring(run_main(capsys, "check", "--output-format", "junit")[1])
+    case = suites.find("testsuite/testcase")
+    assert (case.get("classname"), case.get("name"), case.get("line")) == ("src/bad.py", f"fusionlint.{rule.code}", str(line))
+    assert suites.get("failures") == str(len(example.at))
+
+    rdjson = json.loads(run_main(capsys, "check", "--output-format", "rdjson")[1])
+    diagnostic = rdjson["diagnostics"][0]
+    assert diagnostic["location"]["path"] == "src/bad.py" and diagnostic["code"]["value"] == rule.code
+    assert diagnostic["location"]["range"]["start"] == {"line": line, "column": column}  # ASCII: bytes are characters
+    assert diagnostic["suggestions"] and diagnostic["code"]["url"] == rows[0]["url"]
 
     status, stats, _ = run_main(capsys, "check", "--statistics")
     assert status == 1 and stats.split("\t")[:2] == [f"{len(example.at):>5}", rule.code]
@@ -317,3 +337,123 @@ def test_extra_ops_from_the_config_reach_the_rules(tmp_path, capsys):
     (tmp_path / "pyproject.toml").write_text('[tool.fusionlint.extra-ops]\nelementwise = ["my_act"]\n')
     status, out, _ = run_main(capsys, "check", "-q", "--output-format", "concise")
     assert status == 1 and out.startswith("m.py:5:12: FL001")
+
+
+# ----------------------------------------------------------------------------- fixes in the reports
+
+
+def apply_json_edits(text: str, edits: list[dict]) -> str:
+    """Ruff-style edits applied as an editor would: 1-based rows and columns, exclusive ends."""
+    starts = [0]
+    for line in source_lines(text):
+        starts.append(starts[-1] + len(line))
+
+    def offset(position: dict) -> int:
+        return starts[position["row"] - 1] + position["column"] - 1
+
+    for edit in sorted(edits, key=lambda edit: offset(edit["location"]), reverse=True):
+        text = text[: offset(edit["location"])] + edit["content"] + text[offset(edit["end_location"]) :]
+    return text
+
+
+@pytest.mark.parametrize(("rule", "example"), FIXABLE, ids=lambda x: getattr(x, "code", ""))
+def test_json_fix_edits_applied_to_the_file_give_what_fix_writes(tmp_path, capsys, rule, example):
+    path = tmp_path / "bad.py"
+    path.write_text(example.bad)
+    rows = json.loads(run_main(capsys, "check", "--no-cache", "--select", rule.code, "--output-format", "json")[1])
+    assert all(row["fix"]["applicability"] == rule.fix_safety.value for row in rows)
+    assert all(row["url"].endswith(f"docs/rules.md#{rule.code.lower()}-{rule.name}") for row in rows)
+    edits = [edit for row in rows for edit in row["fix"]["edits"]]
+    run_main(capsys, "check", "--no-cache", "--select", rule.code, *fix_flags(rule))
+    assert apply_json_edits(example.bad, edits) == path.read_text() == example.fixed
+
+
+def test_fix_edits_hold_with_crlf_and_non_ascii_text_and_from_the_cache(tmp_path, capsys, bad):
+    rule, example = bad
+    path = tmp_path / "bad.py"
+    original = ("# caf\u00e9 \u4e2d\n" + example.bad).replace("\n", "\r\n")
+    path.write_bytes(original.encode())
+    flags = ("check", "--select", rule.code, "--output-format", "json")
+    cold = json.loads(run_main(capsys, *flags)[1])
+    warm = json.loads(run_main(capsys, *flags)[1])
+    assert warm == cold and cold[0]["fix"] is not None  # the cache keeps the edits
+    edits = [edit for row in cold for edit in row["fix"]["edits"]]
+    run_main(capsys, "check", "--no-cache", "--select", rule.code, *fix_flags(rule))
+    fixed = path.read_bytes().decode()
+    assert "\r\n" in fixed and apply_json_edits(original, edits) == fixed
+
+
+def test_notebook_fix_edits_count_inside_the_cell(tmp_path, capsys, bad):
+    rule, example = bad
+    code_cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                 "source": example.bad.splitlines(keepends=True)}  # fmt: skip
+    notebook = {
+        "cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# notes\n", "more"]}, code_cell],
+        "metadata": {"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }  # fmt: skip
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(notebook, indent=1))
+    rows = json.loads(run_main(capsys, "check", "--select", rule.code, "--output-format", "json")[1])
+    assert rows[0]["cell"] == 2 and rows[0]["line"] == example.at[0][0]
+    edits = [edit for row in rows for edit in row["fix"]["edits"]]
+    run_main(capsys, "check", "--no-cache", "--select", rule.code, *fix_flags(rule))
+    fixed_cell = "".join(json.loads(path.read_text())["cells"][1]["source"])
+    assert apply_json_edits(example.bad, edits) == fixed_cell == example.fixed
+
+
+def test_show_fixes_shows_the_fix_then_lists_what_fix_applied(tmp_path, capsys, bad):
+    rule, example = bad
+    path = tmp_path / "bad.py"
+    path.write_text(example.bad)
+    status, out, _ = run_main(capsys, "check", "--select", rule.code, "--show-fixes")
+    assert status == 1 and f"({rule.fix_safety.value} fix)" in out and "  = help: The fix " in out
+    removed = [line[4:] for line in out.splitlines() if line.startswith("  - ")]
+    assert removed and all(line in example.bad.splitlines() for line in removed)
+    added = [line[4:] for line in out.splitlines() if line.startswith("  + ")]
+    assert added and all(line in example.fixed.splitlines() for line in added)
+    status, out, _ = run_main(capsys, "check", "--select", rule.code, *fix_flags(rule), "--show-fixes")
+    count = len(example.at)
+    assert out.startswith(f"Fixed {count} error{'s' if count > 1 else ''}:\n- bad.py:\n    {count} \u00d7 {rule.code} ({rule.name})\n")
+    assert status == 0 and path.read_text() == example.fixed
+
+
+def test_exit_non_zero_on_fix_composes_with_output_file_show_fixes_and_verify(tmp_path, capsys):
+    rule, example = next((r, e) for r, e in FIXABLE if r.code == "FL007")  # FL007's first example is proven by --verify
+    path = tmp_path / "bad.py"
+    path.write_text(example.bad)
+    flags = ("check", "--select", rule.code, *fix_flags(rule), "--exit-non-zero-on-fix", "--show-fixes")
+    status, out, _ = run_main(capsys, *flags, "--verify", "--output-file", "report.txt")
+    assert (status, out) == (1, "") and path.read_text() == example.fixed
+    report = (tmp_path / "report.txt").read_text()
+    assert "Fixed 1 error:" in report and "Verified: 1 fix proven and applied" in report
+    assert run_main(capsys, *flags, "--output-format", "json", "--output-file", "report.json")[0] == 0  # nothing left
+    assert json.loads((tmp_path / "report.json").read_text()) == []
+
+
+def test_output_file_is_replaced_atomically_and_never_through_a_symlink(tmp_path, capsys, bad):
+    rule, example = bad
+    (tmp_path / "bad.py").write_text(example.bad)
+    report = tmp_path / "reports" / "fusionlint.sarif"
+    status, out, err = run_main(capsys, "check", "--output-format", "sarif", "--output-file", str(report))
+    assert (status, out, err) == (1, "", "")  # the same status, the report in the file only
+    assert json.loads(report.read_text())["runs"][0]["results"][0]["ruleId"] == rule.code
+    report.chmod(0o644)
+    inode = report.stat().st_ino
+    run_main(capsys, "check", "--output-format", "sarif", "--output-file", str(report))
+    assert report.stat().st_ino != inode and stat.S_IMODE(report.stat().st_mode) == 0o644  # replaced, mode kept
+    assert os.listdir(report.parent) == ["fusionlint.sarif"]  # no temporary file left
+
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    status, out, err = run_main(capsys, "check", *fix_flags(rule), "--output-format", "json", "--output-file", str(link))
+    assert status == 2 and "symlink" in err and out == ""
+    assert target.read_text() == "keep me" and link.is_symlink()
+    assert (tmp_path / "bad.py").read_text() == example.bad  # refused before anything was fixed
+    link.unlink()
+    link.symlink_to(tmp_path / "missing.json")  # a dangling link too
+    assert run_main(capsys, "check", "--output-file", str(link))[0] == 2 and not (tmp_path / "missing.json").exists()
+    status, _, err = run_main(capsys, "check", "--output-file", str(tmp_path))
+    assert status == 2 and "folder" in err

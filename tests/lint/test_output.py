@@ -3,20 +3,29 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import re
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
 
 from fusionlint.check import FileOutcome
-from fusionlint.model import Finding, FixMode, FixSafety
+from fusionlint.model import Finding, FixMode, FixSafety, LineEdit
 from fusionlint.output import (
     RuleDoc,
+    TextEdit,
+    fixed_summary,
     format_github,
+    format_gitlab,
     format_json,
+    format_json_lines,
+    format_junit,
+    format_rdjson,
     format_sarif,
     format_statistics,
     summary,
+    text_edits,
     write_text,
 )
 from fusionlint.sourcefile import SourceFile
@@ -89,14 +98,15 @@ def test_summaries():
 
 def test_json_fields():
     cell = Finding("FL002", "m", 1, 1, 1, 2, cell=3)
-    rows = json.loads(format_json([outcome(SAFE), outcome(cell, path="a/nb.ipynb")]))
+    rows = json.loads(format_json([outcome(SAFE), outcome(cell, path="a/nb.ipynb")], {}))
     assert rows[0] == {
         "path": "a/nb.ipynb", "cell": 3, "line": 1, "column": 1, "end_line": 1, "end_column": 2,
-        "code": "FL002", "message": "m", "fixable": False, "fix_safety": "none", "pays_in": [],
+        "code": "FL002", "message": "m", "fixable": False, "fix_safety": "none", "fix": None, "url": None,
+        "pays_in": [],
     }  # fmt: skip
     assert rows[1]["fixable"] is True and rows[1]["cell"] is None and rows[1]["end_column"] == 32
     paying = Finding("FL002", "m", 1, 1, 1, 2, pays_in=("fusionrt", "eager"))
-    assert json.loads(format_json([outcome(paying)]))[0]["pays_in"] == ["fusionrt", "eager"]
+    assert json.loads(format_json([outcome(paying)], {}))[0]["pays_in"] == ["fusionrt", "eager"]
 
 
 def test_where_a_finding_pays_is_shown_compactly(monkeypatch):
@@ -116,7 +126,7 @@ def test_github_annotations_escape_properties_and_data():
     odd = Finding("FL001", "50% slower,\nreally: yes", 2, 6, 2, 32)
     line = format_github([outcome(odd, path="dir,x/a:b.py")])
     assert line == (
-        "::warning file=dir%2Cx/a%3Ab.py,line=2,endLine=2,col=6,endColumn=32,title=fusionlint (FL001)"
+        "::error title=fusionlint (FL001),file=dir%2Cx/a%3Ab.py,line=2,col=6,endLine=2,endColumn=32"
         "::FL001 50%25 slower,%0Areally: yes\n"
     )
 
@@ -132,6 +142,7 @@ def test_sarif_has_what_code_scanning_needs(tmp_path):
     assert set(rule) >= {"id", "shortDescription", "fullDescription", "help"}
     first, second = run["results"]
     assert first["ruleId"] == "FL001" and first["message"]["text"] == "group the views"
+    assert first["level"] == "error"  # every finding fails the check
     location = first["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "src/m.py"
     assert location["region"] == {"startLine": 2, "startColumn": 6, "endLine": 2, "endColumn": 32}
@@ -178,7 +189,7 @@ def test_sarif_uris_are_percent_encoded(tmp_path, name, uri):
 
 def test_github_properties_escape_percent_and_line_breaks_in_paths():
     line = format_github([outcome(PLAIN, path="100%\r\nx.py")])
-    assert line.startswith("::warning file=100%25%0D%0Ax.py,line=3,") and line.count("\n") == 1
+    assert line.startswith("::error title=fusionlint (FL002),file=100%25%0D%0Ax.py,line=3,") and line.count("\n") == 1
 
 
 def test_an_unreadable_file_shows_no_source_line(tmp_path, capsys):
@@ -190,3 +201,194 @@ def test_an_unreadable_file_shows_no_source_line(tmp_path, capsys):
     assert main(["check", str(notebook), "--no-cache"]) == 1
     out = capsys.readouterr().out
     assert ": FL998 " in out and "xxxxx" not in out
+
+
+# ----------------------------------------------------------------------------- fixes, machine formats
+
+COPY = Finding("FL007", "a copy nothing needs", 3, 5, 3, 14, FixSafety.UNSAFE, edits=(LineEdit(3, 3, "y = x\n"),))
+RULE_DOCS = {
+    "FL007": RuleDoc("FL007", "redundant-copy", "copy", "Copies cost.", "# FL007\n", fix="The fix drops the copy.",
+                     documented=True),
+}  # fmt: skip
+
+
+def apply_text_edits(text: str, edits: list[TextEdit]) -> str:
+    """What an editor does with Ruff-style edits: rows and columns are 1-based, ends exclusive."""
+    lines = io.StringIO(text, newline="").readlines()
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(position: tuple[int, int]) -> int:
+        return starts[position[0] - 1] + position[1] - 1
+
+    for edit in sorted(edits, key=lambda edit: offset(edit.start), reverse=True):
+        text = text[: offset(edit.start)] + edit.content + text[offset(edit.end) :]
+    return text
+
+
+def replace_lines(text: str, edit: LineEdit) -> str:
+    lines = io.StringIO(text, newline="").readlines()
+    lines[edit.start - 1 : edit.end] = [edit.text]
+    return "".join(lines)
+
+
+def test_a_fix_is_narrowed_to_what_it_changes_cut_between_words():
+    (edit,) = text_edits(SOURCE, COPY.edits)
+    assert edit == TextEdit("", (3, 6), (3, 14))  # `.clone()` goes
+    fused = LineEdit(2, 2, "t4 = torch.addmm(t3, t1, t2) * 2\n")
+    (edit,) = text_edits(SOURCE, (fused,))
+    assert edit == TextEdit("torch.addmm(t3, t1, t2) * 2", (2, 6), (2, 50))  # not "orch.addmm(..."
+    crlf = SOURCE.replace("\n", "\r\n")
+    joined = LineEdit(2, 3, "t4 = 1\r\n")
+    (edit,) = text_edits(crlf, (joined,))
+    assert apply_text_edits(crlf, [edit]) == replace_lines(crlf, joined)
+
+
+def test_narrowed_edits_reproduce_whole_line_edits_on_random_texts():
+    rng = random.Random()
+    seed = rng.randrange(2**32)
+    rng.seed(seed)
+    words = ["x", "y_1", "é", "torch", "(", ")", " ", ".", "+", "中", "=", "\t"]
+    for _ in range(300):
+        newline = rng.choice(["\n", "\r\n", "\r"])
+        lines = ["".join(rng.choices(words, k=rng.randrange(0, 8))) + newline for _ in range(rng.randrange(1, 6))]
+        text = "".join(lines)
+        start = rng.randrange(1, len(lines) + 1)
+        end = rng.randrange(start, len(lines) + 1)
+        kept = "".join(lines[start - 1 : end])
+        other = "".join(rng.choices(words, k=5)) + newline
+        endings = kept.replace(newline, rng.choice(["\n", "\r\n", "\r"]))  # a fix may change line endings
+        replacement = "".join(rng.choice([kept, "", other, endings]) for _ in range(2))
+        line_edit = LineEdit(start, end, replacement)
+        assert apply_text_edits(text, text_edits(text, (line_edit,))) == replace_lines(text, line_edit), seed
+
+
+def test_json_carries_the_fix_in_ruffs_shape_and_the_rule_url():
+    (row,) = json.loads(format_json([outcome(COPY)], RULE_DOCS))
+    assert row["fix"] == {
+        "applicability": "unsafe",
+        "message": "The fix drops the copy.",
+        "edits": [{"content": "", "location": {"row": 3, "column": 6}, "end_location": {"row": 3, "column": 14}}],
+    }
+    assert row["url"] == "https://github.com/fusionlint/fusionlint/blob/main/docs/rules.md#fl007-redundant-copy"
+    (row,) = json.loads(format_json([outcome(PLAIN)], RULE_DOCS))
+    assert row["fix"] is None and row["url"] is None  # FL002 has no doc here
+
+
+def test_json_lines_hold_the_same_objects_one_per_line():
+    outcomes = [outcome(COPY, SAFE), outcome(PLAIN, path="a.py")]
+    lines = format_json_lines(outcomes, RULE_DOCS).splitlines()
+    assert [json.loads(line) for line in lines] == json.loads(format_json(outcomes, RULE_DOCS))
+    assert len(lines) == 3 and format_json_lines([outcome()], RULE_DOCS) == ""
+
+
+def test_gitlab_code_quality_report(tmp_path):
+    path = tmp_path / "src" / "m.py"
+    twice = Finding("FL001", "group the views", 2, 6, 2, 32)
+    issues = json.loads(format_gitlab([outcome(SAFE, twice, COPY, path=str(path))], root=tmp_path))
+    assert [issue["check_name"] for issue in issues] == ["FL001", "FL001", "FL007"]
+    for issue in issues:
+        assert issue["severity"] == "major" and re.fullmatch(r"[0-9a-f]{32}", issue["fingerprint"])
+        assert issue["location"]["path"] == "src/m.py"
+    assert issues[2]["location"]["positions"] == {"begin": {"line": 3, "column": 5}, "end": {"line": 3, "column": 14}}
+    assert issues[2]["description"] == "FL007 a copy nothing needs"
+    assert len({issue["fingerprint"] for issue in issues}) == 3  # the same line twice: still unique
+    moved = Finding("FL007", "a copy nothing needs", 4, 5, 4, 14, FixSafety.UNSAFE)
+    later = json.loads(format_gitlab([outcome(moved, path=str(path), text="\n" + SOURCE)], root=tmp_path))
+    assert later[0]["fingerprint"] == issues[2]["fingerprint"]  # a line added above keeps the issue's identity
+
+
+def test_junit_report_parses_as_xml():
+    document = ElementTree.fromstring(format_junit([outcome(SAFE, COPY), outcome(PLAIN, path="a.py")]))
+    assert document.tag == "testsuites" and document.get("tests") == "3" and document.get("failures") == "3"
+    suites = {suite.get("name"): suite for suite in document.iter("testsuite")}
+    assert set(suites) == {"a.py", "src/m.py"} and suites["src/m.py"].get("failures") == "2"
+    case = suites["src/m.py"].findall("testcase")[1]
+    assert case.get("name") == "fusionlint.FL007" and case.get("classname") == "src/m.py" and case.get("line") == "3"
+    failure = case.find("failure")
+    assert failure.get("message") == "a copy nothing needs" and failure.text == "line 3, col 5, FL007 a copy nothing needs"
+    clean = ElementTree.fromstring(format_junit([outcome()]))
+    assert clean.get("failures") == "0" and clean.find("testsuite/testcase").get("name") == "No errors found"
+    odd = Finding("FL001", 'a <b> & "c"', 1, 1, 1, 2)
+    assert ElementTree.fromstring(format_junit([outcome(odd)])).find(".//failure").get("message") == 'a <b> & "c"'
+
+
+POSITION = {"type": "object", "properties": {"line": {"type": "integer", "minimum": 1},
+                                             "column": {"type": "integer", "minimum": 1}}}  # fmt: skip
+RANGE = {"type": "object", "required": ["start"], "properties": {"start": POSITION, "end": POSITION}}
+# reviewdog's DiagnosticResult (proto/rdf/reviewdog.proto), written as a JSON schema
+RDJSON_SCHEMA = {
+    "type": "object",
+    "required": ["diagnostics"],
+    "properties": {
+        "source": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "url": {"type": "string"}}},
+        "severity": {"enum": ["UNKNOWN_SEVERITY", "ERROR", "WARNING", "INFO"]},
+        "diagnostics": {"type": "array", "items": {
+            "type": "object",
+            "required": ["message", "location"],
+            "additionalProperties": False,
+            "properties": {
+                "message": {"type": "string"},
+                "location": {"type": "object", "required": ["path"], "additionalProperties": False,
+                             "properties": {"path": {"type": "string"}, "range": RANGE}},
+                "severity": {"enum": ["UNKNOWN_SEVERITY", "ERROR", "WARNING", "INFO"]},
+                "code": {"type": "object", "required": ["value"], "additionalProperties": False,
+                         "properties": {"value": {"type": "string"}, "url": {"type": "string"}}},
+                "suggestions": {"type": "array", "items": {
+                    "type": "object", "required": ["range", "text"], "additionalProperties": False,
+                    "properties": {"range": RANGE, "text": {"type": "string"}}}},
+            },
+        }},
+    },
+}  # fmt: skip
+
+
+def test_rdjson_follows_reviewdogs_format_with_utf8_byte_columns():
+    jsonschema = pytest.importorskip("jsonschema")
+    text = "import torch\ny = 'é中' + x.clone()\n"
+    copy = Finding("FL007", "a copy nothing needs", 2, 12, 2, 21, FixSafety.UNSAFE, edits=(LineEdit(2, 2, "y = 'é中' + x\n"),))
+    in_cell = Finding("FL007", "a copy nothing needs", 2, 12, 2, 21, FixSafety.UNSAFE, cell=2, edits=copy.edits)
+    document = json.loads(format_rdjson([outcome(copy, text=text), outcome(in_cell, path="nb.ipynb", text="{}")], RULE_DOCS))
+    jsonschema.validate(document, RDJSON_SCHEMA)
+    second, first = document["diagnostics"]  # sorted by path: nb.ipynb, src/m.py
+    assert first["severity"] == "ERROR" and first["code"]["url"].endswith("#fl007-redundant-copy")
+    # `x` is character 12 and byte 15 ('é' is 2 bytes, '中' 3)
+    assert first["location"]["range"] == {"start": {"line": 2, "column": 15}, "end": {"line": 2, "column": 24}}
+    assert first["suggestions"] == [{"range": {"start": {"line": 2, "column": 16}, "end": {"line": 2, "column": 24}}, "text": ""}]
+    line = text.splitlines()[1].encode()
+    assert line[15 - 1 : 24 - 1] == b"x.clone()" and line[16 - 1 : 24 - 1] == b".clone()"
+    assert "suggestions" not in second and second["message"].startswith("cell 2: ")  # cell lines are not the file's
+
+
+def test_show_fixes_prints_each_fix_as_a_diff_and_lists_the_fixes_applied():
+    stream = io.StringIO()
+    write_text([outcome(COPY)], stream, unsafe_hint=False, show_source=True, fixes=RULE_DOCS)
+    assert stream.getvalue().splitlines()[4:7] == [
+        "  = help: The fix drops the copy. (unsafe fix)",
+        "  - y = x.clone()",
+        "  + y = x",
+    ]
+    fixed = outcome(PLAIN)
+    fixed.fixed = (COPY, COPY, SAFE)
+    assert fixed_summary([fixed, outcome(PLAIN, path="b.py")], RULE_DOCS) == (
+        "Fixed 3 errors:\n- src/m.py:\n    1 \u00d7 FL001\n    2 \u00d7 FL007 (redundant-copy)\n\n"
+    )
+    assert fixed_summary([outcome(PLAIN)], RULE_DOCS) == ""
+
+
+def github_anchor(heading: str) -> str:
+    """The fragment GitHub gives a markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_rule_urls_point_at_their_section_of_docs_rules_md():
+    from fusionlint.cli import _rule_docs
+
+    page = (Path(__file__).parents[2] / "docs" / "rules.md").read_text(encoding="utf-8")
+    anchors = {github_anchor(line[3:]) for line in page.splitlines() if line.startswith("## ")}
+    documented = [doc for doc in _rule_docs() if doc.url is not None]
+    assert len(documented) >= 13
+    for doc in documented:
+        page_url, anchor = doc.url.split("#")
+        assert page_url.endswith("/blob/main/docs/rules.md") and anchor in anchors, doc.code
