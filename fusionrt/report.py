@@ -13,7 +13,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from html import escape
 from typing import Any
 
@@ -197,6 +197,27 @@ class Report:
     @classmethod
     def from_json(cls, text: str) -> Report:
         return cls.from_dict(json.loads(text))
+
+    def to_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+        """Write the kernels and writes on a timeline that Perfetto and chrome://tracing open; the
+        widths are bytes moved, not times (see ``fusionrt.trace``)."""
+        from .trace import chrome_trace
+
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(chrome_trace(self), file)
+
+    def to_dataframe(self, records: str = "kernels") -> Any:
+        """A pandas DataFrame with one row per record of one kind: ``kernels`` (the default),
+        ``writes``, ``fallbacks`` or ``flushes``; columns are the records' fields."""
+        tables = {"kernels": (KernelRecord, self.kernel_records), "writes": (Write, self.materialized),
+                  "fallbacks": (Fallback, self.fallbacks), "flushes": (Flush, self.flushes)}
+        _check_choice("record kind", records, tuple(tables))
+        try:
+            import pandas
+        except ImportError as exc:
+            raise ImportError("Report.to_dataframe needs pandas: pip install pandas") from exc
+        kind, rows = tables[records]
+        return pandas.DataFrame([asdict(r) for r in rows], columns=[f.name for f in fields(kind)])
 
     # -- rendering -----------------------------------------------------------------------------
 

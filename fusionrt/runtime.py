@@ -14,6 +14,7 @@ import torch
 
 from .executors import Executor, get_executor, require
 from .graph import Leaf, Node
+from .kernel_sources import for_planned
 from .plan import Plan, writes_of
 from .report import KernelRecord, Write
 from .steps import build_steps, scratch
@@ -71,7 +72,10 @@ class Runner:
         """Resolve every kernel's inputs and destinations (home tensors, or scratch laid out
         like them); nothing runs until the result is called."""
         run = _FirstRun(leaves, self._executor)
-        bound = [step.bind(run) for step in build_steps(plan)]
+        bound = []
+        for planned, step in zip(plan.kernels, build_steps(plan)):
+            with for_planned(planned):  # the kernels it loads are logged and dumped as its own
+                bound.append(step.bind(run))
         return BoundPlan([call for call, _ in bound], [sum(_distinct_bytes(t) for t in read) for _, read in bound])
 
 

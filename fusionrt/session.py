@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 
 import torch
 
-from . import boundary, schedule
+from . import boundary, log, schedule
 from .capture import BINDING, DispatchCapture, SavedForBackward, SyncCapture, _flat
 from .graph import IndexMap, Leaf, Node, Use, View
 from .plan import Flags
@@ -361,6 +361,7 @@ class Session:
         report.flushes.append(Flush(reason, source, len(nodes)))
         report.kernel_records.extend(records)
         report.materialized.extend(writes)
+        log.flush_ran(index, report.flushes[-1], records, writes)
 
     def _roots(self, tensors: Sequence[Any]) -> frozenset[Node]:
         out = set()

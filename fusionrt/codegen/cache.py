@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import kernel_sources
 from ..bounded import LRUCache
 
 _GENERATOR_FILES = ("lowering.py", "emit.py", "layout.py", "pointwise.py", "reduction.py", "cache.py")
@@ -87,14 +88,15 @@ class KernelCache:
             self.stats.memory_hits += 1
             return loaded
         with self._lock:
-            source, origin = self._source(key, generate)
+            source, origin, generated = self._source(key, generate)
             fn = _load(source, origin, name, interpret)
             self._loaded.put((key, interpret), fn)
+            kernel_sources.loaded(source, name, origin, generated)
             return fn
 
-    def _source(self, key: Hashable, generate: Callable[[], str]) -> tuple[bytes, str]:
-        """The module's source and where it comes from: a trusted file of the folder, or new
-        source, stored there when the folder can be written."""
+    def _source(self, key: Hashable, generate: Callable[[], str]) -> tuple[bytes, str, bool]:
+        """The module's source, where it comes from (a trusted file of the folder, or new
+        source, stored there when the folder can be written) and whether it is new."""
         prefix = "k" + _digest(repr((self._fingerprint, key)).encode()) + "-"
         try:
             names = [n for n in os.listdir(self.directory) if n.startswith(prefix) and n.endswith(".py")]
@@ -104,7 +106,7 @@ class KernelCache:
             data = _read_own_file(self.directory / name)
             if data is not None and name == f"{prefix}{_digest(data)}.py":
                 self.stats.disk_hits += 1
-                return data, str(self.directory / name)
+                return data, str(self.directory / name), False
             self.stats.rejected += 1
         source = generate().encode()
         self.stats.generated += 1
@@ -113,12 +115,12 @@ class KernelCache:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 write_atomic(path, source)
-                return source, str(path)
+                return source, str(path), True
             except OSError as exc:
                 self._writable = False
                 warnings.warn(f"fusionrt: cannot write the kernel cache {self.directory} ({exc}); "
                               "generated kernels stay in memory", RuntimeWarning)
-        return source, f"<memory>/{path.name}"
+        return source, f"<memory>/{path.name}", True
 
 
 def _read_own_file(path: Path) -> bytes | None:
