@@ -1,4 +1,5 @@
-"""``fusionrt run SCRIPT [ARGS...]``: run a script under the lazy backend and print its report.
+"""``fusionrt run SCRIPT [ARGS...]``: run a script under the lazy backend and print its report
+(``fusionrt run -m MODULE [ARGS...]`` runs a module, as ``python -m`` does).
 ``fusionrt compare SCRIPT [ARGS...]``: run it as it is and as ``fusionlint check --fix
 --unsafe-fixes`` would rewrite it, and print both reports side by side.
 
@@ -12,13 +13,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import importlib.util
 import io
-import random
 import os
+import random
+import runpy
 import sys
 import traceback
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TextIO
@@ -48,31 +51,89 @@ def run_script(script: str, args: Sequence[str], policy: str, executor: str,
     if source is None:
         with io.open_code(path) as file:  # an unreadable script fails here, before anything changes
             source = file.read()
-    end = source.count(b"\n") + (not source.endswith(b"\n"))
-    session = lazy(policy=policy, executor=executor)
     main_module = types.ModuleType("__main__")
     main_module.__file__ = path
     main_module.__cached__ = None
-    saved_argv, saved_path, saved_main = sys.argv, sys.path[:], sys.modules["__main__"]
-    sys.argv = [script, *args]
-    sys.path.insert(0, os.path.dirname(path))
-    sys.modules["__main__"] = main_module
-    code, error = 0, None
+    saved_main = sys.modules["__main__"]
+
+    def execute() -> None:
+        sys.modules["__main__"] = main_module
+        exec(compile(source, path, "exec"), main_module.__dict__)
+
+    try:
+        return _run_lazily(execute, path, _line_count(source), [script, *args], os.path.dirname(path),
+                           policy, executor)
+    finally:
+        sys.modules["__main__"] = saved_main
+
+
+def run_module(module: str, args: Sequence[str], policy: str, executor: str) -> tuple[Report, int]:
+    """Run ``module`` under ``fusionrt.lazy`` as ``python -m MODULE ARGS`` runs it (runpy, the
+    current folder first on ``sys.path``, ``sys.argv[0]`` the module's file); the report covers
+    what ran even when it raised. Raises ImportError when there is no such module to run.
+
+    Its globals stay alive until the lazy block has ended: runpy returns them when the module
+    ends, and an exception's traceback holds them when it raises.
+    """
+    sys.path.insert(0, os.getcwd())
+    try:
+        path = _module_file(module)
+    finally:
+        del sys.path[0]
+    with io.open_code(path) as file:
+        end = _line_count(file.read())
+    module_globals = []
+
+    def execute() -> None:
+        module_globals.append(runpy.run_module(module, run_name="__main__", alter_sys=True))
+
+    return _run_lazily(execute, path, end, [module, *args], os.getcwd(), policy, executor)
+
+
+def _module_file(module: str) -> str:
+    """The file ``python -m module`` would run (a package's ``__main__``), found as runpy finds it."""
+    spec = importlib.util.find_spec(module)
+    if spec is not None and spec.submodule_search_locations is not None:  # a package
+        spec = importlib.util.find_spec(module + ".__main__")
+        if spec is None:
+            raise ImportError(f"{module!r} is a package and cannot be run: it has no __main__ module")
+    if spec is None or not spec.has_location or spec.origin is None:
+        raise ImportError(f"No module named {module!r}")
+    return spec.origin
+
+
+def _line_count(source: bytes) -> int:
+    return source.count(b"\n") + (not source.endswith(b"\n"))
+
+
+def _run_lazily(execute: Callable[[], None], path: str, end: int, argv: list[str], path0: str,
+                policy: str, executor: str) -> tuple[Report, int]:
+    """Call ``execute`` (which runs the code of file ``path``) in a lazy block, with ``argv`` and
+    ``path0`` first on ``sys.path``, as the interpreter would run it; returns the report and the
+    exit code ``python`` would give (the traceback printed from the file's first frame on).
+
+    The block ends where the code did (a raising line, a ``sys.exit()``, or ``path``'s line
+    ``end``): left to the context's exit, the flush would name the launcher's line as its source.
+    """
+    session = lazy(policy=policy, executor=executor)
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    sys.argv = argv
+    sys.path.insert(0, path0)
+    code, error, exited = 0, None, None
     try:
         with session:
             try:
-                exec(compile(source, path, "exec"), main_module.__dict__)
+                execute()
             except SystemExit as exit_:  # a script's sys.exit() is a normal end of the run
-                code, end = _exit_code(exit_), _script_line(exit_, path, end)
+                # kept: its traceback keeps the code's globals alive until the flush
+                exited, code, end = exit_, _exit_code(exit_), _script_line(exit_, path, end)
             except Exception as exc:
                 error, end = exc, _script_line(exc, path, end)
-            # The block ends where the script did; left to the context's exit, the flush would
-            # name the launcher's line as its source.
             session.flush("exit", f"{path}:{end}")
     except Exception as exc:  # planning or running the last kernels failed
         error = error or exc
     finally:
-        sys.argv, sys.path[:], sys.modules["__main__"] = saved_argv, saved_path, saved_main
+        sys.argv, sys.path[:] = saved_argv, saved_path
     if error is not None:
         sys.stdout.flush()
         traceback.print_exception(type(error), error, _from_script(error, path))
@@ -134,13 +195,27 @@ def _missing(script: str) -> bool:
 
 
 def _run(options: argparse.Namespace) -> int:
-    if _missing(options.script):
-        return 2
-    try:
-        report, code = run_script(options.script, options.args, options.policy, options.executor)
-    except OSError as exc:
-        print(f"fusionrt: error: cannot read script {options.script!r}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+    if options.module is not None:
+        if not options.module:
+            print("fusionrt: error: -m needs a module name", file=sys.stderr)
+            return 2
+        module, *args = options.module
+        try:
+            report, code = run_module(module, args, options.policy, options.executor)
+        except ImportError as exc:
+            print(f"fusionrt: error: {exc}", file=sys.stderr)
+            return 2
+    else:
+        if options.script is None:
+            print("fusionrt: error: run needs SCRIPT or -m MODULE", file=sys.stderr)
+            return 2
+        if _missing(options.script):
+            return 2
+        try:
+            report, code = run_script(options.script, options.args, options.policy, options.executor)
+        except OSError as exc:
+            print(f"fusionrt: error: cannot read script {options.script!r}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     print_rendered(report.details() if options.details else report)
     if options.json:
         try:
@@ -214,9 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fusionrt {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = commands.add_parser(
-        "run", help="run a Python script under the lazy backend and print the report",
-        description="Run SCRIPT with ARGS (like `python -m cProfile`) under fusionrt.lazy and print the report. "
-        "Options go before SCRIPT; everything after it is passed to the script.",
+        "run", help="run a Python script (or -m MODULE) under the lazy backend and print the report",
+        description="Run SCRIPT with ARGS (like `python -m cProfile`), or a module with -m MODULE ARGS (like "
+        "`python -m`), under fusionrt.lazy and print the report. Options go before SCRIPT or -m; everything after "
+        "it is passed to the script or module.",
+        usage="fusionrt run [options] (SCRIPT | -m MODULE) [ARGS ...]",
     )
     run.add_argument("--executor", choices=EXECUTORS, default="auto",
                      help="how planned kernels run (default: auto = triton with CUDA, else reference)")
@@ -225,7 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--details", action="store_true",
                      help="list every write, kernel, fallback and flush (default: a summary grouped by line and "
                      "reason)")
-    run.add_argument("script", metavar="SCRIPT")
+    run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
+                     help="MODULE [ARGS ...]: run a module as `python -m` does (in place of SCRIPT)")
+    run.add_argument("script", nargs="?", metavar="SCRIPT")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     run.set_defaults(handler=_run)
     cmp = commands.add_parser(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fusionrt.cli import main, run_script
+from fusionrt.cli import main, run_module, run_script
 from fusionrt.report import SCHEMA_VERSION
 
 # relu(x*2)+1 on random inputs; the checksum is printed so the test can compare with eager.
@@ -214,3 +214,58 @@ def test_version_is_the_package_version(capsys):
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"fusionrt {fusionlint.__version__}"
+
+
+def test_run_m_runs_a_module_like_python_m(tmp_path):
+    write_script(tmp_path, RELU_SCRIPT, name="relu_module.py")
+    result = run_cli("run", "--executor", "reference", "-m", "relu_module", "11", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout.split("checksum ")[1].split()[0]) == pytest.approx(eager_checksum(11), rel=1e-9)
+    assert "fusionrt report (policy stream, executor reference)" in result.stdout
+    assert "relu_module.py:5" in result.stdout  # the line that made y, kept alive by a module global
+
+
+def test_run_module_sees_python_m_semantics(tmp_path, monkeypatch):
+    """A package's __main__, run with its arguments, from the current folder, exiting with a code."""
+    package = tmp_path / "fusionrt_cli_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 6\n")
+    (package / "__main__.py").write_text(textwrap.dedent("""\
+        import json, sys
+        import torch
+        from . import VALUE
+        with open(sys.argv[1], "w") as out:
+            json.dump({"argv": sys.argv, "name": __name__, "package": __package__, "path0": sys.path[0]}, out)
+        t = torch.rand(4, 6) * 3
+        sys.exit(VALUE)
+    """))
+    monkeypatch.chdir(tmp_path)
+    saved = sys.argv[:], sys.path[:], sys.modules["__main__"]
+    try:
+        report, code = run_module("fusionrt_cli_probe", ["seen.json", "--flag"], "stream", "reference")
+    finally:
+        sys.modules.pop("fusionrt_cli_probe", None)
+    assert code == 6
+    main_file = str(package / "__main__.py")
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen == {"argv": [main_file, "seen.json", "--flag"], "name": "__main__",
+                    "package": "fusionrt_cli_probe", "path0": str(tmp_path)}
+    assert (sys.argv, sys.path, sys.modules["__main__"]) == saved
+    # the module's globals outlive its sys.exit(): t is written as alive, at the flush that line caused
+    assert [(w.source, w.reason) for w in report.materialized] == [(f"{main_file}:6", "alive")]
+    assert [(f.reason, f.source) for f in report.flushes] == [("exit", f"{main_file}:7")]
+
+
+def test_run_m_usage_errors(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plain_package").mkdir()
+    (tmp_path / "plain_package" / "__init__.py").write_text("")
+    try:
+        for argv, message in ((["run", "-m", "no_such_module_here"], "No module named 'no_such_module_here'"),
+                              (["run", "-m", "plain_package"], "'plain_package' is a package and cannot be run"),
+                              (["run", "-m"], "-m needs a module name"),
+                              (["run"], "run needs SCRIPT or -m MODULE")):
+            assert main(argv) == 2
+            assert message in capsys.readouterr().err
+    finally:
+        sys.modules.pop("plain_package", None)
