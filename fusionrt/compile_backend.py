@@ -297,7 +297,8 @@ class _Captured:
         in_place = {a.untyped_storage().data_ptr() for i, a in enumerate(inputs)
                     if isinstance(a, torch.Tensor) and i not in copied}
         self.results = HeldResults([o for o, copy in zip(outputs, self.copy_out)
-                                    if not copy and o.untyped_storage().data_ptr() not in in_place])
+                                    if not copy and isinstance(o, torch.Tensor)
+                                    and o.untyped_storage().data_ptr() not in in_place])
         self.lock = threading.Lock()
 
     @classmethod
