@@ -101,6 +101,8 @@ class _Collector(Walker):
             tensor = scope.typing.param_is_tensor(annotation, param.default, forward)
             group = scope.params if tensor else scope.typed if tensor is not None else scope.untyped
             group.add(param.name.value)
+            if tensor is False and scope.typing.is_tensor_sequence_annotation(annotation):
+                scope.typing.tensor_lists.add(param.name.value)
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         self.lambdas += 1

@@ -12,7 +12,7 @@ from fusionlint.analysis.facts import ModuleFacts
 from fusionlint.analysis.nodes import names_of
 from fusionlint.analysis.tensors import TORCH_OP_MODULES, Typing
 from fusionlint.analysis.views import cst_view
-from fusionlint.ops import COMPUTE, VIEW, VIEW_ATTRIBUTES, OpTables
+from fusionlint.ops import COMPUTE, NN_MODULE_OPS, VIEW, VIEW_ATTRIBUTES, OpTables
 
 @dataclass(eq=False)
 class Block:
@@ -125,6 +125,19 @@ class Scope:
             return None
         first = node.args[0].value if node.args and node.args[0].keyword is None and not node.args[0].star else None
         return name, self.ops.op_class(name), first
+
+    def module_op(self, call: cst.CSTNode) -> tuple[str, str | None, cst.BaseExpression | None] | None:
+        """``self.softmax(x)`` where ``self.softmax = nn.Softmax(...)``: (the op the module runs,
+        its class, its input), as ``op`` gives them for ``torch.softmax(x)``; else None."""
+        if self.class_name is None or not isinstance(call, cst.Call):
+            return None
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return None
+        if not call.args or call.args[0].keyword is not None or call.args[0].star:
+            return None
+        name = NN_MODULE_OPS.get(self.facts.nn_class(self.class_name, func.attr.value) or "")
+        return (name, self.ops.op_class(name), call.args[0].value) if name else None
 
     def is_tensor(self, expr: cst.BaseExpression) -> bool:
         return self.typing.is_tensor(expr)

@@ -33,6 +33,11 @@ _TENSOR_ONLY_METHODS = frozenset(
 _NUMPY_METHODS = frozenset({"transpose", "view"})
 _DIM_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "softmax", "log_softmax", "norm", "std", "var"})
 _UNION_TYPES = ("Optional", "Union", "typing.Optional", "typing.Union")
+# Annotations of containers whose iteration yields their element type: ``list[Tensor]``.
+_SEQUENCE_TYPES = frozenset(
+    f"{prefix}{name}" for prefix in ("", "typing.", "collections.abc.")
+    for name in ("list", "List", "tuple", "Tuple", "Sequence", "Iterable", "Iterator", "MutableSequence")
+)
 _CONTAINERS = ("list", "dict", "sequential")
 
 
@@ -49,6 +54,7 @@ class Typing:
         self.class_name = class_name
         self.tensors: set[str] = set()
         self.modules: set[str] = set()  # local names bound to an nn.Module (``for blk in self.blocks``)
+        self.tensor_lists: set[str] = set()  # parameters annotated ``list[Tensor]`` and the like
 
     def torch_name(self, expr: object) -> str | None:
         dotted = dotted_path(self.view, expr)
@@ -97,6 +103,8 @@ class Typing:
             return callee[2] not in _NON_TENSOR_METHODS
         if self.is_module(func):
             return self._module_returns_tensor(func)
+        if callee[0] == ATTR and self.is_module(callee[1]):
+            return self._method_returns_tensor(callee[1], callee[2])
         attr = self._self_attr(callee)
         if attr is not None:
             return returns_tensor(self.facts, self.class_name, attr)
@@ -139,6 +147,14 @@ class Typing:
             return True
         return returns_tensor(self.facts, kind, "forward")
 
+    def _method_returns_tensor(self, module: object, method: str) -> bool:
+        """``self.altup.predict(x)``: a method of a same-file module class that returns tensors."""
+        attr = self._self_attr(self.view(module))
+        kind = self.facts.module_attr(self.class_name, attr) if attr is not None else None
+        return kind not in (None, *_CONTAINERS, "nn") and self.facts.has_method(kind, method) and returns_tensor(
+            self.facts, kind, method
+        )
+
     def loop_modules(self, target: object, iterable: object) -> Iterator[str]:
         """Names a ``for`` binds to modules: ``blk`` in ``for blk in self.blocks`` or
         ``for i, blk in enumerate(self.blocks)``."""
@@ -162,6 +178,20 @@ class Typing:
             return self.is_tensor_annotation(view[1]) or self.is_tensor_annotation(view[2])
         dotted = dotted_path(self.view, annotation)
         return dotted is not None and self._is_tensor_type(dotted)
+
+    def is_tensor_sequence_annotation(self, annotation: object) -> bool:
+        """``list[Tensor]``, ``Sequence[torch.Tensor]``, ``tuple[Tensor, ...]`` (also in ``Optional``)."""
+        view = self.view(annotation)
+        if view[0] == STRING:
+            return False
+        if view[0] == BINOP and view[3] == "|":
+            return self.is_tensor_sequence_annotation(view[1]) or self.is_tensor_sequence_annotation(view[2])
+        if view[0] != SUBSCRIPT:
+            return False
+        base = dotted_path(self.view, view[1])
+        if base in _UNION_TYPES:
+            return any(self.is_tensor_sequence_annotation(el) for el in view[2])
+        return base in _SEQUENCE_TYPES and any(self.is_tensor_annotation(el) for el in view[2])
 
     def _is_tensor_type(self, dotted: str) -> bool:
         canonical = self.facts.canonical(dotted)
@@ -211,8 +241,9 @@ class Typing:
         for target, iterable in loops:
             self.modules.update(self.loop_modules(target, iterable))
         pending = list(assignments)
+        pending_loops = list(loops)
         changed = True
-        while changed and pending:
+        while changed and (pending or pending_loops):
             changed = False
             rest = []
             for target, value in pending:
@@ -224,6 +255,35 @@ class Typing:
                 else:
                     rest.append((target, value))
             pending = rest
+            rest_loops = []
+            for target, iterable in pending_loops:
+                names = self._loop_tensors(target, iterable)
+                if names:
+                    self.tensors |= names
+                    changed = True
+                else:
+                    rest_loops.append((target, iterable))
+            pending_loops = rest_loops
+
+    def _loop_tensors(self, target: object, iterable: object) -> set[str]:
+        """Names a ``for`` binds to tensors: ``row`` in ``for row in x`` over a tensor or a
+        ``list[Tensor]`` parameter, through ``enumerate`` and ``zip``."""
+        bound, source = self.view(target), self.view(iterable)
+        if source[0] == CALL and source[2]:
+            func = dotted_path(self.view, source[1])
+            if func == "enumerate" and len(source[2]) == 1:
+                if bound[0] == SEQ and len(bound[1]) == 2 == bound[2]:
+                    return self._loop_tensors(bound[1][1], source[2][0])
+                return set()
+            if func == "zip":
+                if bound[0] == SEQ and len(bound[1]) == len(source[2]) == bound[2]:
+                    return {n for t, it in zip(bound[1], source[2]) for n in self._loop_tensors(t, it)}
+                return set()
+        if bound[0] != NAME:
+            return set()
+        if self.is_tensor(iterable) or (source[0] == NAME and source[1] in self.tensor_lists):
+            return {bound[1]}
+        return set()
 
     def _tensor_targets(self, target: object, value: object) -> set[str]:
         bound = self.view(target)
@@ -285,6 +345,8 @@ def _function_returns_tensor(facts: ModuleFacts, function: ast.FunctionDef | ast
             typing.tensors.add(param.arg)
         elif tensor is not None:
             typed.add(param.arg)
+            if typing.is_tensor_sequence_annotation(param.annotation):
+                typing.tensor_lists.add(param.arg)
     typing.tensors |= {name for expr in body.uses for name in typing.used_as_tensor(expr)} - typed
     typing.resolve(body.assignments, body.loops)
     return any(typing.is_tensor(value) for value in body.returns)

@@ -609,7 +609,7 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True,
         if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is None:
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
                 return False
-            op = scope.op(after)
+            op = scope.op(after) or scope.module_op(after)
             if op is None or op[0].endswith("_"):
                 return False
             if not strided and op[0] in _NEEDS_CONTIGUOUS:

@@ -19,7 +19,7 @@ from fusionlint.analysis import (
     Scope, Site, StatementRef, ancestors, children, names_of, reaching_assignment, reaching_value,
 )
 from fusionlint.model import FUSIONRT, FixSafety
-from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, NN_MODULE_OPS, VIEW, OpTables
+from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _PERMUTING_VIEWS = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
@@ -501,7 +501,7 @@ def _feeds_fused_work(scope: Scope, ref: StatementRef, node: cst.CSTNode, follow
             call = path[i + 1] if i + 1 < len(path) else None  # the call this method or argument belongs to
             if not isinstance(call, cst.Call) or (isinstance(parent, cst.Attribute) and call.func is not parent):
                 return False
-            op = scope.op(call) or _module_op(scope, call)
+            op = scope.op(call) or scope.module_op(call)
             if op is None or not (_elementwise_work(scope, call, op[0]) or op[1] == VIEW or op[0] in FUSED_REDUCTIONS):
                 return False
             if op[1] != VIEW:
@@ -524,17 +524,6 @@ def _feeds_fused_work(scope: Scope, ref: StatementRef, node: cst.CSTNode, follow
         current = parent
         i += 1
     return False
-
-
-def _module_op(scope: Scope, call: cst.Call) -> tuple[str, str | None, cst.BaseExpression | None] | None:
-    """``self.softmax(x)`` where ``self.softmax = nn.Softmax(...)``: the op the module runs."""
-    func = call.func
-    if scope.class_name is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
-        return None
-    if func.value.value != "self" or not call.args or call.args[0].keyword is not None:
-        return None
-    name = NN_MODULE_OPS.get(scope.facts.nn_class(scope.class_name, func.attr.value) or "")
-    return (name, scope.ops.op_class(name), call.args[0].value) if name else None
 
 
 def _read_by_fused_work(scope: Scope, ref: StatementRef, name: str) -> bool:

@@ -114,8 +114,24 @@ def unpad(x: torch.Tensor, w: torch.Tensor, n: int):
     c = h.clone()
     return (c * 2).sum(-1) + h.sum(-1)
 """,
+    "a copy only read by an element-wise torch.nn module (nn.ReLU)": """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        h = torch.tanh(x * 2)
+        y = h.permute(0, 2, 1).contiguous()
+        return self.act(y)
+""",
 }
 EXPECTED = {
+    "a copy only read by an element-wise torch.nn module (nn.ReLU)": [(12, 13)],
     "a copy whose source an unknown helper read before the copy": [(7, 12)],
     "a copy whose source is written in place only before it": [(6, 9)],
     "a returned copy of an unpadded slice, through a name rebound on the way": [(6, 9)],
@@ -290,6 +306,23 @@ def f(x: torch.Tensor, w: torch.Tensor):
         outs.append(c.sum(-1) * 2)
         h.mul_(2)
     return outs
+""",
+    "a copy read by a norm module, which makes its input contiguous, or by an unknown module": """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.proj = make_proj()
+
+    def forward(self, x):
+        h = torch.tanh(x * 2)
+        y = h.permute(0, 2, 1).contiguous()
+        z = h.transpose(1, 2).contiguous()
+        return self.norm(y), self.proj(z)
 """,
 }
 

@@ -243,3 +243,64 @@ def test_burn_clone_example_without_annotations_is_found():
     assert [(f.code, f.line) for f in result.findings] == [("FL002", 7)]
     plain = source.replace("a.clone()", "a.copy()")
     assert lint_source(plain, "burn.py", LintOptions(codes=frozenset({"FL002"}), fix=FixMode.OFF)).findings == ()
+
+
+def test_loop_variables_over_tensors_and_tensor_lists():
+    found = tensors("""
+        import torch
+        from typing import List, Optional, Sequence
+
+        def f(xs: List[torch.Tensor], zs: Optional[Sequence[torch.Tensor]], t: torch.Tensor,
+              names: list[str], items: list, n: int):
+            for x in xs:
+                a = x * 2
+            for i, y in enumerate(zs):
+                b = y
+            for u, k in zip(xs, range(n)):
+                c = u
+            for row in t:
+                d = row
+            for j in range(n):
+                e = j
+            for name in names:
+                g = name
+            for item in items:
+                h = item
+            for p, q in zip(names, xs):
+                r = q
+    """)["f"]
+    assert {"x", "a", "y", "b", "u", "c", "row", "d", "q", "r"} <= found
+    assert not {"i", "k", "j", "e", "name", "g", "item", "h", "p", "xs", "names"} & found
+
+
+def test_methods_of_same_file_module_attributes():
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        class AltUp(nn.Module):
+            def predict(self, x: torch.Tensor) -> torch.Tensor:
+                return x * 2
+
+            def correct(self, x, y):
+                return x + torch.tanh(y)
+
+            def describe(self, x):
+                return f"{x.shape}"
+
+        class Layer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.altup = AltUp()
+                self.fc = nn.Linear(8, 8)
+
+            def run(self, x, cfg):
+                p = self.altup.predict(x)
+                c = self.altup.correct(p, x)
+                s = self.altup.describe(x)
+                m = self.altup.missing(x)
+                o = cfg.altup.predict(x)
+                return c
+    """)["run"]
+    assert {"p", "c"} <= found
+    assert not {"s", "m", "o"} & found
