@@ -4,7 +4,8 @@ Unlike Ruff's cache, which only remembers files without findings, this one store
 themselves: a warm run then never imports the engine (libcst). An entry is keyed by the file's
 bytes and the options that decide its findings; the whole cache belongs to one build of the
 tool (its version plus the size and time stamp of every module of the package), so editing a
-rule invalidates it. The cache is one JSON file, written only when a run added something.
+rule invalidates it. The cache is one JSON file per cache folder (each config's ``cache-dir``),
+written only when a run added something.
 
 The cache is optional: one that cannot be read or written costs speed, never findings (the
 run warns once). It lives in the checked tree, which may come from anyone, so it is never read
@@ -20,10 +21,10 @@ import sys
 from pathlib import Path
 
 import fusionlint
+from fusionlint.config import Config
 from fusionlint.model import Finding, FixSafety, LineEdit, LintOptions, LintResult
 from fusionlint.sourcefile import write_atomic
 
-CACHE_FOLDER = ".fusionlint_cache"
 MAX_ENTRIES = 20_000  # files; the least recently stored go first
 
 
@@ -45,7 +46,8 @@ def options_digest(options: LintOptions) -> bytes:
 
 class Cache:
     def __init__(self, folder: Path, tool: str | None = None) -> None:
-        self.file = folder / CACHE_FOLDER / "findings.json"
+        """``folder``: the cache folder itself (made on the first save)."""
+        self.file = folder / "findings.json"
         self.tool = tool or tool_fingerprint()
         self.rule_codes: frozenset[str] | None = None  # the rule registry's codes, for selector resolution
         self.warning: str | None = None  # why the cache could not be read or written (the first reason)
@@ -128,6 +130,32 @@ class Cache:
             self.warning = self.warning or f"cache not written ({self.file}: {exc.strerror or exc})"
 
 
+class Caches:
+    """The caches of one run, one per cache folder: files under different configs keep their
+    findings next to their own config, or share the folder that ``cache-dir`` names."""
+
+    def __init__(self, tool: str | None = None) -> None:
+        self.tool = tool or tool_fingerprint()
+        self._by_folder: dict[Path, Cache] = {}
+
+    def for_config(self, config: Config) -> Cache:
+        folder = config.cache_folder
+        if folder not in self._by_folder:
+            self._by_folder[folder] = Cache(folder, self.tool)
+        return self._by_folder[folder]
+
+    def opened(self) -> list[Cache]:
+        return list(self._by_folder.values())
+
+    def save(self) -> None:
+        for cache in self._by_folder.values():
+            cache.save()
+
+    @property
+    def warnings(self) -> list[str]:
+        return [cache.warning for cache in self._by_folder.values() if cache.warning]
+
+
 def _check_folder(folder: Path) -> None:
     """The cache folder must be a real folder: a symlink there would point reads and writes elsewhere."""
     if not stat.S_ISDIR(os.lstat(folder).st_mode):
@@ -135,6 +163,7 @@ def _check_folder(folder: Path) -> None:
 
 
 def _make_folder(folder: Path) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)  # a cache-dir may name a folder not made yet
     try:
         folder.mkdir()
     except FileExistsError:

@@ -14,10 +14,10 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from fusionlint.cache import Cache, options_digest
-from fusionlint.config import Config
+from fusionlint.cache import Cache, Caches, options_digest
+from fusionlint.config import Config, Settings
 from fusionlint.model import Finding, FixMode, InternalError, LintOptions, LintResult, internal_error
 from fusionlint.sourcefile import SourceFile, SourceFileError, is_notebook_path, read_source, write_source
 
@@ -48,14 +48,16 @@ def unreadable(path: Path, error: SourceFileError) -> FileOutcome:
     return FileOutcome(path=path, source=None, findings=(finding,))
 
 
-def known_rule_codes(cache: Cache | None) -> frozenset[str]:
-    """The registry's codes, from the cache when it has them (importing the rules imports libcst)."""
-    if cache is not None and cache.rule_codes is not None:
-        return cache.rule_codes
-    from fusionlint.rules import all_rules
+def known_rule_codes(caches: Caches | None = None, configs: Iterable[Config] = ()) -> frozenset[str]:
+    """The registry's codes, from the caches of ``configs`` when one has them (importing the rules
+    imports libcst)."""
+    opened = [caches.for_config(config) for config in configs] if caches is not None else []
+    codes = next((cache.rule_codes for cache in opened if cache.rule_codes is not None), None)
+    if codes is None:
+        from fusionlint.rules import all_rules
 
-    codes = frozenset(rule.code for rule in all_rules()) | {UNREADABLE}
-    if cache is not None:
+        codes = frozenset(rule.code for rule in all_rules()) | {UNREADABLE}
+    for cache in opened:
         cache.remember_rules(codes)
     return codes
 
@@ -133,11 +135,13 @@ def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[LintResult]:
 
 
 def check_files(
-    paths: list[Path], config: Config, fix: FixMode, write: bool, cache: Cache | None, verify: float | None = None
+    paths: list[Path], settings: Settings, fix: FixMode, write: bool, caches: Caches | None,
+    verify: float | None = None,
 ) -> list[FileOutcome]:
-    """Lint ``paths``; with ``fix`` other than OFF compute fixes, and write them when ``write``.
-    With ``verify`` (seconds per function), keep only the fixes proven by running them."""
-    return check_sources([_read(path) for path in paths], config, fix, write, cache, verify)
+    """Lint ``paths``, each under its own settings; with ``fix`` other than OFF compute fixes, and
+    write them when ``write``. With ``verify`` (seconds per function), keep only the fixes proven
+    by running them."""
+    return check_sources([_read(path) for path in paths], settings, fix, write, caches, verify)
 
 
 def _read(path: Path) -> SourceFile | FileOutcome:
@@ -148,14 +152,16 @@ def _read(path: Path) -> SourceFile | FileOutcome:
 
 
 def check_sources(
-    sources: list[SourceFile | FileOutcome], config: Config, fix: FixMode, write: bool, cache: Cache | None,
+    sources: list[SourceFile | FileOutcome], settings: Settings, fix: FixMode, write: bool, caches: Caches | None,
     verify: float | None = None,
 ) -> list[FileOutcome]:
     """Lint texts already read (an unreadable file comes as its ``FileOutcome``), in the given order."""
-    known_codes = known_rule_codes(cache)
+    configs = [settings.for_path(source.path) for source in sources]
+    known_codes = known_rule_codes(caches, configs)
     outcomes: list[FileOutcome] = []
-    pending: list[tuple[FileOutcome, str | None, LintOptions]] = []
-    for source in sources:
+    pending: list[tuple[FileOutcome, Cache | None, str | None, LintOptions]] = []
+    for source, config in zip(sources, configs):
+        cache = caches.for_config(config) if caches is not None else None
         if isinstance(source, FileOutcome):
             if UNREADABLE in config.enabled_codes(known_codes, source.path):
                 outcomes.append(source)
@@ -170,10 +176,10 @@ def check_sources(
             if cached is not None and not any(fix.allows(f.fix_safety) for f in cached.findings):
                 outcome.findings, outcome.errors = cached.findings, cached.errors
                 continue
-        pending.append((outcome, key, options))
+        pending.append((outcome, cache, key, options))
 
-    results = _run_jobs([(o.source.text, str(o.path), options) for o, _, options in pending])
-    for (outcome, key, options), result in zip(pending, results):
+    results = _run_jobs([(o.source.text, str(o.path), options) for o, _, _, options in pending])
+    for (outcome, cache, key, options), result in zip(pending, results):
         if verify is not None and result.source not in (None, outcome.source.text) and not _crashed(result):
             try:
                 result = _verified(outcome.source, result, options, verify)
@@ -200,8 +206,8 @@ def check_sources(
                     outcome.errors += (f"{outcome.path}: fixes not written: {exc}",)
         elif key is not None and not result.fixed:
             cache.put(key, result)
-    if cache is not None:
-        cache.save()
+    if caches is not None:
+        caches.save()
     return outcomes
 
 

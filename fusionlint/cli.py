@@ -15,7 +15,7 @@ from pathlib import Path
 
 import fusionlint
 from fusionlint import output
-from fusionlint.cache import Cache
+from fusionlint.cache import Caches
 from fusionlint.check import (
     UNREADABLE,
     FileOutcome,
@@ -24,8 +24,8 @@ from fusionlint.check import (
     known_rule_codes,
     unreadable,
 )
-from fusionlint.config import Config, ConfigError, find_config_file, load_config
-from fusionlint.discovery import find_source_files
+from fusionlint.config import ConfigError, Settings
+from fusionlint.discovery import Exclusion, find_source_files
 from fusionlint.model import FixMode, FixSafety, internal_error
 from fusionlint.notebook import cell_source, read_notebook
 from fusionlint.sourcefile import SourceFile, SourceFileError, decode_source, is_notebook_path, write_atomic
@@ -93,7 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--stdin-filename", metavar="NAME", help="the name of the text read from stdin")
     check.add_argument("--config", type=Path, metavar="FILE", help="a pyproject.toml to use instead of searching")
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    check.add_argument("--force-exclude", action="store_true", help="apply exclude to named files too")
+    check.add_argument("--cache-dir", type=Path, metavar="DIR",
+                       help="the cache folder (instead of $FUSIONLINT_CACHE_DIR or the config's cache-dir)")
+    check.add_argument("--show-settings", action="store_true", help="print the settings of each path, then exit")
+    check.add_argument("--show-files", action="store_true", help="print the files that would be checked, then exit")
+    check.add_argument("--force-exclude", action="store_true", help="apply the exclusions (globs, .gitignore) to named files too")
     check.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
     check.set_defaults(run=run_check)
 
@@ -129,17 +133,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _load_config(args: argparse.Namespace, start: Path) -> Config:
-    if args.config is not None:
-        if not args.config.is_file():
-            raise ConfigError(f"{args.config}: config file not found")
-        config = load_config(args.config, Path.cwd())
-    else:
-        config = load_config(find_config_file(start), Path.cwd())
-    return config.with_overrides(
+def _settings(args: argparse.Namespace) -> Settings:
+    if args.config is not None and not args.config.is_file():
+        raise ConfigError(f"{args.config}: config file not found")
+    return Settings(
+        args.config,
         select=tuple(args.select) if args.select is not None else None,
         extend_select=tuple(args.extend_select or ()),
         ignore=tuple(args.ignore or ()),
+        cache_dir=args.cache_dir,
     )
 
 
@@ -163,28 +165,39 @@ def run_check(args: argparse.Namespace) -> int:
     if Path("-") in args.paths:
         raise ConfigError("'-' (stdin) cannot be mixed with other paths")
     paths = args.paths or [Path(".")]
-    start = Path(os.path.commonpath([p.absolute() for p in paths]))
-    config = _load_config(args, start)
-    files = find_source_files(paths, config.is_excluded, force_exclude=args.force_exclude)
+    settings = _settings(args)
+    files = find_source_files(paths, settings, force_exclude=args.force_exclude)
+    if args.show_files or args.show_settings:
+        return _show(args, settings, paths, files)
     if not files and not args.quiet:
         print("fusionlint: warning: no Python files or notebooks found", file=sys.stderr)
-    cache = None if args.no_cache else Cache(config.root)
-    config.check_selectors(known_rule_codes(cache))
-    outcomes = check_files(files, config, _fix_mode(args), write=not args.diff, cache=cache, verify=_verify(args))
-    if cache is not None and cache.warning:
-        print(f"fusionlint: warning: {cache.warning}; the findings are complete all the same", file=sys.stderr)
+    caches = None if args.no_cache else Caches()
+    settings.check_selectors(known_rule_codes(caches, settings.configs()))
+    outcomes = check_files(files, settings, _fix_mode(args), write=not args.diff, caches=caches, verify=_verify(args))
+    for warning in caches.warnings if caches is not None else ():
+        print(f"fusionlint: warning: {warning}; the findings are complete all the same", file=sys.stderr)
     return _report(args, outcomes, sys.stdout)
+
+
+def _show(args: argparse.Namespace, settings: Settings, paths: list[Path], files: list[Path]) -> int:
+    """``--show-files``: the files a check would read; ``--show-settings``: each path's settings."""
+    if args.show_files:
+        sys.stdout.writelines(f"{output.display_path(path)}\n" for path in files)
+    if args.show_settings:
+        known_codes = known_rule_codes()
+        sys.stdout.write("\n".join(settings.described(path, known_codes) for path in paths))
+    return 0
 
 
 def _check_stdin(args: argparse.Namespace) -> int:
     """Lint stdin; with --fix the (fixed) text goes to stdout and the findings to stderr."""
     name = args.stdin_filename or "-"
     path = Path(name)
-    config = _load_config(args, path.absolute().parent)
-    config.check_selectors(known_rule_codes(None))
+    settings = _settings(args)
+    settings.for_path(path).check_selectors(known_rule_codes())
     data = sys.stdin.buffer.read()
     fixing = args.fix and not args.diff
-    if args.force_exclude and config.is_excluded(path):
+    if args.force_exclude and Exclusion(settings).excludes(path, is_dir=False):
         if fixing:
             sys.stdout.buffer.write(data)
         return 0
@@ -193,7 +206,7 @@ def _check_stdin(args: argparse.Namespace) -> int:
         source: SourceFile | FileOutcome = SourceFile(path=path, data=data, text=text, encoding=encoding)
     except SourceFileError as exc:
         source = unreadable(path, exc)
-    outcomes = check_sources([source], config, _fix_mode(args), write=False, cache=None, verify=_verify(args))
+    outcomes = check_sources([source], settings, _fix_mode(args), write=False, caches=None, verify=_verify(args))
     if fixing:
         outcome = outcomes[0]
         fixed = outcome.new_text is not None

@@ -6,12 +6,17 @@ fully cached ones that must not pay for the engine.
 Rule selection follows Ruff: ``select`` (default: every rule) plus ``extend-select`` minus
 ``ignore``, then minus the ``per-file-ignores`` whose glob matches the file. A selector is
 ``ALL``, a full code or a code prefix (``FL0``). The pseudo rules FL998 (unreadable file) and
-FL999 (syntax error) stay on under any ``select`` and go only when ``ignore`` names them. Globs (``exclude``, ``per-file-ignores``) are
-matched against the path relative to the config's folder and against the file name alone.
+FL999 (syntax error) stay on under any ``select`` and go only when ``ignore`` names them. Globs
+(``exclude``, ``extend-exclude``, ``per-file-ignores``) are matched against the path relative to
+the config's folder and against the file name alone.
+
+Each file gets the settings of the nearest config above it (``Settings``), as Ruff's
+hierarchical configuration does; a nested config replaces the outer one, it inherits nothing.
 """
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 from dataclasses import dataclass, replace
@@ -24,6 +29,14 @@ try:
 except ModuleNotFoundError:  # Python 3.10: tomli is the same parser (a dependency there)
     import tomli as tomllib
 
+CACHE_DIR_VARIABLE = "FUSIONLINT_CACHE_DIR"
+DEFAULT_CACHE_FOLDER = ".fusionlint_cache"
+# Folders of other people's code, generated files and tool caches; ``exclude`` replaces them, as in Ruff.
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__",
+    "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", DEFAULT_CACHE_FOLDER,
+    ".ipynb_checkpoints", "*.egg-info",
+)  # fmt: skip
 SELECTOR = re.compile(r"FL\d{0,3}|ALL")
 # Unreadable file, syntax error: whatever ``select`` says, reported unless ignored (``ALL`` excepted).
 PSEUDO_RULES = frozenset({"FL998", "FL999"})
@@ -35,14 +48,21 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class Config:
-    root: Path  # folder that globs are relative to; the cache lives here
+    root: Path  # folder that globs and the cache folder are relative to
     source: Path | None = None  # the pyproject.toml read, None when running on defaults
     select: tuple[str, ...] = ("ALL",)
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    respect_gitignore: bool = True
+    cache_dir: Path | None = None  # None: DEFAULT_CACHE_FOLDER in root
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     extra_ops: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def cache_folder(self) -> Path:
+        return self.cache_dir if self.cache_dir is not None else self.root / DEFAULT_CACHE_FOLDER
 
     def relative(self, path: Path) -> str:
         absolute = os.path.abspath(path)  # os.path: pathlib costs a warm run's budget here
@@ -51,7 +71,8 @@ class Config:
         return Path(absolute if outside else relative).as_posix()
 
     def is_excluded(self, path: Path) -> bool:
-        return any(_glob_matches(pattern, self.relative(path), path.name) for pattern in self.exclude)
+        relative = self.relative(path)
+        return any(_glob_matches(pattern, relative, path.name) for pattern in self.exclude + self.extend_exclude)
 
     def ignored_selectors(self, path: Path) -> tuple[str, ...]:
         if not self.per_file_ignores:
@@ -83,8 +104,9 @@ class Config:
         select: tuple[str, ...] | None = None,
         extend_select: tuple[str, ...] = (),
         ignore: tuple[str, ...] = (),
+        cache_dir: Path | None = None,
     ) -> Config:
-        """Command-line selectors: ``--select`` replaces the file's, the others add to it."""
+        """Command-line settings: ``--select`` and ``cache_dir`` replace the file's, the others add to it."""
         for selector in (select or ()) + extend_select + ignore:
             _check_syntax(selector, "command line")
         return replace(
@@ -92,7 +114,34 @@ class Config:
             select=self.select if select is None else select,
             extend_select=self.extend_select + extend_select,
             ignore=self.ignore + ignore,
+            cache_dir=self.cache_dir if cache_dir is None else cache_dir.absolute(),
         )
+
+    def described(self, known_codes: frozenset[str], path: Path) -> str:
+        """The settings that apply to ``path``, as TOML (``--show-settings``)."""
+        source = str(self.source) if self.source is not None else "none (the defaults)"
+        values = {
+            "root": str(self.root),
+            "select": list(self.select),
+            "extend-select": list(self.extend_select),
+            "ignore": list(self.ignore),
+            "per-file-ignores": {pattern: list(selectors) for pattern, selectors in self.per_file_ignores},
+            "enabled-rules": sorted(self.enabled_codes(known_codes, path)),
+            "exclude": list(self.exclude),
+            "extend-exclude": list(self.extend_exclude),
+            "respect-gitignore": self.respect_gitignore,
+            "cache-dir": str(self.cache_folder),
+            "extra-ops": {op_class: list(names) for op_class, names in self.extra_ops},
+        }
+        lines = [f"# Resolved settings for: {path}", f"# Settings path: {source}"]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
+        return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(key)} = {_toml_value(item)}" for key, item in value.items()) + "}"
+    return json.dumps(value)  # a string, a bool, a list of strings: JSON spells them as TOML does
 
 
 def _glob_matches(pattern: str, relative: str, name: str) -> bool:
@@ -119,22 +168,92 @@ def _check_syntax(selector: str, where: str) -> None:
         raise ConfigError(f"{where}: {selector!r} is not a rule selector (ALL, a code like FL001, or a prefix like FL0)")
 
 
+class Settings:
+    """The settings of every path: those of the nearest ``pyproject.toml`` with ``[tool.fusionlint]``
+    above it (or of the one file given), with the command line's on top. Each folder is looked up
+    once, and each config read once."""
+
+    def __init__(
+        self,
+        config_file: Path | None = None,
+        *,
+        select: tuple[str, ...] | None = None,
+        extend_select: tuple[str, ...] = (),
+        ignore: tuple[str, ...] = (),
+        cache_dir: Path | None = None,
+    ) -> None:
+        """``cache_dir``: the command line's; without it, ``$FUSIONLINT_CACHE_DIR``, then each config's."""
+        if cache_dir is None and os.environ.get(CACHE_DIR_VARIABLE):
+            cache_dir = Path(os.environ[CACHE_DIR_VARIABLE])
+        self._overrides = {"select": select, "extend_select": extend_select, "ignore": ignore, "cache_dir": cache_dir}
+        self._fixed = None if config_file is None else self._finished(load_config(config_file, Path.cwd()))
+        self._default = self._finished(Config(root=Path.cwd()))
+        self._by_folder: dict[str, Config] = {}
+
+    def _finished(self, config: Config) -> Config:
+        return config.with_overrides(**self._overrides)
+
+    def for_path(self, path: Path) -> Config:
+        """The settings of ``path``: those of the folder holding it."""
+        return self.for_folder(os.path.dirname(os.path.abspath(path)))
+
+    def for_folder(self, folder: str) -> Config:
+        if self._fixed is not None:
+            return self._fixed
+        config = self._by_folder.get(folder)
+        if config is None:
+            config_file = _config_file_in(folder)
+            parent = os.path.dirname(folder)
+            if config_file is not None:
+                config = self._finished(load_config(config_file, Path.cwd()))
+            else:
+                config = self._default if parent == folder else self.for_folder(parent)
+            self._by_folder[folder] = config
+        return config
+
+    def configs(self) -> list[Config]:
+        """The distinct settings met so far."""
+        seen = [self._fixed] if self._fixed is not None else self._by_folder.values()
+        return list({id(config): config for config in seen}.values())
+
+    def described(self, path: Path, known_codes: frozenset[str]) -> str:
+        """The settings of ``path``, or for a folder those of the files in it (``--show-settings``)."""
+        config = self.for_folder(os.path.abspath(path)) if path.is_dir() else self.for_path(path)
+        return config.described(known_codes, path)
+
+    def check_selectors(self, known_codes: frozenset[str]) -> None:
+        for config in self.configs():
+            config.check_selectors(known_codes)
+
+
+def _config_file_in(folder: str) -> Path | None:
+    candidate = os.path.join(folder, "pyproject.toml")
+    if os.path.isfile(candidate) and _fusionlint_table(Path(candidate)) is not None:
+        return Path(candidate)
+    return None
+
+
 def find_config_file(start: Path) -> Path | None:
     """The nearest ``pyproject.toml`` with a ``[tool.fusionlint]`` table, from ``start`` upwards."""
     start = start.absolute()
     for folder in [start, *start.parents] if start.is_dir() else start.parents:
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file() and _fusionlint_table(candidate) is not None:
-            return candidate
+        config_file = _config_file_in(str(folder))
+        if config_file is not None:
+            return config_file
     return None
 
 
 def load_config(config_file: Path | None, default_root: Path) -> Config:
+    """``config_file``'s settings (paths in it relative to its folder), the defaults without one."""
     if config_file is None:
         return Config(root=default_root.absolute())
     table = _fusionlint_table(config_file) or {}
     where = f"{config_file}: [tool.fusionlint]"
-    known = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "extra-ops"}
+    root = config_file.parent.absolute()
+    known = {
+        "select", "extend-select", "ignore", "exclude", "extend-exclude", "respect-gitignore", "cache-dir",
+        "per-file-ignores", "extra-ops",
+    }  # fmt: skip
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
@@ -150,13 +269,23 @@ def load_config(config_file: Path | None, default_root: Path) -> Config:
     for op_class, _ in extra_ops:
         if op_class not in OP_CLASSES:
             raise ConfigError(f"{where} extra-ops: unknown op class {op_class!r} (known: {', '.join(OP_CLASSES)})")
+    exclude = _string_list(table, "exclude", where)
+    respect_gitignore = table.get("respect-gitignore", True)
+    if not isinstance(respect_gitignore, bool):
+        raise ConfigError(f"{where}: respect-gitignore must be true or false, got {respect_gitignore!r}")
+    cache_dir = table.get("cache-dir")
+    if cache_dir is not None and (not isinstance(cache_dir, str) or not cache_dir):
+        raise ConfigError(f"{where}: cache-dir must be a path (a non-empty string), got {cache_dir!r}")
     return Config(
-        root=config_file.parent.absolute(),
+        root=root,
         source=config_file,
         select=selectors["select"] if selectors["select"] is not None else ("ALL",),
         extend_select=selectors["extend-select"] or (),
         ignore=selectors["ignore"] or (),
-        exclude=_string_list(table, "exclude", where) or (),
+        exclude=exclude if exclude is not None else DEFAULT_EXCLUDE,
+        extend_exclude=_string_list(table, "extend-exclude", where) or (),
+        respect_gitignore=respect_gitignore,
+        cache_dir=root / os.path.expanduser(cache_dir) if cache_dir is not None else None,
         per_file_ignores=per_file_ignores,
         extra_ops=extra_ops,
     )

@@ -19,7 +19,7 @@ def test_entries_survive_a_reload(tmp_path):
     cache.put(key, LintResult(findings=(FINDING,), errors=("a dropped fix",)))
     cache.remember_rules(frozenset({"FL001", "FL002"}))
     cache.save()
-    assert (tmp_path / ".fusionlint_cache" / ".gitignore").read_text().endswith("*\n")
+    assert (tmp_path / ".gitignore").read_text().endswith("*\n")
 
     again = Cache(tmp_path, tool="v1")
     assert again.get(key) == LintResult(findings=(FINDING,), errors=("a dropped fix",))
@@ -42,14 +42,14 @@ def test_another_build_of_the_tool_or_a_damaged_file_starts_afresh(tmp_path):
     cache.put("k", LintResult(findings=(FINDING,)))
     cache.save()
     assert Cache(tmp_path, tool="v2").get("k") is None
-    (tmp_path / ".fusionlint_cache" / "findings.json").write_text('{"tool": "v1", "entr')
+    (tmp_path / "findings.json").write_text('{"tool": "v1", "entr')
     assert Cache(tmp_path, tool="v1").get("k") is None
 
 
 def test_a_run_that_adds_nothing_writes_nothing(tmp_path):
     cache = Cache(tmp_path, tool="v1")
     cache.save()
-    assert not (tmp_path / ".fusionlint_cache").exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_trimming_keeps_what_this_run_used(tmp_path, monkeypatch):
@@ -62,7 +62,7 @@ def test_trimming_keeps_what_this_run_used(tmp_path, monkeypatch):
     assert second.get("used") is not None
     second.put("new", LintResult(findings=()))
     second.save()
-    stored = json.loads((tmp_path / ".fusionlint_cache" / "findings.json").read_text())
+    stored = json.loads((tmp_path / "findings.json").read_text())
     assert sorted(stored["entries"]) == ["new", "used"]
 
 

@@ -1,14 +1,14 @@
-"""``[tool.fusionlint]``: discovery, validation, rule selection, globs; and folder walking."""
+"""``[tool.fusionlint]``: discovery, validation, rule selection, globs; each file's own settings."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from fusionlint.config import Config, ConfigError, find_config_file, load_config
-from fusionlint.discovery import find_source_files
+from fusionlint.config import Config, ConfigError, find_config_file, load_config, tomllib
 
 CODES = frozenset({"FL001", "FL002", "FL010", "FL101", "FL999"})
 
@@ -78,6 +78,10 @@ def test_extra_ops_are_passed_through_sorted(tmp_path):
         ("[tool.fusionlint.per-file-ignores]\n'a.py' = ['nope']", "'nope' is not a rule selector"),
         ("[tool.fusionlint.extra-ops]\nviews = ['x']", "unknown op class 'views'"),
         ("select = [", "invalid TOML"),
+        ("extend-exclude = 'gen'", "extend-exclude must be a list of strings"),
+        ("respect-gitignore = 'yes'", "respect-gitignore must be true or false, got 'yes'"),
+        ("cache-dir = 3", "cache-dir must be a path"),
+        ("cache_dir = 'x'", "unknown key(s) cache_dir"),
     ],
 )
 def test_invalid_config_is_a_clear_error(tmp_path, body, message):
@@ -94,30 +98,6 @@ def test_selectors_that_name_no_rule_are_refused():
         Config(root=Path("/p"), ignore=("FL9", "FL5")).check_selectors(CODES - {"FL999"})
     with pytest.raises(ConfigError, match="not a rule selector"):
         Config(root=Path("/p")).with_overrides(select=("fl001",))
-
-
-def test_walk_skips_tool_folders_virtualenvs_and_excludes(tmp_path):
-    files = [
-        "a.py", "b.pyi", "nb.ipynb", "notes.txt", "pkg/c.py", "pkg/__pycache__/c.py",
-        ".git/hooks/x.py", ".venv/lib/y.py", "venv/z.py", "build/lib/w.py", "dist/v.py",
-        "node_modules/n.py", ".tox/t.py", "x.egg-info/e.py", "myenv/lib/site.py", "gen/g.py",
-    ]  # fmt: skip
-    for name in files:
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("")
-    (tmp_path / "myenv" / "pyvenv.cfg").write_text("home = /usr\n")
-    config = Config(root=tmp_path, exclude=("gen",))
-    found = find_source_files([tmp_path], config.is_excluded)
-    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["a.py", "b.pyi", "nb.ipynb", "pkg/c.py"]
-
-    named = tmp_path / "gen" / "g.py"
-    assert find_source_files([named, tmp_path / "a.py", tmp_path / "a.py"], config.is_excluded) == [
-        tmp_path / "a.py",
-        named,
-    ]  # named files are checked even when excluded, and only once
-    assert find_source_files([named], config.is_excluded, force_exclude=True) == []
-    with pytest.raises(FileNotFoundError, match="missing.py: no such file"):
-        find_source_files([tmp_path / "missing.py"], config.is_excluded)
 
 
 @pytest.mark.parametrize(
@@ -165,3 +145,78 @@ def test_tomli_stands_in_for_tomllib_on_python_3_10(tmp_path):
     blocked = "import sys; sys.modules['tomllib'] = sys.modules['tomli'] = None; import fusionlint.config"
     done = subprocess.run([sys.executable, "-c", blocked], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 1 and "tomli" in done.stderr.splitlines()[-1]  # names what is missing
+
+
+def concise_codes(output: str) -> dict[str, set[str]]:
+    """``{path: codes}`` from ``--output-format concise``."""
+    found: dict[str, set[str]] = {}
+    for line in output.splitlines():
+        path, _, rest = line.partition(":")
+        if rest:
+            found.setdefault(path, set()).add(rest.split(": ", 1)[1].split()[0])
+    return found
+
+
+@pytest.fixture
+def two_packages(tmp_path, monkeypatch):
+    """pkgA selects one rule and pkgB another; both hold the same two files, each a rule's example."""
+    from fusionlint.rules import all_rules
+
+    examples = [(rule.code, rule.examples[0].bad) for rule in all_rules() if rule.examples][:2]
+    for package, selected in (("pkgA", examples[0][0]), ("pkgB", examples[1][0])):
+        (tmp_path / package / "src").mkdir(parents=True)
+        write_config(tmp_path / package, f"select = ['{selected}']")
+        for index, (_, text) in enumerate(examples):
+            (tmp_path / package / "src" / f"m{index}.py").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    return examples[0][0], examples[1][0]
+
+
+def test_each_file_is_checked_with_its_nearest_config(two_packages, capsys):
+    from fusionlint.cli import main
+
+    first, second = two_packages
+    expected = {
+        "pkgA/src/m0.py": {first}, "pkgB/src/m1.py": {second},
+    }  # fmt: skip
+    for args in (["pkgA", "pkgB"], ["pkgA/src/m0.py", "pkgB/src/m1.py", "pkgA/src/m1.py", "pkgB/src/m0.py"]):
+        for run in ("cold", "warm"):  # the warm run answers from each package's cache
+            assert main(["check", "--output-format", "concise", *args]) == 1
+            assert concise_codes(capsys.readouterr().out) == expected, (args, run)
+    assert (Path("pkgA") / ".fusionlint_cache" / "findings.json").is_file()
+    assert (Path("pkgB") / ".fusionlint_cache" / "findings.json").is_file()
+    assert main(["check", "--output-format", "concise", "--config", "pkgA/pyproject.toml", "pkgA", "pkgB"]) == 1
+    assert concise_codes(capsys.readouterr().out) == {"pkgA/src/m0.py": {first}, "pkgB/src/m0.py": {first}}
+
+
+def test_one_cache_folder_for_both_packages_keeps_their_settings_apart(two_packages, capsys, monkeypatch, tmp_path):
+    """The same bytes under two configs are two cache entries: the key holds the file's settings."""
+    from fusionlint.cli import main
+
+    first, second = two_packages
+    monkeypatch.setenv("FUSIONLINT_CACHE_DIR", str(tmp_path / "shared"))
+    for run in ("cold", "warm"):
+        assert main(["check", "--output-format", "concise", "pkgA", "pkgB"]) == 1
+        assert concise_codes(capsys.readouterr().out) == {"pkgA/src/m0.py": {first}, "pkgB/src/m1.py": {second}}
+    entries = json.loads((tmp_path / "shared" / "findings.json").read_text())["entries"]
+    assert len(entries) == 4 and not (tmp_path / "pkgA" / ".fusionlint_cache").exists()
+
+
+def test_show_files_and_show_settings(two_packages, capsys, tmp_path):
+    from fusionlint.cli import main
+
+    first, _ = two_packages
+    (tmp_path / "pkgA" / "src" / "notes.txt").write_text("not Python\n")
+    assert main(["check", "--show-files", "pkgB", "pkgA"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "pkgA/src/m0.py", "pkgA/src/m1.py", "pkgB/src/m0.py", "pkgB/src/m1.py",
+    ]  # fmt: skip
+    assert main(["check", "--show-settings", "--ignore", first, "pkgA/src/m0.py"]) == 0
+    shown = capsys.readouterr().out
+    settings = tomllib.loads(shown)  # the values are TOML's
+    assert shown.startswith("# Resolved settings for: pkgA/src/m0.py\n")
+    assert f"# Settings path: {tmp_path / 'pkgA' / 'pyproject.toml'}\n" in shown
+    assert settings["select"] == [first] and settings["ignore"] == [first]  # the command line on top
+    assert settings["enabled-rules"] == ["FL998", "FL999"]
+    assert settings["cache-dir"] == str(tmp_path / "pkgA" / ".fusionlint_cache")
+    assert settings["respect-gitignore"] is True and ".git" in settings["exclude"]
