@@ -245,12 +245,15 @@ class CudaGraphed:
 
     def _layout(self, args: list[Any]) -> Optional[tuple]:
         """What a captured graph depends on, or None where no graph may serve the call (a CPU
-        tensor; an input to copy whose elements share memory, as an expanded one does, which
-        no buffer of its layout can receive)."""
+        tensor but a scalar; an input to copy whose elements share memory, as an expanded one
+        does, which no buffer of its layout can receive)."""
         parts: list[Any] = [global_state()]
         device = None
         for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
+            if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0:
+                # a host scalar (a backward graph saves some) is baked into the graph by value
+                parts.append((a.dtype, a.item()))
+            elif isinstance(a, torch.Tensor):
                 if a.device.type != "cuda" or (device is not None and a.device != device):
                     return None
                 if i not in self.static and torch._debug_has_internal_overlap(a) != 0:
