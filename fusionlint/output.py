@@ -367,7 +367,8 @@ def _verification_fields(finding: Finding) -> dict:
 
 
 def format_github(outcomes: list[FileOutcome]) -> str:
-    """GitHub workflow commands; a notebook cell is named in the message (lines are the cell's)."""
+    """GitHub workflow commands; a notebook cell is named in the message (lines are the cell's), and
+    so is why ``--verify`` left a fix unapplied."""
     lines = []
     for outcome, finding in sorted_findings(outcomes):
         properties = {
@@ -379,7 +380,8 @@ def format_github(outcomes: list[FileOutcome]) -> str:
             "endColumn": finding.end_column,
         }
         described = ",".join(f"{key}={_escape(str(value), property=True)}" for key, value in properties.items())
-        lines.append(f"::{ERROR} {described}::{_escape(f'{_cell(finding)}{finding.code} {finding.message}')}")
+        message = f"{_cell(finding)}{finding.code} {finding.message}{_verification(finding)}"
+        lines.append(f"::{ERROR} {described}::{_escape(message)}")
     return "".join(line + "\n" for line in lines)
 
 

@@ -187,6 +187,12 @@ def test_sarif_uris_are_percent_encoded(tmp_path, name, uri):
     assert absolute == (tmp_path / name).as_uri() and absolute.endswith("/" + uri)
 
 
+def test_github_annotations_say_why_verify_left_a_fix_unapplied():
+    refused = Finding("FL007", "a copy", 3, 5, 3, 14, FixSafety.UNSAFE, verified=False, verification="results differ")
+    line = format_github([outcome(refused)])
+    assert line.endswith("::FL007 a copy (fix refused: results differ)\n")
+
+
 def test_github_properties_escape_percent_and_line_breaks_in_paths():
     line = format_github([outcome(PLAIN, path="100%\r\nx.py")])
     assert line.startswith("::error title=fusionlint (FL002),file=100%25%0D%0Ax.py,line=3,") and line.count("\n") == 1
