@@ -150,3 +150,27 @@ def test_the_pool_without_sched_getaffinity_or_fork(tmp_path, capsys, monkeypatc
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     assert main(["check", "--no-cache", "--output-format", "json"]) == 1
     assert json.loads(capsys.readouterr().out) == expected and pools == [3]  # linted in this process
+
+
+def test_the_cache_folder_comes_from_the_flag_the_variable_or_the_config(tmp_path, capsys, monkeypatch, example):
+    """``--cache-dir`` over ``$FUSIONLINT_CACHE_DIR`` over ``cache-dir`` (relative to its config's folder)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[tool.fusionlint]\ncache-dir = 'caches/lint'\n")
+    (project / "m.py").write_text(example[1].bad)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FUSIONLINT_CACHE_DIR", raising=False)
+
+    def run(*args: str) -> set[str]:
+        """Where the cache files are after a run (relative to tmp_path)."""
+        assert main(["check", "-q", *args, "project"]) == 1
+        capsys.readouterr()
+        return {path.parent.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("findings.json")}
+
+    assert run() == {"project/caches/lint"}
+    assert (project / "caches" / "lint" / ".gitignore").is_file()
+    monkeypatch.setenv("FUSIONLINT_CACHE_DIR", "from-env")  # relative to the current folder
+    assert run() == {"project/caches/lint", "from-env"}
+    assert run("--cache-dir", str(tmp_path / "from-flag")) == {"project/caches/lint", "from-env", "from-flag"}
+    stored = json.loads((tmp_path / "from-flag" / "findings.json").read_text())
+    assert len(stored["entries"]) == 1 and stored["tool"]

@@ -65,13 +65,13 @@ def test_exclude_replaces_the_default_folders_and_extend_exclude_adds_to_them(tm
 
 def test_each_folder_is_walked_with_its_own_settings(tmp_path, monkeypatch):
     """Exclude globs are relative to their own config's folder, and apply below it only."""
-    make_tree(tmp_path, ["gen/top.py", "pkg/gen/inner.py", "pkg/own/o.py", "pkg/m.py", "other/own/o.py"])
-    (tmp_path / "pyproject.toml").write_text("[tool.fusionlint]\nextend-exclude = ['/gen', 'pkg']\n")
+    make_tree(tmp_path, ["gen/top.py", "pkg/gen/top.py", "pkg/own/o.py", "pkg/m.py", "other/own/o.py"])
+    (tmp_path / "pyproject.toml").write_text("[tool.fusionlint]\nextend-exclude = ['pkg', 'gen/top.py']\n")
     (tmp_path / "pkg" / "pyproject.toml").write_text("[tool.fusionlint]\nextend-exclude = ['own']\n")
     monkeypatch.chdir(tmp_path)
     found = relative(tmp_path, find_source_files([tmp_path, tmp_path / "pkg"], Settings()))
-    # the outer config excludes pkg from the walk of the root; named, pkg is walked with its own
-    assert found == ["gen/top.py", "other/own/o.py", "pkg/gen/inner.py", "pkg/m.py"]
+    # the root's config leaves pkg out of the root's walk; named, pkg is walked with its own
+    assert found == ["other/own/o.py", "pkg/gen/top.py", "pkg/m.py"]
 
 
 GITIGNORED_TREE = [
