@@ -302,6 +302,9 @@ class _Captured:
         self.results = HeldResults([o for o, copy in zip(outputs, self.copy_out)
                                     if not copy and isinstance(o, torch.Tensor)
                                     and o.untyped_storage().data_ptr() not in in_place])
+        # only the buffers it copies into: holding an input read in place would hold what another
+        # graph handed out (a backward's saved values) for good (``serves`` checks addresses)
+        self.inputs = [a if i in copied else None for i, a in enumerate(inputs)]
         self.lock = threading.Lock()
 
     @classmethod
