@@ -9,6 +9,9 @@ REPOSITORY_URL = "https://github.com/fusionlint/fusionlint"  # rule links, SARIF
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext fusionlint``: registers ``%%fuse`` (torch, IPython and rich load only now)."""
+    from fusionlint.runtime_extra import require_runtime
+
+    require_runtime("%%fuse")
     from fusionlint.magic import load_ipython_extension as load
 
     load(ipython)
