@@ -242,9 +242,10 @@ def _write_report(args: argparse.Namespace, outcomes: list[FileOutcome], stream)
         return 2 if crashed else int(bool(diffs))
 
     remaining = any(outcome.findings for outcome in outcomes)
-    # the rules are imported (with libcst) only when some finding needs describing
-    shown = remaining or (args.show_fixes and any(outcome.fixed for outcome in outcomes))
-    docs = {doc.code: doc for doc in _rule_docs()} if shown else {}
+    # the rules (and libcst with them) are imported only when a finding is described by its rule
+    described = args.statistics or args.show_fixes or args.output_format in ("json", "json-lines", "rdjson")
+    shown = remaining or any(outcome.fixed for outcome in outcomes)
+    docs = {doc.code: doc for doc in _rule_docs()} if described and shown else {}
     if args.statistics:
         stream.write(output.format_statistics(outcomes, docs, unsafe_hint=args.unsafe_fixes))
     elif args.output_format in ("text", "concise"):
