@@ -95,7 +95,8 @@ def plan_figure(report: Report, code: Mapping[str, str] | None = None, notes: Ma
     shown = _largest(boxes, MAX_BOXES)
     hidden = [b for b in boxes if b not in shown]
     sources = list(dict.fromkeys(s for box in shown for s in box.first.sources))
-    labels = {s: _line_label(s, code) for s in sources}
+    texts = {s: _line_code(s, code) for s in sources}
+    labels = {s: _line_label(s, texts[s]) for s in sources}
 
     line_width = PAD * 2 + CHAR_WIDTH * max((len(t) for t in labels.values()), default=12)
     kernel_x = PAD + line_width + EDGE_SPAN
@@ -122,7 +123,7 @@ def plan_figure(report: Report, code: Mapping[str, str] | None = None, notes: Ma
               box.first.kind == "fallback")
         for box in shown for s in box.first.sources
     ]
-    lines = [_source_line(s, labels[s], PAD, line_y[s], line_width) for s in sources]
+    lines = [_source_line(s, labels[s], texts[s], PAD, line_y[s], line_width) for s in sources]
     if hidden:
         height += ROW
         parts.append(_hidden_line(hidden, PAD, height - PAD))
@@ -217,14 +218,19 @@ def _rows(groups: list[_WriteGroup]) -> list[_WriteGroup]:
     return [*shown, _WriteGroup("", "", (), "", "", sum(g.count for g in rest), sum(g.bytes for g in rest))]
 
 
-def _line_label(source: str, code: Mapping[str, str]) -> str:
-    """``file.py:12  its code``: the file's name is enough beside its code (the tooltip has the path)."""
+def _line_code(source: str, code: Mapping[str, str]) -> str:
+    """The text of a source line: from ``code``, else read back from its file; empty if neither."""
     path, _, line = source.rpartition(":")
     text = code.get(source)
     if text is None:
         text = linecache.getline(path, int(line)) if line.isdigit() else ""
+    return text.strip()
+
+
+def _line_label(source: str, text: str) -> str:
+    """``file.py:12  its code``: the file's name is enough beside its code (the tooltip has the path)."""
+    path, _, line = source.rpartition(":")
     shown = f"{os.path.basename(path)}:{line}" if os.path.isabs(path) and line.isdigit() else source
-    text = text.strip()
     return _cut(f"{shown}  {text}" if text else shown, LINE_CHARS)
 
 
@@ -297,8 +303,9 @@ def _write_tooltip(group: _WriteGroup) -> str:
             + (f" ({group.note})" if group.note else ""))
 
 
-def _source_line(source: str, label: str, x: float, y: float, width: float) -> str:
-    return (f'<g class="fusionrt-line" data-source="{escape(source)}"><title>{escape(source)}</title>'
+def _source_line(source: str, label: str, text: str, x: float, y: float, width: float) -> str:
+    tooltip = f"{display_source(source)}\n{text}" if text else display_source(source)
+    return (f'<g class="fusionrt-line" data-source="{escape(source)}"><title>{escape(tooltip)}</title>'
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{ROW}" rx="3" fill="#f3f4f6" '
             f'stroke="#d1d5db"/><text x="{x + PAD:.1f}" y="{y + 13:.1f}">{escape(label)}</text></g>')
 
