@@ -18,8 +18,9 @@ import pytest
 
 from fusionlint.cli import main
 from fusionlint.model import FixSafety
-from fusionlint.notebook import source_lines
+from fusionlint.output import TextEdit
 from fusionlint.rules import all_rules
+from test_output import apply_text_edits
 
 RULES = [rule for rule in all_rules() if rule.examples]
 FIXABLE = [(rule, example) for rule in RULES for example in rule.examples if example.fixed is not None]
@@ -342,18 +343,17 @@ def test_extra_ops_from_the_config_reach_the_rules(tmp_path, capsys):
 # ----------------------------------------------------------------------------- fixes in the reports
 
 
-def apply_json_edits(text: str, edits: list[dict]) -> str:
-    """Ruff-style edits applied as an editor would: 1-based rows and columns, exclusive ends."""
-    starts = [0]
-    for line in source_lines(text):
-        starts.append(starts[-1] + len(line))
+def apply_json_edits(text: str, rows: list[dict]) -> str:
+    """The fixes of a JSON report applied to ``text`` as an editor applies Ruff's edits."""
+    def position(where: dict) -> tuple[int, int]:
+        return where["row"], where["column"]
 
-    def offset(position: dict) -> int:
-        return starts[position["row"] - 1] + position["column"] - 1
-
-    for edit in sorted(edits, key=lambda edit: offset(edit["location"]), reverse=True):
-        text = text[: offset(edit["location"])] + edit["content"] + text[offset(edit["end_location"]) :]
-    return text
+    edits = [
+        TextEdit(edit["content"], position(edit["location"]), position(edit["end_location"]))
+        for row in rows
+        for edit in row["fix"]["edits"]
+    ]
+    return apply_text_edits(text, edits)
 
 
 @pytest.mark.parametrize(("rule", "example"), FIXABLE, ids=lambda x: getattr(x, "code", ""))
@@ -363,9 +363,8 @@ def test_json_fix_edits_applied_to_the_file_give_what_fix_writes(tmp_path, capsy
     rows = json.loads(run_main(capsys, "check", "--no-cache", "--select", rule.code, "--output-format", "json")[1])
     assert all(row["fix"]["applicability"] == rule.fix_safety.value for row in rows)
     assert all(row["url"].endswith(f"docs/rules.md#{rule.code.lower()}-{rule.name}") for row in rows)
-    edits = [edit for row in rows for edit in row["fix"]["edits"]]
     run_main(capsys, "check", "--no-cache", "--select", rule.code, *fix_flags(rule))
-    assert apply_json_edits(example.bad, edits) == path.read_text() == example.fixed
+    assert apply_json_edits(example.bad, rows) == path.read_text() == example.fixed
 
 
 def test_fix_edits_hold_with_crlf_and_non_ascii_text_and_from_the_cache(tmp_path, capsys, bad):
@@ -377,10 +376,9 @@ def test_fix_edits_hold_with_crlf_and_non_ascii_text_and_from_the_cache(tmp_path
     cold = json.loads(run_main(capsys, *flags)[1])
     warm = json.loads(run_main(capsys, *flags)[1])
     assert warm == cold and cold[0]["fix"] is not None  # the cache keeps the edits
-    edits = [edit for row in cold for edit in row["fix"]["edits"]]
     run_main(capsys, "check", "--no-cache", "--select", rule.code, *fix_flags(rule))
     fixed = path.read_bytes().decode()
-    assert "\r\n" in fixed and apply_json_edits(original, edits) == fixed
+    assert "\r\n" in fixed and apply_json_edits(original, cold) == fixed
 
 
 def test_notebook_fix_edits_count_inside_the_cell(tmp_path, capsys, bad):
@@ -396,10 +394,9 @@ def test_notebook_fix_edits_count_inside_the_cell(tmp_path, capsys, bad):
     path.write_text(json.dumps(notebook, indent=1))
     rows = json.loads(run_main(capsys, "check", "--select", rule.code, "--output-format", "json")[1])
     assert rows[0]["cell"] == 2 and rows[0]["line"] == example.at[0][0]
-    edits = [edit for row in rows for edit in row["fix"]["edits"]]
     run_main(capsys, "check", "--no-cache", "--select", rule.code, *fix_flags(rule))
     fixed_cell = "".join(json.loads(path.read_text())["cells"][1]["source"])
-    assert apply_json_edits(example.bad, edits) == fixed_cell == example.fixed
+    assert apply_json_edits(example.bad, rows) == fixed_cell == example.fixed
 
 
 def test_show_fixes_shows_the_fix_then_lists_what_fix_applied(tmp_path, capsys, bad):
