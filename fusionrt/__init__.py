@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from fusionlint.runtime_extra import require_runtime
+
+require_runtime("fusionrt")  # without torch: the extra to install, not a bare ModuleNotFoundError
+
 from .replay import Jitted, jit
 from .report import Report, compare
 from .session import Session, current

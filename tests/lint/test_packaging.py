@@ -77,10 +77,11 @@ def test_linter_only_install_names_the_runtime_extra(tmp_path):
     for args in (["run", str(ROOT / "examples" / "fl002_clone_before_compute.py")], ["--version"]):
         result = subprocess.run([str(bin_dir / "fusionrt"), *args], capture_output=True, text=True, timeout=60)
         assert (result.returncode, result.stdout, result.stderr) == (2, "", MISSING_RUNTIME + "\n")
-    result = subprocess.run([str(python), "-c", "import fusionlint; fusionlint.load_ipython_extension(None)"],
-                            capture_output=True, text=True, timeout=60)
-    assert result.stderr.splitlines()[-1] == (
-        "fusionlint.runtime_extra.MissingRuntime: %%fuse needs the runtime extra: pip install 'fusionlint[rt]'")
+    for code, what in (("import fusionlint; fusionlint.load_ipython_extension(None)", "%%fuse"),
+                       ("import fusionrt", "fusionrt")):
+        result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
+        assert result.stderr.splitlines()[-1] == (
+            f"fusionlint.runtime_extra.MissingRuntime: {what} needs the runtime extra: pip install 'fusionlint[rt]'")
     result = subprocess.run([str(bin_dir / "fusionlint"), "check", "--no-cache", "--output-format", "concise",
                              str(ROOT / "examples" / "fl002_clone_before_compute.py")],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
