@@ -3,8 +3,8 @@ Code Quality, JUnit XML and reviewdog's rdjson for machines.
 
 fusionlint has no severities: every finding fails the check (exit 1), so every format that has a
 level reports an error (GitLab's scale has none: ``major``, as Ruff writes). A finding's fix
-(``Finding.edits``: whole lines) is shown as Ruff shows it: the smallest replacement of the
-original text, 1-based rows and columns (rdjson: UTF-8 byte columns, as reviewdog counts).
+is shown as Ruff shows it (``fusionlint.edits``), in characters (rdjson: in UTF-8 bytes, as
+reviewdog counts).
 
 Text is colored with rich only on an interactive terminal, never under ``CI`` or ``PRE_COMMIT``
 (pre-commit runs hooks under a pty) or ``NO_COLOR``; rich is imported only then. Notebook
@@ -24,7 +24,8 @@ from urllib.parse import quote
 
 import fusionlint
 from fusionlint.check import FileOutcome
-from fusionlint.model import Finding, FixMode, FixSafety, LineEdit
+from fusionlint.edits import text_edits
+from fusionlint.model import Finding, FixMode, FixSafety
 from fusionlint.notebook import cell_source, read_notebook, source_lines
 from fusionlint.sourcefile import SourceFileError
 
@@ -51,16 +52,6 @@ class RuleDoc:
 def rule_anchor(code: str, name: str) -> str:
     """The GitHub anchor of a rule's section in docs/rules.md, whose heading is ``CODE (name)``."""
     return f"{code.lower()}-{name}"
-
-
-@dataclass(frozen=True)
-class TextEdit:
-    """A fix's change as Ruff reports it: ``content`` replaces the text from ``start`` to ``end``
-    (exclusive), each a 1-based (row, column) in characters."""
-
-    content: str
-    start: tuple[int, int]
-    end: tuple[int, int]
 
 
 def is_interactive(stream: IO[str]) -> bool:
@@ -106,49 +97,6 @@ def source_line(outcome: FileOutcome, finding: Finding) -> str | None:
     text = finding_text(outcome, finding)
     lines = source_lines(text) if text is not None else []
     return lines[finding.line - 1].rstrip("\r\n") if 0 < finding.line <= len(lines) else None
-
-
-def text_edits(text: str, edits: tuple[LineEdit, ...]) -> list[TextEdit]:
-    """Each whole-line edit of ``text`` narrowed to the characters it changes."""
-    lines = source_lines(text)
-    return [_narrowed(lines, edit) for edit in edits]
-
-
-def _narrowed(lines: list[str], edit: LineEdit) -> TextEdit:
-    """The edit less the text its old and new lines share at both ends, cut between words (a
-    replacement reads ``torch.addcmul(t3, a, b)``, not ``orch.addcmul(t3, a, b)``)."""
-    old, new = "".join(lines[edit.start - 1 : edit.end]), edit.text
-    prefix = 0
-    while prefix < min(len(old), len(new)) and old[prefix] == new[prefix]:
-        prefix += 1
-    while prefix and _word(old, prefix - 1) and (_word(old, prefix) or _word(new, prefix)):
-        prefix -= 1
-    suffix = 0
-    while suffix < min(len(old), len(new)) - prefix and old[-1 - suffix] == new[-1 - suffix]:
-        suffix += 1
-    while suffix and _word(old, len(old) - suffix) and (_word(old, len(old) - suffix - 1) or _word(new, len(new) - suffix - 1)):
-        suffix -= 1
-    if old[prefix - 1 : prefix + 1] == "\r\n":  # never split a CRLF line break
-        prefix -= 1
-    end = len(old) - suffix
-    if old[end - 1 : end + 1] == "\r\n":
-        suffix -= 1
-        end += 1
-    return TextEdit(new[prefix : len(new) - suffix], _position(old[:prefix], edit.start), _position(old[:end], edit.start))
-
-
-def _word(text: str, index: int) -> bool:
-    return 0 <= index < len(text) and (text[index].isalnum() or text[index] == "_")
-
-
-def _position(before: str, row: int) -> tuple[int, int]:
-    """The (row, column) just after ``before``, a text that starts at column 1 of ``row``."""
-    lines = source_lines(before)
-    if not lines:
-        return row, 1
-    if lines[-1].endswith(("\n", "\r")):
-        return row + len(lines), 1
-    return row + len(lines) - 1, len(lines[-1]) + 1
 
 
 def write_text(

@@ -18,7 +18,7 @@ import pytest
 
 from fusionlint.cli import main
 from fusionlint.model import FixSafety
-from fusionlint.output import TextEdit
+from fusionlint.edits import TextEdit
 from fusionlint.rules import all_rules
 from test_output import apply_text_edits
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from fusionlint.check import FileOutcome
+from fusionlint.edits import TextEdit, text_edits
 from fusionlint.model import Finding, FixMode, FixSafety, LineEdit
 from fusionlint.output import (
     RuleDoc,
-    TextEdit,
     fixed_summary,
     format_github,
     format_gitlab,
@@ -25,7 +25,6 @@ from fusionlint.output import (
     format_sarif,
     format_statistics,
     summary,
-    text_edits,
     write_text,
 )
 from fusionlint.sourcefile import SourceFile
