@@ -73,8 +73,9 @@ class HostSyncInTensorWork(Rule):
         `hits.tolist()` syncs once). For `bool`, `float`, `int`, `print` and conditions,
         the operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), or, in
         a loop that does tensor work, be a local name that such ops compute (`denom =
-        m.sum()`, then `if denom > 0:`), so a bare argument of unknown type is never taken
-        for a tensor.
+        m.sum()`, then `if denom > 0:`) or the element a `for` takes from a tensor (`for
+        sigma in sigmas: s = float(sigma)`), so a bare argument of unknown type is never taken
+        for a tensor. `int(...)` made an index or a slice bound decides a shape (below).
 
         Not flagged, because the host needs the value once and reading it is the point: a sync
         after all the work (`return out.item()`); validation (`assert`, a `*check*(...)` call, a
@@ -389,6 +390,8 @@ def report(x: torch.Tensor) -> list:
         read = _NAME_READ.match(text)
         if read is None:
             return False
+        if index == 0 and not text.lstrip().startswith(("if", "elif")):
+            return True  # `float(t)` first in a block: `t` may be what a `for` above it takes from a tensor
         assigned = re.compile(r"\s*" + read.group(1) + r"\s*=[^=]")
         return any(
             assigned.match(block[earlier]) and _op_call_text(ops).search(block[earlier])
@@ -561,7 +564,8 @@ def _has_table_op_call(scope: Scope, node: cst.CSTNode, seen: frozenset[str] | N
 
 
 def _computed_name(scope: Scope, name: str, seen: frozenset[str]) -> bool:
-    """Is ``name`` a local tensor that every assignment of it computes with a tensor op?"""
+    """Is ``name`` a local tensor that every assignment of it computes with a tensor op, or the
+    element a ``for`` takes from a tensor (``for t in timesteps``: a 0-d tensor each time)?"""
     if name not in scope.tensors or name in scope.params:
         return False
     values = []
@@ -571,7 +575,32 @@ def _computed_name(scope: Scope, name: str, seen: frozenset[str]) -> bool:
                 values.append(value)
         elif any(isinstance(e, cst.Name) and e.value == name for e in _target_elements(target)):
             return False  # unpacked: its value is unknown
-    return bool(values) and all(scope.is_tensor(v) and _has_table_op_call(scope, v, seen) for v in values)
+    for target, iterable in scope.loops:
+        element = _loop_element(target, iterable)
+        if element is not None and element[0] == name:
+            if not scope.is_tensor(element[1]):
+                return False
+            values.append(None)
+        elif any(isinstance(e, cst.Name) and e.value == name for e in _target_elements(target)):
+            return False
+    return bool(values) and all(
+        v is None or (scope.is_tensor(v) and _has_table_op_call(scope, v, seen)) for v in values
+    )
+
+
+def _loop_element(target: cst.BaseExpression, iterable: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """(name, what it iterates) of ``for name in it`` or ``for i, name in enumerate(it)``."""
+    if isinstance(target, cst.Name):
+        if isinstance(iterable, cst.Call) and _callee(iterable) in ("enumerate", "zip"):
+            return None
+        return target.value, iterable
+    if (
+        isinstance(target, cst.Tuple) and len(target.elements) == 2 and isinstance(target.elements[1].value, cst.Name)
+        and isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate"
+        and len(iterable.args) == 1
+    ):
+        return target.elements[1].value.value, iterable.args[0].value
+    return None
 
 
 def _tests_tensor_element(scope: Scope, ref: StatementRef, test: cst.BaseExpression) -> bool:
@@ -775,7 +804,7 @@ def _calls_backward(node: cst.CSTNode) -> bool:
 def _decides_shape(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str) -> bool:
     """Is the synced value a size: passed to a shape-taking call (``torch.zeros(int(n.max()) + 1)``),
     directly or through the name it is assigned to, or stored as a ``*size*``/``num_*`` attribute?"""
-    if _in_size_argument(ref.node, node):
+    if _in_size_argument(ref.node, node) or (kind == "int" and _is_index(ref.node, node)):
         return True
     targets = _assigned_names(ref, node)
     if targets is None or (kind != "branch" and any(_is_size_name(name) for name in targets)):
@@ -897,6 +926,12 @@ def _name_nodes(root: cst.CSTNode, name: str) -> list[cst.Name]:
 
     walk(root)
     return found
+
+
+def _is_index(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Is ``node`` an index or a slice bound itself (``x[: int(n)]``)?"""
+    path = ancestors(root, node) or []
+    return bool(path) and isinstance(path[0], (cst.Index, cst.Slice))
 
 
 def _in_size_argument(root: cst.CSTNode, node: cst.CSTNode) -> bool:

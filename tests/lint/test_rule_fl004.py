@@ -128,8 +128,18 @@ def masked_means(x: torch.Tensor, masks: torch.Tensor):
             out.append((x * masks[i]).sum() / denom)
     return out
 """,
+    "a scalar read of the element a working loop takes from a tensor": """\
+import torch
+
+def denoise(x: torch.Tensor, sigmas: torch.Tensor, w: torch.Tensor):
+    for i, sigma in enumerate(sigmas):
+        s = float(sigma)
+        x = torch.tanh(x @ w) * s + x
+    return x
+""",
 }
 EXPECTED = {
+    "a scalar read of the element a working loop takes from a tensor": [(5, 13)],
     "a scalar read in a working loop's test whose arm only does host work (greedy decoding)": [(7, 12), (8, 24)],
     "a branch in a working loop on a name the loop computes": [(7, 12)],
     "a comparison of a tensor's element, rebound by indexing, in an expert loop": [(7, 12)],
@@ -354,6 +364,24 @@ def count(x: torch.Tensor, y: torch.Tensor):
     if h.sum() > 0:
         n += 1
     return h * y, n
+""",
+    "an element of a tensor made a slice bound (a size) in a working loop": """\
+import torch
+
+def crop(x: torch.Tensor, lengths: torch.Tensor):
+    outs = []
+    for length in lengths:
+        outs.append(torch.tanh(x[: int(length)]).sum())
+    return outs
+""",
+    "a float read of a list of Python numbers zipped with tensors": """\
+import torch
+
+def total(xs: list[torch.Tensor], ws: list[float]):
+    out = []
+    for x, w in zip(xs, ws):
+        out.append(torch.relu(x) * float(w))
+    return out
 """,
 }
 
