@@ -16,6 +16,7 @@ import hashlib
 import logging
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 ENV = "FUSIONRT_DEBUG_DIR"
 
-_planned: ContextVar[Optional["PlannedKernel"]] = ContextVar("fusionrt_planned_kernel", default=None)
+_planned: ContextVar[Optional[PlannedKernel]] = ContextVar("fusionrt_planned_kernel", default=None)
 
 
 @contextlib.contextmanager
@@ -66,5 +67,8 @@ def loaded(source: bytes, function: str, origin: str, generated: bool) -> None:
                   f"Triton function: {function} ({lines} lines)", f"cache: {origin}"]
         name = re.sub(r"[^A-Za-z0-9_]+", "_", planned.name if planned is not None else function)[:80]
         path = Path(directory) / f"{name}-{hashlib.sha256(source).hexdigest()[:12]}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"# {line}\n" for line in header) + "\n" + text, encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"# {line}\n" for line in header) + "\n" + text, encoding="utf-8")
+        except OSError as exc:  # a debugging aid never fails the run it watches
+            warnings.warn(f"fusionrt: cannot write {path} ({exc})", RuntimeWarning)

@@ -107,6 +107,17 @@ def test_debug_dir_receives_each_generated_kernel_with_its_plan(tmp_path, monkey
         assert "@triton.jit" in text or "tl." in text
 
 
+def test_an_unwritable_debug_dir_warns_and_the_run_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSIONRT_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "taken").write_text("a file where the folder should be\n")
+    monkeypatch.setenv("FUSIONRT_DEBUG_DIR", str(tmp_path / "taken"))
+    x = torch.randn(33, 7)
+    with pytest.warns(RuntimeWarning, match="fusionrt: cannot write .*taken"):
+        with fusionrt.lazy(executor="interpret"):
+            y = torch.sigmoid(x) * 5
+    torch.testing.assert_close(y, torch.sigmoid(x) * 5)
+
+
 def test_chrome_trace_has_kernels_and_writes_on_a_timeline(tmp_path):
     report, _, _ = _program("reference")
     path = tmp_path / "trace.json"
