@@ -7,13 +7,14 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope
+from fusionlint.analysis import Scope, StatementRef, children, inner_blocks, names_of
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _MATMUL_TEXT = re.compile(r"@|\b(?:matmul|bmm|einsum)\s*\(")
 _TRANSPOSES = frozenset({"transpose", "swapaxes", "swapdims", "t", "mT", "T"})
+_ASSIGNED = re.compile(r"\s*(\w+)\s*=[^=]")
 
 
 class ScaleAfterMatmul(Rule):
@@ -32,7 +33,10 @@ class ScaleAfterMatmul(Rule):
         Flagged: `*` or `/` by a value not known to be a tensor (a number, a float attribute
         such as `self.scale`, `math.sqrt(d)`) applied directly to a matmul (`@`, `matmul`,
         `bmm`) whose second operand is a transposed view, or to a two-operand `einsum` whose
-        output keeps one index of each operand and sums over a shared one. Not flagged: other
+        output keeps one index of each operand and sums over a shared one; also where the
+        matmul's result is assigned to a name that the next statement reading it rescales
+        (`sim = einsum(...)`, then `sim = sim * scale`, in the same block or after the `if`
+        whose arm made it: there the other arms' values are scaled too, so no fix is offered). Not flagged: other
         matmuls (`x @ w`, whose output may be smaller than `x`), a scale known to be a tensor
         (its shape may not broadcast against `q`).
 
@@ -52,7 +56,8 @@ class ScaleAfterMatmul(Rule):
     pays_in = (EAGER,)
     yields_to = frozenset({"FL010", "FL012", "FL013"})
     fix_notes = """
-        The fix moves the scale onto the matmul's first operand. It is **unsafe**: the result
+        The fix moves the scale onto the matmul's first operand (and drops the statement that
+        rescaled the scores, where it was a later one). It is **unsafe**: the result
         differs by floating-point rounding (the product is scaled before the sum, not after),
         and the rule guesses, without shapes, that the first operand is the smaller one.
     """
@@ -97,6 +102,27 @@ def scores(q: torch.Tensor, k: torch.Tensor, dim: int) -> torch.Tensor:
 """,
             call="scores(randn(4, 64, 32), randn(4, 64, 32), 32)",
         ),
+        Example(  # the scale in a later statement that rebinds the scores
+            bad="""\
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    sim = torch.einsum("b h i d, b h j d -> b h i j", q, k)
+    sim = sim * scale
+    return sim.softmax(-1)
+""",
+            at=((6, 11),),
+            fixed="""\
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    sim = torch.einsum("b h i d, b h j d -> b h i j", q * scale, k)
+    return sim.softmax(-1)
+""",
+            call="attend(randn(2, 4, 64, 16), randn(2, 4, 64, 16), 0.25)",
+        ),
     )
     valid = (
         # a projection, whose output may be smaller than its input; a scale that is a tensor
@@ -122,7 +148,19 @@ def f(x: torch.Tensor, w: torch.Tensor):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        return ("*" in text or "/" in text) and _MATMUL_TEXT.search(text) is not None
+        if ("*" in text or "/" in text) and _MATMUL_TEXT.search(text) is not None:
+            return True
+        assigned = _ASSIGNED.match(text)
+        if assigned is not None and _MATMUL_TEXT.search(text) is not None:  # scaled a few lines below
+            rescaled = re.compile(r"\s*(\w+)\s*=\s*\1\s*[*/]")
+            return any(
+                (m := rescaled.match(block[later])) is not None and m.group(1) == assigned.group(1)
+                for later in range(index + 1, min(index + 6, len(block)))
+            )
+        rescaled_here = re.match(r"\s*(\w+)\s*=\s*\1\s*[*/]", text)
+        return rescaled_here is not None and any(  # scaled after the `if` whose arm made it
+            block[earlier].lstrip().startswith("if ") for earlier in range(max(0, index - 3), index)
+        )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for site in (*scope.sites.get("@", ()), *scope.sites.get("matmul", ()), *scope.sites.get("bmm", ()),
@@ -130,9 +168,17 @@ def f(x: torch.Tensor, w: torch.Tensor):
             if site.conditional:
                 continue
             scaled = _scaled(scope, site.statement.node, site.node)
-            if scaled is None or not _similarity(scope, site.node):
+            if scaled is not None:
+                if _similarity(scope, site.node):
+                    yield Violation(scaled, fix=_fix(scope, site.statement.node, scaled, site.node))
                 continue
-            yield Violation(scaled, fix=_fix(scope, site.statement.node, scaled, site.node))
+            later = _scaled_later(scope, site.statement, site.node)
+            if later is not None and _similarity(scope, site.node):
+                statement, scaled, same_block = later
+                fix = _fix(scope, site.statement.node, scaled, site.node, site.node) if same_block else None
+                if fix is not None and isinstance(statement.node, cst.SimpleStatementLine):
+                    fix = (*fix, StatementEdit(statement.node, ()))
+                yield Violation(scaled, fix=fix)
 
 
 def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> cst.BinaryOperation | None:
@@ -147,6 +193,65 @@ def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> cst.Bi
 
     statement.visit(_Find())
     return found[0] if found else None
+
+
+def _scaled_later(
+    scope: Scope, ref: StatementRef, matmul: cst.CSTNode
+) -> tuple[StatementRef, cst.BinaryOperation, bool] | None:
+    """``sim = q @ k.mT`` and then, at the next statement that reads ``sim``, ``sim = sim * s``:
+    (that statement, its ``sim * s``, whether it is in the matmul's own block, where the scale
+    can move onto the operand). Out of an ``if`` arm the scale also applies to the other arms'
+    values, so it cannot move; ``s`` must hold the same value at both statements."""
+    small = ref.simple
+    if not (isinstance(small, cst.Assign) and small.value is matmul and len(small.targets) == 1):
+        return None
+    target = small.targets[0].target
+    if not isinstance(target, cst.Name):
+        return None
+    name, same_block, assigned = target.value, True, set()
+    while True:
+        for later in ref.later():
+            if not _mentions(later.node, name):
+                assigned |= _stores(later.node)
+                continue
+            scaled = _rescaled(scope, later, name)
+            if scaled is None or (names_of(scaled.right)[0] & assigned):
+                return None
+            return later, scaled, same_block
+        parent = ref.block.parent
+        if parent is None or not isinstance(parent.node, cst.If):
+            return None
+        ref, same_block = parent, False
+
+
+def _rescaled(scope: Scope, ref: StatementRef, name: str) -> cst.BinaryOperation | None:
+    """The ``name * s`` (``name / s``) of ``name = name * s``, ``s`` not known to be a tensor."""
+    small = ref.simple
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+        return None
+    target, value = small.targets[0].target, small.value
+    if not (isinstance(target, cst.Name) and target.value == name and isinstance(value, cst.BinaryOperation)):
+        return None
+    if not (isinstance(value.operator, (cst.Multiply, cst.Divide)) and isinstance(value.left, cst.Name)):
+        return None
+    if value.left.value != name or _mentions(value.right, name) or scope.is_tensor(value.right):
+        return None
+    return value
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value == name
+    return any(_mentions(child, name) for child in children(node))
+
+
+def _stores(statement: cst.CSTNode) -> set[str]:
+    """Every name a statement may assign, in nested blocks too."""
+    found = set(names_of(statement)[1])
+    for suite in inner_blocks(statement):
+        for inner in suite.body if isinstance(suite, cst.IndentedBlock) else [suite]:
+            found |= _stores(inner)
+    return found
 
 
 def _similarity(scope: Scope, matmul: cst.CSTNode) -> bool:
@@ -190,21 +295,25 @@ def _gram(equation: str | bytes) -> bool:
 
 
 def _fix(
-    scope: Scope, statement: cst.CSTNode, scaled: cst.BinaryOperation, matmul: cst.CSTNode
+    scope: Scope, statement: cst.CSTNode, scaled: cst.BinaryOperation, matmul: cst.CSTNode,
+    replaced: cst.CSTNode | None = None,
 ) -> tuple[StatementEdit, ...] | None:
+    """``statement`` with ``replaced`` (by default ``scaled`` itself) turned into the matmul of
+    the scaled first operand."""
     if not isinstance(statement, cst.SimpleStatementLine):
         return None
+    replaced = scaled if replaced is None else replaced
     if isinstance(matmul, cst.BinaryOperation):
         first = cst.BinaryOperation(
             left=matmul.left, operator=scaled.operator, right=scaled.right,
             lpar=[cst.LeftParen()], rpar=[cst.RightParen()],
         )
-        moved = matmul.with_changes(left=first, lpar=scaled.lpar, rpar=scaled.rpar)
+        moved = matmul.with_changes(left=first, lpar=replaced.lpar, rpar=replaced.rpar)
     else:
         index = 1 if scope.op(matmul)[0] == "einsum" else 0  # type: ignore[index]
         operand = matmul.args[index].value  # type: ignore[attr-defined]
         product = cst.BinaryOperation(left=operand, operator=scaled.operator, right=scaled.right)
         args = list(matmul.args)  # type: ignore[attr-defined]
         args[index] = args[index].with_changes(value=product)
-        moved = matmul.with_changes(args=args, lpar=scaled.lpar, rpar=scaled.rpar)
-    return (StatementEdit(statement, (replace_nodes(statement, {scaled: moved}),)),)
+        moved = matmul.with_changes(args=args, lpar=replaced.lpar, rpar=replaced.rpar)
+    return (StatementEdit(statement, (replace_nodes(statement, {replaced: moved}),)),)

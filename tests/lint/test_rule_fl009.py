@@ -82,3 +82,60 @@ def scores(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor):
     assert [f.code for f in result.findings] == ([winner] if winner == "FL009" else [])
     everything = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL009", "FL012", "FL013"})))
     assert [f.code for f in everything.findings] == [winner]
+
+
+LATER = {
+    "after_if": """\
+import torch
+
+
+def scores(q: torch.Tensor, k: torch.Tensor, scale: float, l2: bool) -> torch.Tensor:
+    if not l2:
+        sim = q @ k.transpose(-1, -2)
+    else:
+        sim = -torch.cdist(q, k)
+    sim = sim * scale
+    return sim.softmax(-1)
+""",
+    "read_between": """\
+import torch
+
+
+def scores(q: torch.Tensor, k: torch.Tensor, scale: float):
+    sim = q @ k.transpose(-1, -2)
+    raw = sim.amax(-1)
+    sim = sim * scale
+    return sim.softmax(-1), raw
+""",
+    "scale_changes": """\
+import torch
+
+
+def scores(q: torch.Tensor, k: torch.Tensor, scale: float):
+    sim = q @ k.transpose(-1, -2)
+    scale = scale * 2
+    sim = sim * scale
+    return sim.softmax(-1)
+""",
+    "projection": """\
+import torch
+
+
+def proj(x: torch.Tensor, w: torch.Tensor, scale: float):
+    h = x @ w
+    h = h * scale
+    return h
+""",
+}
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("after_if", [(9, 11)]), ("read_between", []), ("scale_changes", []), ("projection", []),
+])
+def test_a_scale_in_a_later_statement(name, expected):
+    """Flagged after the ``if`` whose arm made the scores (without a fix: the other arm's value is
+    scaled too); silent where the unscaled scores are read first, the scale changes between, or
+    the matmul is a projection."""
+    assert positions(LATER[name]) == expected
+    fixed = lint_source(LATER[name], "m.py", LintOptions(codes=frozenset({"FL009"}), fix=FixMode.UNSAFE))
+    assert fixed.source is None
