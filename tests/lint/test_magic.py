@@ -84,6 +84,24 @@ def test_compare_runs_both_on_the_same_inputs(ip, capsys):
     assert "outputs equal" in shown and "Writes only in cell" in shown
 
 
+def test_compare_draws_both_plans_side_by_side_with_each_cells_code(ip):
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as captured:
+        result = fuse(ip, "--compare --executor reference -o cmp", BURN_FUNCTION)
+    assert result.error_in_exec is None
+    [shown] = captured.outputs
+    html, comparison = shown.data["text/html"], ip.user_ns["cmp"]
+    assert html.startswith('<div class="fusionrt-compare"')
+    before, after = (plan.split("</svg>")[0] for plan in html.split('<div class="fusionrt-plan"')[1:])
+    for plan, report in ((before, comparison.before), (after, comparison.after)):
+        assert plan.startswith(f' data-kernels="{report.kernels}" data-writes="{report.writes}"')
+        assert plan.count('class="fusionrt-kernel ') == report.kernels  # no kernel repeats here
+    # each side's lines carry its own cell's code: the clone is gone from the fixed cell
+    assert "t3 = a.clone().sum(-1, keepdim=True)" in before and "a.clone()" not in after
+    assert "outlined write: not in fixed cell" in before and before.count("fusionrt-one-sided") == 1
+
+
 def test_compare_sees_a_changed_result(ip):
     """outputs_equal can fail: here the cell's value is a clock reading, which differs between runs."""
     ip.run_cell("import time\nstart = time.perf_counter_ns()")
