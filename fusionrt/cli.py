@@ -82,7 +82,7 @@ def run_module(module: str, args: Sequence[str], policy: str, executor: str) -> 
         del sys.path[0]
     with io.open_code(path) as file:
         end = _line_count(file.read())
-    module_globals = []
+    module_globals: list[dict] = []  # held here until the block has ended
 
     def execute() -> None:
         module_globals.append(runpy.run_module(module, run_name="__main__", alter_sys=True))
