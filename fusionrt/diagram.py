@@ -1,5 +1,5 @@
-"""The fused plan as a picture: source lines on the left, the kernels they joined in the middle,
-the tensors each kernel wrote to global memory (why, how many bytes) on the right.
+"""The fused plan as a picture: source lines on the left, edges to the kernels they joined on
+the right, each kernel's box listing the tensors it wrote to global memory (why, how many bytes).
 
 Inline SVG inside HTML, drawn here, so a notebook needs nothing installed (no graphviz). Colours
 are SVG presentation attributes, not a stylesheet, so viewers that strip ``<style>`` keep them.
@@ -154,9 +154,10 @@ def plan_figure(report: Report, code: Mapping[str, str] | None = None, notes: Ma
 
 
 def figure(shown: Report | Comparison, code: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {})) -> str:
-    """A report's plan, or a comparison's two plans side by side; ``code`` as for ``side_by_side``."""
+    """A report's plan (nothing for a run without kernels), or a comparison's two plans side by
+    side; ``code`` as for ``side_by_side``."""
     if isinstance(shown, Report):
-        return plan_figure(shown, code[0])
+        return plan_figure(shown, code[0]) if shown.kernels else ""
     return side_by_side(shown, code)
 
 

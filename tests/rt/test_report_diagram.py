@@ -49,6 +49,10 @@ def test_repeated_kernels_share_a_box_and_every_kernel_and_write_is_counted():
     assert html.count('class="fusionrt-line"') == 1 and "x = torch.tanh(x @ w) * 0.5" in html
 
 
+def test_a_run_without_kernels_draws_nothing():
+    assert diagram.figure(Report(eager_kernels=3)) == ""
+
+
 def test_fallbacks_and_extern_kernels_are_marked():
     x, w = torch.randn(64, 32), torch.randn(32, 32)
     report = measured(with_fallbacks, x, w)
