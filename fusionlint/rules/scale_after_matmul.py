@@ -7,7 +7,8 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, StatementRef, children, inner_blocks, names_of
+from fusionlint.analysis import Scope
+from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
@@ -152,13 +153,11 @@ def f(x: torch.Tensor, w: torch.Tensor):
             return True
         assigned = _ASSIGNED.match(text)
         if assigned is not None and _MATMUL_TEXT.search(text) is not None:  # scaled a few lines below
-            rescaled = re.compile(r"\s*(\w+)\s*=\s*\1\s*[*/]")
             return any(
-                (m := rescaled.match(block[later])) is not None and m.group(1) == assigned.group(1)
+                (m := RESCALE_TEXT.match(block[later])) is not None and m.group(1) == assigned.group(1)
                 for later in range(index + 1, min(index + 6, len(block)))
             )
-        rescaled_here = re.match(r"\s*(\w+)\s*=\s*\1\s*[*/]", text)
-        return rescaled_here is not None and any(  # scaled after the `if` whose arm made it
+        return RESCALE_TEXT.match(text) is not None and any(  # scaled after the `if` whose arm made it
             block[earlier].lstrip().startswith("if ") for earlier in range(max(0, index - 3), index)
         )
 
@@ -170,15 +169,16 @@ def f(x: torch.Tensor, w: torch.Tensor):
             scaled = _scaled(scope, site.statement.node, site.node)
             if scaled is not None:
                 if _similarity(scope, site.node):
-                    yield Violation(scaled, fix=_fix(scope, site.statement.node, scaled, site.node))
+                    fix = _fix(scope, site.statement.node, scaled.operator, scaled.right, site.node, scaled)
+                    yield Violation(scaled, fix=fix)
                 continue
-            later = _scaled_later(scope, site.statement, site.node)
+            later = rescaled_later(scope, site.statement, site.node)
             if later is not None and _similarity(scope, site.node):
-                statement, scaled, same_block = later
-                fix = _fix(scope, site.statement.node, scaled, site.node, site.node) if same_block else None
-                if fix is not None and isinstance(statement.node, cst.SimpleStatementLine):
-                    fix = (*fix, StatementEdit(statement.node, ()))
-                yield Violation(scaled, fix=fix)
+                fix = None
+                if later.same_block and isinstance(later.statement.node, cst.SimpleStatementLine):
+                    fix = _fix(scope, site.statement.node, later.operator, later.factor, site.node, site.node)
+                    fix = fix and (*fix, StatementEdit(later.statement.node, ()))
+                yield Violation(later.node, fix=fix)
 
 
 def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> cst.BinaryOperation | None:
@@ -193,65 +193,6 @@ def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> cst.Bi
 
     statement.visit(_Find())
     return found[0] if found else None
-
-
-def _scaled_later(
-    scope: Scope, ref: StatementRef, matmul: cst.CSTNode
-) -> tuple[StatementRef, cst.BinaryOperation, bool] | None:
-    """``sim = q @ k.mT`` and then, at the next statement that reads ``sim``, ``sim = sim * s``:
-    (that statement, its ``sim * s``, whether it is in the matmul's own block, where the scale
-    can move onto the operand). Out of an ``if`` arm the scale also applies to the other arms'
-    values, so it cannot move; ``s`` must hold the same value at both statements."""
-    small = ref.simple
-    if not (isinstance(small, cst.Assign) and small.value is matmul and len(small.targets) == 1):
-        return None
-    target = small.targets[0].target
-    if not isinstance(target, cst.Name):
-        return None
-    name, same_block, assigned = target.value, True, set()
-    while True:
-        for later in ref.later():
-            if not _mentions(later.node, name):
-                assigned |= _stores(later.node)
-                continue
-            scaled = _rescaled(scope, later, name)
-            if scaled is None or (names_of(scaled.right)[0] & assigned):
-                return None
-            return later, scaled, same_block
-        parent = ref.block.parent
-        if parent is None or not isinstance(parent.node, cst.If):
-            return None
-        ref, same_block = parent, False
-
-
-def _rescaled(scope: Scope, ref: StatementRef, name: str) -> cst.BinaryOperation | None:
-    """The ``name * s`` (``name / s``) of ``name = name * s``, ``s`` not known to be a tensor."""
-    small = ref.simple
-    if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
-        return None
-    target, value = small.targets[0].target, small.value
-    if not (isinstance(target, cst.Name) and target.value == name and isinstance(value, cst.BinaryOperation)):
-        return None
-    if not (isinstance(value.operator, (cst.Multiply, cst.Divide)) and isinstance(value.left, cst.Name)):
-        return None
-    if value.left.value != name or _mentions(value.right, name) or scope.is_tensor(value.right):
-        return None
-    return value
-
-
-def _mentions(node: cst.CSTNode, name: str) -> bool:
-    if isinstance(node, cst.Name):
-        return node.value == name
-    return any(_mentions(child, name) for child in children(node))
-
-
-def _stores(statement: cst.CSTNode) -> set[str]:
-    """Every name a statement may assign, in nested blocks too."""
-    found = set(names_of(statement)[1])
-    for suite in inner_blocks(statement):
-        for inner in suite.body if isinstance(suite, cst.IndentedBlock) else [suite]:
-            found |= _stores(inner)
-    return found
 
 
 def _similarity(scope: Scope, matmul: cst.CSTNode) -> bool:
@@ -295,24 +236,23 @@ def _gram(equation: str | bytes) -> bool:
 
 
 def _fix(
-    scope: Scope, statement: cst.CSTNode, scaled: cst.BinaryOperation, matmul: cst.CSTNode,
-    replaced: cst.CSTNode | None = None,
+    scope: Scope, statement: cst.CSTNode, operator: cst.BaseBinaryOp, factor: cst.BaseExpression,
+    matmul: cst.CSTNode, replaced: cst.CSTNode,
 ) -> tuple[StatementEdit, ...] | None:
-    """``statement`` with ``replaced`` (by default ``scaled`` itself) turned into the matmul of
-    the scaled first operand."""
+    """``statement`` with ``replaced`` (the scaled matmul, or the matmul itself where a later
+    statement scales it) turned into the matmul of the first operand scaled by ``factor``."""
     if not isinstance(statement, cst.SimpleStatementLine):
         return None
-    replaced = scaled if replaced is None else replaced
     if isinstance(matmul, cst.BinaryOperation):
         first = cst.BinaryOperation(
-            left=matmul.left, operator=scaled.operator, right=scaled.right,
+            left=matmul.left, operator=operator, right=factor,
             lpar=[cst.LeftParen()], rpar=[cst.RightParen()],
         )
         moved = matmul.with_changes(left=first, lpar=replaced.lpar, rpar=replaced.rpar)
     else:
         index = 1 if scope.op(matmul)[0] == "einsum" else 0  # type: ignore[index]
         operand = matmul.args[index].value  # type: ignore[attr-defined]
-        product = cst.BinaryOperation(left=operand, operator=scaled.operator, right=scaled.right)
+        product = cst.BinaryOperation(left=operand, operator=operator, right=factor)
         args = list(matmul.args)  # type: ignore[attr-defined]
         args[index] = args[index].with_changes(value=product)
         moved = matmul.with_changes(args=args, lpar=replaced.lpar, rpar=replaced.rpar)

@@ -1,0 +1,88 @@
+"""A value made by one statement and rescaled by a number at the next statement that reads it
+(``sim = q @ k.mT``, then ``sim = sim * scale``): the scale could have been applied earlier,
+to a smaller operand."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from fusionlint.analysis.flow import inner_blocks
+from fusionlint.analysis.nodes import children, names_of
+from fusionlint.analysis.scope import Scope, StatementRef
+
+
+# ``name = name * s``, ``name = name / s``, ``name = s * name`` in a statement's text (``Rule.may_match``)
+RESCALE_TEXT = re.compile(r"\s*(\w+)\s*=\s*(?:\1\s*[*/]|[\w.]+\s*\*\s*\1\s*(?:#.*)?$)")
+
+
+@dataclass(frozen=True)
+class Rescale:
+    statement: StatementRef  # ``name = name * factor``
+    node: cst.BinaryOperation  # its ``name * factor`` (``factor * name``, ``name / factor``)
+    operator: cst.BaseBinaryOp  # Multiply or Divide
+    factor: cst.BaseExpression
+    same_block: bool  # False: after the ``if`` whose arm made the value, so other arms' values are scaled too
+
+
+def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Rescale | None:
+    """Where ``ref`` is ``name = value``: the next statement that reads ``name``, if it is
+    ``name = name * factor`` (or ``factor * name``, ``name / factor``) with ``factor`` not known
+    to be a tensor and holding the same value at both statements; in ``ref``'s block, or after
+    the ``if`` whose arm ``ref`` is."""
+    small = ref.simple
+    if not (isinstance(small, cst.Assign) and small.value is value and len(small.targets) == 1):
+        return None
+    target = small.targets[0].target
+    if not isinstance(target, cst.Name):
+        return None
+    name, same_block, assigned = target.value, True, set()
+    while True:
+        for later in ref.later():
+            if not mentions(later.node, name):
+                assigned |= _stores(later.node)
+                continue
+            found = _rescale(scope, later, name, same_block)
+            if found is None or names_of(found.factor)[0] & assigned:
+                return None
+            return found
+        parent = ref.block.parent
+        if parent is None or not isinstance(parent.node, cst.If):
+            return None
+        ref, same_block = parent, False
+
+
+def _rescale(scope: Scope, ref: StatementRef, name: str, same_block: bool) -> Rescale | None:
+    small = ref.simple
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+        return None
+    target, value = small.targets[0].target, small.value
+    if not (isinstance(target, cst.Name) and target.value == name and isinstance(value, cst.BinaryOperation)):
+        return None
+    operator = value.operator
+    if isinstance(value.left, cst.Name) and value.left.value == name and isinstance(operator, (cst.Multiply, cst.Divide)):
+        factor = value.right
+    elif isinstance(value.right, cst.Name) and value.right.value == name and isinstance(operator, cst.Multiply):
+        factor = value.left
+    else:
+        return None
+    if mentions(factor, name) or scope.is_tensor(factor):
+        return None
+    return Rescale(ref, value, operator, factor, same_block)
+
+
+def mentions(node: cst.CSTNode, name: str) -> bool:
+    """Does ``node`` hold the name anywhere (read or written)?"""
+    if isinstance(node, cst.Name):
+        return node.value == name
+    return any(mentions(child, name) for child in children(node))
+
+
+def _stores(statement: cst.CSTNode) -> set[str]:
+    """Every name a statement may assign, in nested blocks too."""
+    found = set(names_of(statement)[1])
+    for suite in inner_blocks(statement):
+        for inner in suite.body if isinstance(suite, cst.IndentedBlock) else [suite]:
+            found |= _stores(inner)
+    return found
