@@ -185,11 +185,11 @@ def _row(finding: Finding) -> list:
     return [
         finding.code, finding.message, finding.line, finding.column, finding.end_line,
         finding.end_column, finding.fix_safety.value, finding.cell, list(finding.pays_in),
-        [[edit.start, edit.end, edit.text] for edit in finding.edits],
+        [[edit.start, edit.end, edit.text] for edit in finding.edits], finding.rule, finding.fix_title,
     ]  # fmt: skip
 
 
 def _finding(row: list) -> Finding:
-    code, message, line, column, end_line, end_column, safety, cell, pays_in, edits = row
+    code, message, line, column, end_line, end_column, safety, cell, pays_in, edits, rule, fix_title = row
     return Finding(code, message, line, column, end_line, end_column, FixSafety(safety), cell, pays_in=tuple(pays_in),
-                   edits=tuple(LineEdit(*edit) for edit in edits))
+                   edits=tuple(LineEdit(*edit) for edit in edits), rule=rule, fix_title=fix_title)

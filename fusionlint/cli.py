@@ -9,7 +9,6 @@ import argparse
 import difflib
 import io
 import os
-import textwrap
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from fusionlint.check import (
 )
 from fusionlint.config import ConfigError, Settings
 from fusionlint.discovery import Exclusion, find_source_files
-from fusionlint.model import FixMode, FixSafety, internal_error
+from fusionlint.model import FixMode, internal_error
 from fusionlint.notebook import cell_source, read_notebook
 from fusionlint.sourcefile import SourceFile, SourceFileError, decode_source, is_notebook_path, write_atomic
 
@@ -242,43 +241,39 @@ def _write_report(args: argparse.Namespace, outcomes: list[FileOutcome], stream)
         return 2 if crashed else int(bool(diffs))
 
     remaining = any(outcome.findings for outcome in outcomes)
-    # the rules (and libcst with them) are imported only when a finding is described by its rule
-    described = args.statistics or args.show_fixes or args.output_format in ("json", "json-lines", "rdjson")
-    shown = remaining or any(outcome.fixed for outcome in outcomes)
-    docs = {doc.code: doc for doc in _rule_docs()} if described and shown else {}
     if args.statistics:
+        docs = {doc.code: doc for doc in _rule_docs()}
         stream.write(output.format_statistics(outcomes, docs, unsafe_hint=args.unsafe_fixes))
     elif args.output_format in ("text", "concise"):
-        fixes = docs if args.show_fixes and args.output_format == "text" else None
-        show_source = args.output_format == "text"
-        output.write_text(outcomes, stream, unsafe_hint=args.unsafe_fixes, show_source=show_source, fixes=fixes)
+        text = args.output_format == "text"
+        output.write_text(outcomes, stream, args.unsafe_fixes, show_source=text, show_fixes=text and args.show_fixes)
         if not args.quiet:
             if args.show_fixes:
-                stream.write(output.fixed_summary(outcomes, docs))
+                stream.write(output.fixed_summary(outcomes))
             stream.write(output.summary(outcomes, _fix_mode(args), unsafe_hint=args.unsafe_fixes))
             if args.verify:
                 stream.write(output.verify_summary(outcomes))
     elif args.output_format == "sarif":
         stream.write(output.format_sarif(outcomes, _rule_docs(), root=Path.cwd()))
     else:
-        stream.write(_machine_report(args.output_format, outcomes, docs))
+        stream.write(_machine_report(args.output_format, outcomes))
     if crashed:
         return 2
     fixed = args.exit_non_zero_on_fix and any(outcome.fixed for outcome in outcomes)
     return int(fixed or (remaining and not args.exit_zero))
 
 
-def _machine_report(output_format: str, outcomes: list[FileOutcome], docs: dict[str, output.RuleDoc]) -> str:
+def _machine_report(output_format: str, outcomes: list[FileOutcome]) -> str:
     if output_format == "json":
-        return output.format_json(outcomes, docs)
+        return output.format_json(outcomes)
     if output_format == "json-lines":
-        return output.format_json_lines(outcomes, docs)
+        return output.format_json_lines(outcomes)
     if output_format == "gitlab":
         return output.format_gitlab(outcomes, root=Path.cwd())
     if output_format == "junit":
         return output.format_junit(outcomes)
     if output_format == "rdjson":
-        return output.format_rdjson(outcomes, docs)
+        return output.format_rdjson(outcomes)
     return output.format_github(outcomes)
 
 
@@ -331,22 +326,13 @@ def _rule_docs() -> list[output.RuleDoc]:
 
     docs = [
         output.RuleDoc(
-            rule.code, rule.name, rule.message, rule.rationale, rule.explain(),
-            fix=_fix_title(rule), documented=bool(rule.examples),
+            rule.code, rule.name, rule.message, rule.rationale, rule.explain(), documented=bool(rule.examples)
         )
         for rule in all_rules()
     ]
     if all(doc.code != UNREADABLE for doc in docs):
         docs.append(UNREADABLE_DOC)
     return sorted(docs, key=lambda doc: doc.code)
-
-
-def _fix_title(rule) -> str:
-    """What a rule's fix does: the first sentence of its fix notes."""
-    if rule.fix_safety is FixSafety.NONE:
-        return ""
-    notes = " ".join(textwrap.dedent(rule.fix_notes).split())
-    return notes.split(". ")[0].rstrip(".") + "." if notes else ""
 
 
 def run_rules(args: argparse.Namespace) -> int:

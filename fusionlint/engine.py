@@ -285,6 +285,8 @@ def _run_rules(
             fix_safety=rule.fix_safety if edits is not None else FixSafety.NONE,
             pays_in=rule.pays_in,
             edits=edits or (),
+            rule=rule.name,
+            fix_title=rule.fix_title() if edits is not None else "",
         )
         reports.append(_Report(finding, edits))
     return reports, problems

@@ -69,6 +69,9 @@ class Finding:
     # the fix's edits, in the coordinates of the text the finding points into (empty: no fix);
     # derived from the finding, so left out of comparisons
     edits: tuple[LineEdit, ...] = field(default=(), compare=False)
+    # the rule's name and what its fix does, for reports that link the rule and describe the fix
+    rule: str = field(default="", compare=False)
+    fix_title: str = field(default="", compare=False)
 
     @property
     def fixable(self) -> bool:

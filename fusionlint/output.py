@@ -41,7 +41,6 @@ class RuleDoc:
     message: str
     rationale: str
     help: str  # markdown
-    fix: str = ""  # what its fix does, one sentence ("": no fix)
     documented: bool = False  # has a section in docs/rules.md
 
     @property
@@ -52,6 +51,11 @@ class RuleDoc:
 def rule_anchor(code: str, name: str) -> str:
     """The GitHub anchor of a rule's section in docs/rules.md, whose heading is ``CODE (name)``."""
     return f"{code.lower()}-{name}"
+
+
+def rule_url(finding: Finding) -> str | None:
+    """The section of docs/rules.md about the finding's rule (FL998 and FL999 have none)."""
+    return f"{RULES_PAGE}#{rule_anchor(finding.code, finding.rule)}" if finding.rule else None
 
 
 def is_interactive(stream: IO[str]) -> bool:
@@ -100,13 +104,12 @@ def source_line(outcome: FileOutcome, finding: Finding) -> str | None:
 
 
 def write_text(
-    outcomes: list[FileOutcome], stream: IO[str], unsafe_hint: bool, show_source: bool,
-    fixes: dict[str, RuleDoc] | None = None,
+    outcomes: list[FileOutcome], stream: IO[str], unsafe_hint: bool, show_source: bool, show_fixes: bool = False
 ) -> None:
     """``path:line:col: CODE [*] message`` per finding, then the source line with a caret under the span.
 
     ``[*]`` marks a finding whose fix ``--fix`` applies (or, with ``unsafe_hint``, ``--fix --unsafe-fixes``).
-    With ``fixes`` (the rules by code, for ``--show-fixes``), each fix follows its finding as a diff.
+    With ``show_fixes``, each fix follows its finding as a diff.
     """
     console = _console(stream) if is_interactive(stream) else None
     applicable = FixMode.UNSAFE if unsafe_hint else FixMode.SAFE
@@ -115,7 +118,7 @@ def write_text(
         head = f"{location(outcome, finding)}: {finding.code}{mark} {finding.message}"
         head += _pays(finding) + _verification(finding)
         line = source_line(outcome, finding) if show_source else None
-        fix = _fix_lines(outcome, finding, fixes) if fixes is not None else []
+        fix = _fix_lines(outcome, finding) if show_fixes else []
         if console is None:
             stream.write(head + "\n")
             if line is not None:
@@ -127,22 +130,21 @@ def write_text(
             _rich_finding(console, outcome, finding, mark, line, fix)
 
 
-def _fix_lines(outcome: FileOutcome, finding: Finding, rules: dict[str, RuleDoc]) -> list[str]:
+def _fix_lines(outcome: FileOutcome, finding: Finding) -> list[str]:
     """A finding's fix as Ruff's ``--show-fixes`` shows it: what it does, then the lines it
     replaces (``-``) and their replacement (``+``)."""
     text = finding_text(outcome, finding)
     if not finding.edits or text is None:
         return []
-    rule = rules.get(finding.code)
     lines = source_lines(text)
-    shown = [f"  = help: {rule.fix if rule is not None and rule.fix else 'Apply the fix'} ({finding.fix_safety.value} fix)"]
+    shown = [f"  = help: {finding.fix_title or 'Apply the fix'} ({finding.fix_safety.value} fix)"]
     for edit in finding.edits:
         shown += ["  - " + old.rstrip("\r\n") for old in lines[edit.start - 1 : edit.end]]
         shown += ["  + " + new.rstrip("\r\n") for new in source_lines(edit.text)]
     return shown
 
 
-def fixed_summary(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str:
+def fixed_summary(outcomes: list[FileOutcome]) -> str:
     """After ``--fix --show-fixes``: the fixes applied, per file and rule, as Ruff lists them."""
     files = sorted((outcome for outcome in outcomes if outcome.fixed), key=lambda outcome: outcome.path.as_posix())
     if not files:
@@ -150,9 +152,8 @@ def fixed_summary(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str
     lines = [f"Fixed {_plural(sum(len(outcome.fixed) for outcome in files), 'error')}:"]
     for outcome in files:
         lines.append(f"- {display_path(outcome.path)}:")
-        for code, count in sorted(Counter(finding.code for finding in outcome.fixed).items()):
-            name = f" ({rules[code].name})" if code in rules else ""
-            lines.append(f"    {count} \u00d7 {code}{name}")
+        for (code, name), count in sorted(Counter((f.code, f.rule) for f in outcome.fixed).items()):
+            lines.append(f"    {count} \u00d7 {code}{f' ({name})' if name else ''}")
     return "\n".join(lines) + "\n\n"
 
 
@@ -257,11 +258,10 @@ def _plural(count: int, one: str, many: str | None = None) -> str:
 ERROR = "error"  # the level of every finding in the formats that have levels (see the module's docstring)
 
 
-def json_rows(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> list[dict]:
+def json_rows(outcomes: list[FileOutcome]) -> list[dict]:
     """One object per finding: where, what, its fix in Ruff's shape (or null), and its rule's URL."""
     rows = []
     for outcome, finding in sorted_findings(outcomes):
-        rule = rules.get(finding.code)
         rows.append({
             "path": display_path(outcome.path),
             "cell": finding.cell,
@@ -273,21 +273,21 @@ def json_rows(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> list[di
             "message": finding.message,
             "fixable": finding.fixable,
             "fix_safety": finding.fix_safety.value,
-            "fix": _json_fix(outcome, finding, rule),
-            "url": rule.url if rule is not None else None,
+            "fix": _json_fix(outcome, finding),
+            "url": rule_url(finding),
             "pays_in": list(finding.pays_in),
             **_verification_fields(finding),
         })  # fmt: skip
     return rows
 
 
-def _json_fix(outcome: FileOutcome, finding: Finding, rule: RuleDoc | None) -> dict | None:
+def _json_fix(outcome: FileOutcome, finding: Finding) -> dict | None:
     text = finding_text(outcome, finding)
     if not finding.edits or text is None:
         return None
     return {
         "applicability": finding.fix_safety.value,
-        "message": rule.fix if rule is not None and rule.fix else None,
+        "message": finding.fix_title or None,
         "edits": [
             {"content": edit.content, "location": _row_column(edit.start), "end_location": _row_column(edit.end)}
             for edit in text_edits(text, finding.edits)
@@ -299,12 +299,12 @@ def _row_column(position: tuple[int, int]) -> dict:
     return {"row": position[0], "column": position[1]}
 
 
-def format_json(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str:
-    return json.dumps(json_rows(outcomes, rules), indent=2) + "\n"
+def format_json(outcomes: list[FileOutcome]) -> str:
+    return json.dumps(json_rows(outcomes), indent=2) + "\n"
 
 
-def format_json_lines(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str:
-    return "".join(json.dumps(row) + "\n" for row in json_rows(outcomes, rules))
+def format_json_lines(outcomes: list[FileOutcome]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in json_rows(outcomes))
 
 
 def _verification_fields(finding: Finding) -> dict:
@@ -468,14 +468,14 @@ def format_junit(outcomes: list[FileOutcome]) -> str:
     return ElementTree.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def format_rdjson(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str:
+def format_rdjson(outcomes: list[FileOutcome]) -> str:
     """reviewdog's Diagnostic Format: each finding, and its fix as a suggestion (not for a
     notebook, whose lines are the cell's while reviewdog counts the file's)."""
     diagnostics = []
     for outcome, finding in sorted_findings(outcomes):
         text = finding_text(outcome, finding)
         lines = source_lines(text) if text is not None else []
-        rule = rules.get(finding.code)
+        url = rule_url(finding)
         diagnostic = {
             "message": f"{_cell(finding)}{finding.message}",
             "location": {
@@ -483,7 +483,7 @@ def format_rdjson(outcomes: list[FileOutcome], rules: dict[str, RuleDoc]) -> str
                 "range": _byte_range(lines, (finding.line, finding.column), (finding.end_line, finding.end_column)),
             },
             "severity": ERROR.upper(),
-            "code": {"value": finding.code, **({"url": rule.url} if rule is not None and rule.url else {})},
+            "code": {"value": finding.code, **({"url": url} if url else {})},
         }
         if finding.edits and text is not None and finding.cell is None:
             diagnostic["suggestions"] = [

@@ -92,6 +92,14 @@ class Rule:
         return ()
 
     @classmethod
+    def fix_title(cls) -> str:
+        """What the fix does, in one sentence: the first of ``fix_notes`` ("" without a fix)."""
+        notes = " ".join(textwrap.dedent(cls.fix_notes).split())
+        if cls.fix_safety is FixSafety.NONE or not notes:
+            return ""
+        return notes.split(". ")[0].rstrip(".") + "."
+
+    @classmethod
     def explain(cls) -> str:
         parts = [f"# {cls.code} ({cls.name})", "", cls.message, "", "## What it does / why it breaks fusion", ""]
         parts += [textwrap.dedent(cls.rationale).strip(), ""]

@@ -6,6 +6,7 @@ import json
 import random
 import re
 import xml.etree.ElementTree as ElementTree
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from fusionlint.output import (
     format_rdjson,
     format_sarif,
     format_statistics,
+    rule_url,
     summary,
     write_text,
 )
@@ -97,7 +99,7 @@ def test_summaries():
 
 def test_json_fields():
     cell = Finding("FL002", "m", 1, 1, 1, 2, cell=3)
-    rows = json.loads(format_json([outcome(SAFE), outcome(cell, path="a/nb.ipynb")], {}))
+    rows = json.loads(format_json([outcome(SAFE), outcome(cell, path="a/nb.ipynb")]))
     assert rows[0] == {
         "path": "a/nb.ipynb", "cell": 3, "line": 1, "column": 1, "end_line": 1, "end_column": 2,
         "code": "FL002", "message": "m", "fixable": False, "fix_safety": "none", "fix": None, "url": None,
@@ -105,7 +107,7 @@ def test_json_fields():
     }  # fmt: skip
     assert rows[1]["fixable"] is True and rows[1]["cell"] is None and rows[1]["end_column"] == 32
     paying = Finding("FL002", "m", 1, 1, 1, 2, pays_in=("fusionrt", "eager"))
-    assert json.loads(format_json([outcome(paying)], {}))[0]["pays_in"] == ["fusionrt", "eager"]
+    assert json.loads(format_json([outcome(paying)]))[0]["pays_in"] == ["fusionrt", "eager"]
 
 
 def test_where_a_finding_pays_is_shown_compactly(monkeypatch):
@@ -210,11 +212,8 @@ def test_an_unreadable_file_shows_no_source_line(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- fixes, machine formats
 
-COPY = Finding("FL007", "a copy nothing needs", 3, 5, 3, 14, FixSafety.UNSAFE, edits=(LineEdit(3, 3, "y = x\n"),))
-RULE_DOCS = {
-    "FL007": RuleDoc("FL007", "redundant-copy", "copy", "Copies cost.", "# FL007\n", fix="The fix drops the copy.",
-                     documented=True),
-}  # fmt: skip
+COPY = Finding("FL007", "a copy nothing needs", 3, 5, 3, 14, FixSafety.UNSAFE, edits=(LineEdit(3, 3, "y = x\n"),),
+               rule="redundant-copy", fix_title="The fix drops the copy.")  # fmt: skip
 
 
 def apply_text_edits(text: str, edits: list[TextEdit]) -> str:
@@ -270,22 +269,22 @@ def test_narrowed_edits_reproduce_whole_line_edits_on_random_texts():
 
 
 def test_json_carries_the_fix_in_ruffs_shape_and_the_rule_url():
-    (row,) = json.loads(format_json([outcome(COPY)], RULE_DOCS))
+    (row,) = json.loads(format_json([outcome(COPY)]))
     assert row["fix"] == {
         "applicability": "unsafe",
         "message": "The fix drops the copy.",
         "edits": [{"content": "", "location": {"row": 3, "column": 6}, "end_location": {"row": 3, "column": 14}}],
     }
     assert row["url"] == "https://github.com/fusionlint/fusionlint/blob/main/docs/rules.md#fl007-redundant-copy"
-    (row,) = json.loads(format_json([outcome(PLAIN)], RULE_DOCS))
-    assert row["fix"] is None and row["url"] is None  # FL002 has no doc here
+    (row,) = json.loads(format_json([outcome(PLAIN)]))
+    assert row["fix"] is None and row["url"] is None  # a finding of no rule (FL998, FL999)
 
 
 def test_json_lines_hold_the_same_objects_one_per_line():
     outcomes = [outcome(COPY, SAFE), outcome(PLAIN, path="a.py")]
-    lines = format_json_lines(outcomes, RULE_DOCS).splitlines()
-    assert [json.loads(line) for line in lines] == json.loads(format_json(outcomes, RULE_DOCS))
-    assert len(lines) == 3 and format_json_lines([outcome()], RULE_DOCS) == ""
+    lines = format_json_lines(outcomes).splitlines()
+    assert [json.loads(line) for line in lines] == json.loads(format_json(outcomes))
+    assert len(lines) == 3 and format_json_lines([outcome()]) == ""
 
 
 def test_gitlab_code_quality_report(tmp_path):
@@ -352,9 +351,9 @@ RDJSON_SCHEMA = {
 def test_rdjson_follows_reviewdogs_format_with_utf8_byte_columns():
     jsonschema = pytest.importorskip("jsonschema")
     text = "import torch\ny = 'é中' + x.clone()\n"
-    copy = Finding("FL007", "a copy nothing needs", 2, 12, 2, 21, FixSafety.UNSAFE, edits=(LineEdit(2, 2, "y = 'é中' + x\n"),))
-    in_cell = Finding("FL007", "a copy nothing needs", 2, 12, 2, 21, FixSafety.UNSAFE, cell=2, edits=copy.edits)
-    document = json.loads(format_rdjson([outcome(copy, text=text), outcome(in_cell, path="nb.ipynb", text="{}")], RULE_DOCS))
+    copy = replace(COPY, line=2, column=12, end_line=2, end_column=21, edits=(LineEdit(2, 2, "y = 'é中' + x\n"),))
+    in_cell = replace(copy, cell=2)
+    document = json.loads(format_rdjson([outcome(copy, text=text), outcome(in_cell, path="nb.ipynb", text="{}")]))
     jsonschema.validate(document, RDJSON_SCHEMA)
     second, first = document["diagnostics"]  # sorted by path: nb.ipynb, src/m.py
     assert first["severity"] == "ERROR" and first["code"]["url"].endswith("#fl007-redundant-copy")
@@ -368,7 +367,7 @@ def test_rdjson_follows_reviewdogs_format_with_utf8_byte_columns():
 
 def test_show_fixes_prints_each_fix_as_a_diff_and_lists_the_fixes_applied():
     stream = io.StringIO()
-    write_text([outcome(COPY)], stream, unsafe_hint=False, show_source=True, fixes=RULE_DOCS)
+    write_text([outcome(COPY)], stream, unsafe_hint=False, show_source=True, show_fixes=True)
     assert stream.getvalue().splitlines()[4:7] == [
         "  = help: The fix drops the copy. (unsafe fix)",
         "  - y = x.clone()",
@@ -376,10 +375,10 @@ def test_show_fixes_prints_each_fix_as_a_diff_and_lists_the_fixes_applied():
     ]
     fixed = outcome(PLAIN)
     fixed.fixed = (COPY, COPY, SAFE)
-    assert fixed_summary([fixed, outcome(PLAIN, path="b.py")], RULE_DOCS) == (
+    assert fixed_summary([fixed, outcome(PLAIN, path="b.py")]) == (
         "Fixed 3 errors:\n- src/m.py:\n    1 \u00d7 FL001\n    2 \u00d7 FL007 (redundant-copy)\n\n"
     )
-    assert fixed_summary([outcome(PLAIN)], RULE_DOCS) == ""
+    assert fixed_summary([outcome(PLAIN)]) == ""
 
 
 def github_anchor(heading: str) -> str:
@@ -388,12 +387,23 @@ def github_anchor(heading: str) -> str:
 
 
 def test_rule_urls_point_at_their_section_of_docs_rules_md():
+    """The URL of each rule's findings (and SARIF's helpUri) names a heading of docs/rules.md."""
     from fusionlint.cli import _rule_docs
+    from fusionlint.engine import lint_source
+    from fusionlint.model import LintOptions
+    from fusionlint.ruledocs import documented_rules
 
     page = (Path(__file__).parents[2] / "docs" / "rules.md").read_text(encoding="utf-8")
     anchors = {github_anchor(line[3:]) for line in page.splitlines() if line.startswith("## ")}
+    for rule in documented_rules():
+        (finding, *_) = lint_source(rule.examples[0].bad, "m.py", LintOptions(codes=frozenset({rule.code}))).findings
+        page_url, anchor = rule_url(finding).split("#")
+        assert page_url.endswith("/blob/main/docs/rules.md") and anchor in anchors, rule.code
+        if finding.fixable:  # the first sentence of the fix notes, on one line
+            assert finding.fix_title.startswith("The fix ") and finding.fix_title.endswith("."), rule.code
+            assert "\n" not in finding.fix_title and "  " not in finding.fix_title
+        else:
+            assert finding.fix_title == ""
     documented = [doc for doc in _rule_docs() if doc.url is not None]
-    assert len(documented) >= 13
-    for doc in documented:
-        page_url, anchor = doc.url.split("#")
-        assert page_url.endswith("/blob/main/docs/rules.md") and anchor in anchors, doc.code
+    assert {doc.code for doc in documented} == {rule.code for rule in documented_rules()}
+    assert all(doc.url.split("#")[1] in anchors for doc in documented)
