@@ -21,6 +21,7 @@ Options (``torch.compile(..., options={...})``): ``executor`` and ``policy``, as
 from __future__ import annotations
 
 import functools
+import gc
 import re
 import threading
 import weakref
@@ -224,17 +225,20 @@ class CudaGraphed:
     def _launch(self, key: tuple, graphs: list[_Captured], args: list[Any]) -> Any:
         if not all(graph.serves(args) for graph in graphs):  # a parameter moved, or another stream
             return self.jitted(*args)
-        for graph in graphs:
-            result = graph.launch(args)
-            if result is not None:
-                self.launches += 1
-                return result
+        result = self._launch_free(graphs, args)
+        if result is not None:
+            return result
         # every graph's last results are still held; past the hand-out graphs, the caller keeps
         # them all: from then on one graph copies its results out (the others go once their
         # results are dropped)
         copies = len(graphs) == self.hand_out_graphs
         if copies and not self.copy_when_held:
-            return self.jitted(*args)
+            # A finished training step's autograd graph sits in a reference cycle (AOTAutograd's
+            # context and its node) that holds the saved values until the collector runs: a
+            # young-generation collection frees it.
+            gc.collect(1)
+            result = self._launch_free(graphs, args)
+            return self.jitted(*args) if result is None else result
         graph = _Captured.capture(self.jitted, args, self.static, copies, self.copied_outputs)
         if graph is None:
             self._layouts[key] = graphs or None
@@ -242,6 +246,15 @@ class CudaGraphed:
         self._layouts[key] = [graph] if copies else graphs + [graph]
         self.launches += 1
         return graph.launch(args)
+
+    def _launch_free(self, graphs: list[_Captured], args: list[Any]) -> Any:
+        """The results of the first graph whose last results are no longer held, or None."""
+        for graph in graphs:
+            result = graph.launch(args)
+            if result is not None:
+                self.launches += 1
+                return result
+        return None
 
     def _layout(self, args: list[Any]) -> Optional[tuple]:
         """What a captured graph depends on, or None where no graph may serve the call (a CPU
