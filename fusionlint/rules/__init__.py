@@ -14,6 +14,7 @@ from fusionlint.rules.reduce_before_compute import ReduceBeforeCompute
 from fusionlint.rules.redundant_copy import RedundantCopy
 from fusionlint.rules.scalar_fused_op import ScalarFusedOp
 from fusionlint.rules.scale_after_matmul import ScaleAfterMatmul
+from fusionlint.rules.scale_smaller_factor import ScaleSmallerFactor
 from fusionlint.rules.syntax_error import SyntaxErrorRule
 from fusionlint.rules.view_breaks_fused_block import ViewBreaksFusedBlock
 
@@ -28,6 +29,7 @@ _RULES: tuple[type[Rule], ...] = (
     RedundantCopy,
     ReduceBeforeCompute,
     ScaleAfterMatmul,
+    ScaleSmallerFactor,
     ManualAttention,
     MatmulBias,
     BmmScaleAdd,

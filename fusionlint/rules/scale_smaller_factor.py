@@ -1,0 +1,273 @@
+"""FL014: a number that scales a broadcasting product (``x * s * g[None, :]``, ``emb = t[:, None] *
+f[None, :]`` then ``emb = s * emb``) where it could scale the smaller factor before it."""
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
+from fusionlint.analysis.nodes import Walker
+from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later
+from fusionlint.model import EAGER, FixSafety
+from fusionlint.ops import OpTables
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+
+_SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.")
+_SCALAR_TENSORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})  # of one number: 0-d
+
+
+class ScaleSmallerFactor(Rule):
+    code = "FL014"
+    name = "scale-smaller-factor"
+    message = "a number scales a broadcasting product: scale its smaller factor instead"
+    rationale = """
+        In `x * s * g`, where `g` is broadcast against `x` (a per-channel weight, `g[None, :]`,
+        `f.unsqueeze(0)`), Python multiplies left to right: `x * s` is a kernel that reads and
+        writes the whole of `x`, then `* g` another. `x * (s * g)` scales the small `g` instead,
+        and only the last multiply touches the full size: eager PyTorch writes 790 -> 529 KiB for
+        a normalized 8 x 64 x 128 activation. The same holds when the product is made first and
+        scaled after (`emb = t[:, None] * f[None, :]`, then `emb = scale * emb`, the sinusoidal
+        embedding of a diffusion model): the scale can go on `f`. A lazy fusing backend runs all
+        of it as one element-wise kernel either way, so the rewrite pays in eager only; fusionrt
+        counts the same writes and kernels.
+
+        Flagged: a product of two tensors one of which is smaller than the product because it
+        broadcasts (indexed with `None`, `unsqueeze`d) or is a module's own tensor (`self.g`,
+        or a local computed only from those and numbers), scaled by a value not known to be a
+        tensor (a number, `self.scale`, `dim ** 0.5`): `x * s * g`, `s * x * g`, `x / s * g`,
+        `(x * g) * s`, and `name = x * g` rescaled by the next statement that reads `name`
+        (`name = name * s`, `name = s * name`; after the `if` whose arm made it, reported without
+        a fix). Not flagged: products where no factor is known to be smaller, a factor that is a
+        tensor, `x * s` alone.
+    """
+    use_instead = "Scale the smaller factor: `x * (g * s)`, `emb = t[:, None] * (f * scale)[None, :]`."
+    pays_in = (EAGER,)
+    yields_to = frozenset({"FL009", "FL013"})  # a matmul's scale, or a sum one fused op does
+    fix_safety = FixSafety.UNSAFE
+    fix_notes = """
+        The fix regroups the product so that the number multiplies (or divides) the smaller
+        factor, and drops the statement that rescaled a product made before it. It is
+        **unsafe**: floating-point products are not associative, so results differ by rounding,
+        and the rule judges which factor is smaller without shapes (a module's tensor may be as
+        large as the activation).
+    """
+    examples = (
+        Example(
+            bad="""\
+import torch
+import torch.nn.functional as F
+
+
+def scale_norm(x: torch.Tensor, g: torch.Tensor, dim: int) -> torch.Tensor:
+    return F.normalize(x, dim=-1) * dim**0.5 * g[None, None, :]
+""",
+            at=((6, 12),),
+            fixed="""\
+import torch
+import torch.nn.functional as F
+
+
+def scale_norm(x: torch.Tensor, g: torch.Tensor, dim: int) -> torch.Tensor:
+    return F.normalize(x, dim=-1) * (g * dim**0.5)[None, None, :]
+""",
+            call="scale_norm(randn(8, 64, 128), randn(128), 128)",
+        ),
+        Example(  # the product made first, rescaled by the next statement
+            bad="""\
+import torch
+
+
+def timestep_embedding(t: torch.Tensor, freqs: torch.Tensor, scale: float) -> torch.Tensor:
+    emb = t[:, None] * freqs[None, :]
+    emb = scale * emb
+    return torch.cat([emb.sin(), emb.cos()], dim=-1)
+""",
+            at=((6, 11),),
+            fixed="""\
+import torch
+
+
+def timestep_embedding(t: torch.Tensor, freqs: torch.Tensor, scale: float) -> torch.Tensor:
+    emb = t[:, None] * (freqs * scale)[None, :]
+    return torch.cat([emb.sin(), emb.cos()], dim=-1)
+""",
+            call="timestep_embedding(randn(256), randn(64), 3.0)",
+        ),
+    )
+    valid = (
+        # no factor known to be smaller; a factor that is a tensor; a scale alone
+        """\
+import torch
+
+
+def f(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, g: torch.Tensor):
+    a = x * 2.0 * y
+    b = x * w * g[None, :]
+    c = x[:, None] * 0.5
+    return a, b, c
+""",
+        # the unscaled product is read before it is rescaled
+        """\
+import torch
+
+
+def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
+    emb = t[:, None] * freqs[None, :]
+    raw = emb.sum(-1)
+    emb = emb * scale
+    return emb, raw
+""",
+    )
+
+    @classmethod
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        text = block[index]
+        if "*" in text and _SMALL_TEXT.search(text):
+            return True
+        return RESCALE_TEXT.match(text) is not None and any(
+            "*" in block[earlier] and _SMALL_TEXT.search(block[earlier]) for earlier in range(max(0, index - 5), index)
+        )
+
+    def check(self, scope: Scope) -> Iterator[Violation]:
+        for ref in scope_statements(scope):
+            products = _Products()
+            for part in own_parts(ref.node):
+                products.walk(part)
+            reported: set[int] = set()
+            for node in products.found:
+                if id(node) in reported:
+                    continue
+                regrouped = _regrouped(scope, node)
+                if regrouped is not None:
+                    reported.update(id(n) for n in (node.left, node.right))
+                    yield Violation(node, fix=_replace(ref, node, regrouped))
+                    continue
+                later = rescaled_later(scope, ref, node)
+                if later is None or _smaller_side(scope, node) is None:
+                    continue
+                fix = None
+                if later.same_block and isinstance(later.statement.node, cst.SimpleStatementLine):
+                    scaled = _scaled_product(scope, node, later.operator, later.factor)
+                    fix = _replace(ref, node, scaled)
+                    fix = fix and (*fix, StatementEdit(later.statement.node, ()))
+                yield Violation(later.node, fix=fix)
+
+
+class _Products(Walker):
+    """The ``*`` and ``/`` operations of an expression, outermost first."""
+
+    def __init__(self) -> None:
+        self.found: list[cst.BinaryOperation] = []
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, (cst.Multiply, cst.Divide)):
+            self.found.append(node)
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _regrouped(scope: Scope, node: cst.BinaryOperation) -> cst.BaseExpression | None:
+    """``x * s * g`` -> ``x * (g * s)``, ``(x * g) * s`` -> ``x * (g * s)``: the product with the
+    number moved onto the smaller factor, or None when ``node`` is no such product."""
+    inner, outer = node.left, node.right
+    if not isinstance(inner, cst.BinaryOperation) or not isinstance(inner.operator, (cst.Multiply, cst.Divide)):
+        return None
+    if isinstance(node.operator, cst.Multiply) and _smaller(scope, outer, set()):  # x * s * g, s * x * g, x / s * g
+        if _number(scope, inner.right) and scope.is_tensor(inner.left):
+            large, factor, operator = inner.left, inner.right, inner.operator
+        elif isinstance(inner.operator, cst.Multiply) and _number(scope, inner.left) and scope.is_tensor(inner.right):
+            large, factor, operator = inner.right, inner.left, inner.operator
+        else:
+            large = None
+        if large is not None and not _smaller(scope, large, set()):
+            scaled = _scale(outer, operator, factor)
+            return cst.BinaryOperation(left=large, operator=cst.Multiply(), right=scaled, lpar=node.lpar, rpar=node.rpar)
+    if isinstance(inner.operator, cst.Multiply) and _number(scope, outer) and _smaller_side(scope, inner) is not None:
+        return _scaled_product(scope, inner, node.operator, outer).with_changes(lpar=node.lpar, rpar=node.rpar)
+    return None
+
+
+def _smaller_side(scope: Scope, product: cst.BinaryOperation) -> str | None:
+    """Which factor of the tensor product ``a * b`` is smaller than the product ("right" first)."""
+    if not isinstance(product.operator, cst.Multiply):
+        return None
+    if not (scope.is_tensor(product.left) and scope.is_tensor(product.right)):
+        return None
+    if _smaller(scope, product.right, set()):
+        return "right"
+    return "left" if _smaller(scope, product.left, set()) else None
+
+
+def _scaled_product(
+    scope: Scope, product: cst.BinaryOperation, operator: cst.BaseBinaryOp, factor: cst.BaseExpression
+) -> cst.BinaryOperation:
+    """``a * b`` with ``factor`` applied to its smaller factor: ``a * (b * s)`` or ``(a * s) * b``."""
+    right = _smaller_side(scope, product) == "right"
+    scaled = _scale(product.right if right else product.left, operator, factor)
+    return product.with_changes(right=scaled) if right else product.with_changes(left=scaled)
+
+
+def _scale(small: cst.BaseExpression, operator: cst.BaseBinaryOp, factor: cst.BaseExpression) -> cst.BaseExpression:
+    """``(small * factor)``; for a broadcast ``g[None, :]``, ``(g * factor)[None, :]``: scaled
+    before the view, the scale stays in the kernel that reads ``g`` (fusionrt counts no kernel more)."""
+    if isinstance(small, cst.Subscript) and _broadcast(small) and isinstance(small.value, (cst.Name, cst.Attribute)):
+        return small.with_changes(value=_scale(small.value, operator, factor))
+    return cst.BinaryOperation(left=small.with_changes(lpar=[], rpar=[]), operator=operator, right=factor,
+                               lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _broadcast(subscript: cst.Subscript) -> bool:
+    return any(
+        isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name) and e.slice.value.value == "None"
+        for e in subscript.slice
+    )
+
+
+def _smaller(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
+    """Is ``expr`` a tensor known to be smaller than what it multiplies: broadcast (``g[None, :]``,
+    ``g.unsqueeze(0)``), a module's own tensor (``self.g``), or a local made only of those and
+    numbers (``gamma = self.g + 1.0``)?"""
+    if isinstance(expr, cst.Subscript):
+        return scope.is_tensor(expr.value) if _broadcast(expr) else _own_tensor(scope, expr.value)
+    if isinstance(expr, cst.Call) and scope.torch_name(expr.func) in _SCALAR_TENSORS:
+        return bool(expr.args) and not isinstance(expr.args[0].value, (cst.List, cst.Tuple, cst.ListComp))
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "unsqueeze":
+        return scope.is_tensor(expr.func.value)
+    if _own_tensor(scope, expr):
+        return True
+    if isinstance(expr, cst.BinaryOperation):
+        sides = [side for side in (expr.left, expr.right) if not _number(scope, side)]
+        return len(sides) == 1 and _smaller(scope, sides[0], seen)  # `self.g + 1.0`; an outer product is not
+    if isinstance(expr, cst.UnaryOperation):
+        return _smaller(scope, expr.expression, seen)
+    if isinstance(expr, cst.Name) and expr.value in scope.tensors and expr.value not in seen:
+        values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
+        return bool(values) and all(_smaller(scope, value, seen | {expr.value}) for value in values)
+    return False
+
+
+def _own_tensor(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """``self.g``: a tensor the module holds (a parameter or a buffer)."""
+    return (
+        isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+        and scope.is_tensor(expr)
+    )
+
+
+def _number(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """A value not known to be a tensor that can scale one: a number, a name, an attribute, a call
+    (``math.sqrt(d)``), arithmetic of those; not a string or a container."""
+    if isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.List, cst.Tuple,
+                         cst.Dict, cst.Set, cst.ListComp, cst.Lambda)):
+        return False
+    return not scope.is_tensor(expr)
+
+
+def _replace(ref: StatementRef, node: cst.CSTNode, replacement: cst.BaseExpression) -> tuple[StatementEdit, ...] | None:
+    statement = ref.node
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    return (StatementEdit(statement, (replace_nodes(statement, {node: replacement}),)),)

@@ -1,0 +1,134 @@
+"""FL014 beyond its own examples: which factor is the smaller one, and where the scale goes."""
+from __future__ import annotations
+
+import pytest
+
+from fusionlint.engine import lint_source
+from fusionlint.model import FixMode, LintOptions
+
+OPTIONS = LintOptions(codes=frozenset({"FL014"}))
+
+
+def positions(source: str) -> list[tuple[int, int]]:
+    result = lint_source(source, "m.py", OPTIONS)
+    assert not result.errors
+    return [(f.line, f.column) for f in result.findings]
+
+
+def fixed(source: str) -> str | None:
+    return lint_source(source, "m.py", LintOptions(codes=frozenset({"FL014"}), fix=FixMode.UNSAFE)).source
+
+
+NORM = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class ScaleNorm(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.scale = dim**0.5
+        self.g = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        gamma = self.g + 1.0
+        return F.normalize(x, dim=-1) * self.scale * gamma
+"""
+
+
+def test_a_gamma_made_of_a_parameter_takes_the_scale():
+    assert positions(NORM) == [(14, 16)]
+    assert "return F.normalize(x, dim=-1) * (gamma * self.scale)" in fixed(NORM)
+
+
+ADAPTIVE = """\
+import torch
+from torch import nn
+
+
+class AdaNorm(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x, shift: float):
+        a = 0.5 * torch.tanh(x) * self.weight
+        b = torch.tanh(x) / shift * self.weight[None, :]
+        c = (torch.tanh(x) * self.weight) * 2.0
+        return a + b + c
+"""
+
+
+def test_scale_before_or_after_the_product():
+    assert positions(ADAPTIVE) == [(11, 13), (12, 13), (13, 13)]
+    source = fixed(ADAPTIVE)
+    assert "a = torch.tanh(x) * (self.weight * 0.5)" in source
+    assert "b = torch.tanh(x) * (self.weight / shift)[None, :]" in source
+    assert "c = torch.tanh(x) * (self.weight * 2.0)" in source
+
+
+AFTER_IF = """\
+import torch
+
+
+def embed(t: torch.Tensor, freqs: torch.Tensor, scale: float, flip: bool):
+    if flip:
+        emb = t[:, None] * freqs.unsqueeze(0)
+    else:
+        emb = torch.zeros(t.shape[0], freqs.shape[0])
+    emb = emb * scale
+    return emb.sin()
+"""
+
+
+def test_rescaled_after_the_if_that_made_it_is_reported_without_a_fix():
+    assert positions(AFTER_IF) == [(9, 11)]
+    assert fixed(AFTER_IF) is None
+
+
+SILENT = {
+    "an outer product of two broadcasts is not smaller than its factors": """\
+import torch
+
+
+def f(t: torch.Tensor, freqs: torch.Tensor, x: torch.Tensor):
+    emb = t[:, None] * freqs[None, :]
+    return x * 0.5 * emb
+""",
+    "the large side is the module's own tensor": """\
+import torch
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.ones(8, 8))
+
+    def forward(self, x):
+        return self.table * 2.0 * x[None, :]
+""",
+    "a zero-dimensional tensor of a number times a broadcast": """\
+import math
+
+import torch
+
+
+def f(n: int):
+    k = torch.tensor(-1.0) * math.pi * torch.arange(n)[None, :]
+    return torch.exp(k)
+""",
+    "the factor is a tensor": """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor):
+    return x * w.sum() * g[None, :], (x * g[None, :]) * w
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SILENT))
+def test_silent(name):
+    assert positions(SILENT[name]) == []
