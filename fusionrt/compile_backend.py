@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import logging
 import re
 import threading
 import weakref
@@ -38,6 +39,7 @@ from .replay import Jitted, global_state, jit
 __all__ = ["fusionrt_backend", "decompositions", "compiled_graphs", "cuda_graphed", "CudaGraphed", "HeldResults"]
 
 _OPTIONS = ("executor", "policy", "cudagraphs")
+log = logging.getLogger("fusionrt.cudagraphs")
 aten = torch.ops.aten
 
 # Beyond the core ATen set: ops the capture would otherwise run eagerly that decompose into
@@ -220,6 +222,9 @@ class CudaGraphed:
         result = self.jitted(*args)
         # the first call records; one that records again is not replayable: never graphed
         self._layouts[key] = "warm" if self.jitted.stats.replays > replays else (None if state else 1)
+        if self._layouts[key] is None:
+            log.info("no CUDA graph for %s: its second call recorded again (%s)", self.jitted,
+                     self.jitted.stats.last_recording)
         return result
 
     def _launch(self, key: tuple, graphs: list[_Captured], args: list[Any]) -> Any:
@@ -238,7 +243,10 @@ class CudaGraphed:
             # young-generation collection frees it.
             gc.collect(1)
             result = self._launch_free(graphs, args)
-            return self.jitted(*args) if result is None else result
+            if result is None:
+                log.info("%s: its graph's last results are still held; this call runs jitted", self.jitted)
+                return self.jitted(*args)
+            return result
         graph = _Captured.capture(self.jitted, args, self.static, copies, self.copied_outputs)
         if graph is None:
             self._layouts[key] = graphs or None
@@ -339,9 +347,11 @@ class _Captured:
             # thread_local: other threads' CUDA work during the capture neither fails nor joins it
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 outputs = jitted(*inputs)
-        except Exception:  # a host sync or a CPU step inside: no graph for this layout
+        except Exception as e:  # a host sync or a CPU step inside: no graph for this layout
+            log.info("no CUDA graph for %s: its capture failed (%s: %s)", jitted, type(e).__name__, e)
             return None
         if jitted.stats.replays != replays + 1:  # it recorded instead: not a pure replay
+            log.info("no CUDA graph for %s: the captured call recorded (%s)", jitted, jitted.stats.last_recording)
             return None
         return cls(graph, inputs, outputs, copied, stream, copies, copied_outputs)
 

@@ -5,7 +5,8 @@ logs each flush's plan (why it flushed, its kernels with their ops and source li
 and ``fusionrt.codegen`` each Triton kernel loaded (generated or read from the disk cache). They
 propagate like any library's loggers, so ``logging`` configuration (or pytest's ``caplog``) sees
 them. ``FUSIONRT_LOG`` switches them on from the environment, as ``TORCH_LOGS`` does for torch,
-printing to stderr: ``plans``, ``kernels`` (comma-separated), or ``debug`` for both in full
+printing to stderr: ``plans``, ``kernels``, ``cudagraphs`` (why a compiled graph is not served
+by a CUDA graph; comma-separated), or ``debug`` for both in full
 (every write of a plan, every kernel's source text).
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ KERNELS = logging.getLogger("fusionrt.codegen")
 SWITCHES = {
     "plans": (PLANS, logging.INFO),
     "kernels": (KERNELS, logging.INFO),
+    "cudagraphs": (logging.getLogger("fusionrt.cudagraphs"), logging.INFO),
     "debug": (ROOT, logging.DEBUG),
 }
 
