@@ -8,7 +8,8 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, dotted_name, own_parts, scope_statements
+from fusionlint.analysis import Scope, own_parts, scope_statements
+from fusionlint.analysis.numbers import NumberNames
 from fusionlint.analysis.nodes import Walker
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
@@ -26,8 +27,6 @@ _STRING = re.compile(r"""(?<!\w)([rRbBuUfF]{0,2})('[^'\\\n]*(?:\\.[^'\\\n]*)*'|"
 
 def _code_of(text: str) -> str:
     return _STRING.sub(lambda m: m.group(0) if "f" in m.group(1).lower() else '""', text)
-_NUMBER_TYPES = frozenset({"float", "int"})
-_NUMBER_CALLS = frozenset({"float", "int", "math.sqrt", "math.log", "math.exp", "math.pow"})
 
 
 class ScalarFusedOp(Rule):
@@ -153,7 +152,7 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
         return _STRING_STATEMENT.match(text) is None and _FUSABLE_TEXT.search(_code_of(text)) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
-        numbers = _NumberNames(scope)
+        numbers = NumberNames(scope)
         for ref in scope_statements(scope):
             statement = ref.node
             sums = _Sums()
@@ -189,45 +188,6 @@ class _Sums(Walker):
         return False  # an in-place update: the fused op would be ``add_``, not this rewrite
 
 
-class _NumberNames:
-    """Which local names surely hold numbers: parameters annotated ``float``/``int``, and locals
-    every assignment of which gives a number."""
-
-    def __init__(self, scope: Scope) -> None:
-        self.scope = scope
-        self.known: dict[str, bool] = {}
-        node = scope.node
-        if isinstance(node, cst.FunctionDef):
-            for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
-                annotation = param.annotation.annotation if param.annotation is not None else None
-                if isinstance(annotation, cst.Name) and annotation.value in _NUMBER_TYPES:
-                    self.known[param.name.value] = True
-                elif param.name.value != "self":
-                    self.known[param.name.value] = False
-
-    def holds_number(self, name: str) -> bool:
-        known = self.known.get(name)
-        if known is not None:
-            return known
-        self.known[name] = False  # a name assigned from itself is not known to be a number
-        values = [v for t, v in self.scope.assignments if isinstance(t, cst.Name) and t.value == name]
-        self.known[name] = bool(values) and all(self.is_number(v) for v in values)
-        return self.known[name]
-
-    def is_number(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, (cst.Integer, cst.Float)):
-            return True
-        if isinstance(expr, cst.UnaryOperation):
-            return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.is_number(expr.expression)
-        if isinstance(expr, cst.BinaryOperation):
-            return not isinstance(expr.operator, cst.MatrixMultiply) and self.is_number(expr.left) and self.is_number(expr.right)
-        if isinstance(expr, cst.Call):
-            return dotted_name(expr.func) in _NUMBER_CALLS
-        if isinstance(expr, cst.Name):
-            return self.holds_number(expr.value)
-        return False
-
-
 def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     """``a * b * v`` -> [a, b, v] (a product, flattened; anything else is one factor)."""
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
@@ -235,7 +195,7 @@ def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [expr]
 
 
-def _rewrite(scope: Scope, numbers: _NumberNames, total: cst.BinaryOperation):
+def _rewrite(scope: Scope, numbers: NumberNames, total: cst.BinaryOperation):
     """(fused op, its tensor arguments, its scale or None) for ``total``, or None."""
     add = isinstance(total.operator, cst.Add)
     sides = ((total.left, total.right), (total.right, total.left)) if add else ((total.right, total.left),)

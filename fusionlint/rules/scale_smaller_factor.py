@@ -9,6 +9,7 @@ import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
 from fusionlint.analysis.nodes import Walker
+from fusionlint.analysis.numbers import NumberNames
 from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
@@ -36,11 +37,13 @@ class ScaleSmallerFactor(Rule):
         Flagged: a product of two tensors one of which is smaller than the product because it
         broadcasts (indexed with `None`, `unsqueeze`d) or is a module's own tensor (`self.g`,
         or a local computed only from those and numbers), scaled by a value not known to be a
-        tensor (a number, `self.scale`, `dim ** 0.5`): `x * s * g`, `s * x * g`, `x / s * g`,
+        Python number (a literal, a number-annotated parameter or a local made of those, a
+        module attribute that is neither a tensor nor a module such as `self.scale`, `dim **
+        0.5`): `x * s * g`, `s * x * g`, `x / s * g`,
         `(x * g) * s`, and `name = x * g` rescaled by the next statement that reads `name`
         (`name = name * s`, `name = s * name`; after the `if` whose arm made it, reported without
-        a fix). Not flagged: products where no factor is known to be smaller, a factor that is a
-        tensor, `x * s` alone.
+        a fix). Not flagged: products where no factor is known to be smaller, a factor that is
+        not surely a number (a tensor of unknown shape), `x * s` alone.
     """
     use_instead = "Scale the smaller factor: `x * (g * s)`, `emb = t[:, None] * (f * scale)[None, :]`."
     pays_in = (EAGER,)
@@ -258,12 +261,16 @@ def _own_tensor(scope: Scope, expr: cst.BaseExpression) -> bool:
 
 
 def _number(scope: Scope, expr: cst.BaseExpression) -> bool:
-    """A value not known to be a tensor that can scale one: a number, a name, an attribute, a call
-    (``math.sqrt(d)``), arithmetic of those; not a string or a container."""
-    if isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.List, cst.Tuple,
-                         cst.Dict, cst.Set, cst.ListComp, cst.Lambda)):
-        return False
-    return not scope.is_tensor(expr)
+    """Surely a Python number: a literal, ``math.sqrt(d)``, a name that holds numbers (``d: int``,
+    ``s = d ** -0.5``), a module's attribute that is neither a tensor nor a module
+    (``self.scale``), arithmetic of those."""
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        return not scope.is_tensor(expr) and not scope.typing.is_module(expr)
+    if isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, cst.MatrixMultiply):
+        return _number(scope, expr.left) and _number(scope, expr.right)
+    if isinstance(expr, cst.UnaryOperation):
+        return _number(scope, expr.expression)
+    return NumberNames(scope).is_number(expr)
 
 
 def _replace(ref: StatementRef, node: cst.CSTNode, replacement: cst.BaseExpression) -> tuple[StatementEdit, ...] | None:

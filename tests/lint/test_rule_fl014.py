@@ -132,3 +132,21 @@ def f(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor):
 @pytest.mark.parametrize("name", sorted(SILENT))
 def test_silent(name):
     assert positions(SILENT[name]) == []
+
+
+def test_a_divisor_of_unknown_kind_is_not_taken_for_a_number():
+    source = """\
+import torch
+from torch import nn
+
+
+class Norm(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x, batch):
+        std = gather_std(x, batch)
+        return self.weight * x / std
+"""
+    assert positions(source) == []

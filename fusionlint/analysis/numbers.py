@@ -1,0 +1,50 @@
+"""Which expressions of a scope surely hold Python numbers (not tensors): what a rule may move
+as a scale."""
+from __future__ import annotations
+
+import libcst as cst
+
+from fusionlint.analysis.nodes import dotted_name
+from fusionlint.analysis.scope import Scope
+
+_NUMBER_TYPES = frozenset({"float", "int"})
+_NUMBER_CALLS = frozenset({"float", "int", "math.sqrt", "math.log", "math.exp", "math.pow"})
+
+
+class NumberNames:
+    """Which local names surely hold numbers: parameters annotated ``float``/``int``, and locals
+    every assignment of which gives a number."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.known: dict[str, bool] = {}
+        node = scope.node
+        if isinstance(node, cst.FunctionDef):
+            for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
+                annotation = param.annotation.annotation if param.annotation is not None else None
+                if isinstance(annotation, cst.Name) and annotation.value in _NUMBER_TYPES:
+                    self.known[param.name.value] = True
+                elif param.name.value != "self":
+                    self.known[param.name.value] = False
+
+    def holds_number(self, name: str) -> bool:
+        known = self.known.get(name)
+        if known is not None:
+            return known
+        self.known[name] = False  # a name assigned from itself is not known to be a number
+        values = [v for t, v in self.scope.assignments if isinstance(t, cst.Name) and t.value == name]
+        self.known[name] = bool(values) and all(self.is_number(v) for v in values)
+        return self.known[name]
+
+    def is_number(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(expr, cst.UnaryOperation):
+            return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.is_number(expr.expression)
+        if isinstance(expr, cst.BinaryOperation):
+            return not isinstance(expr.operator, cst.MatrixMultiply) and self.is_number(expr.left) and self.is_number(expr.right)
+        if isinstance(expr, cst.Call):
+            return dotted_name(expr.func) in _NUMBER_CALLS
+        if isinstance(expr, cst.Name):
+            return self.holds_number(expr.value)
+        return False
