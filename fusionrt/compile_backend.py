@@ -335,9 +335,9 @@ class _Captured:
         (otherwise only those at ``copied_outputs``)."""
         copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in static]
         inputs = list(args)
-        for i in copied:
+        for i in copied:  # holding this call's values: a replay's guards may read a host scalar
             inputs[i] = torch.empty_strided(args[i].shape, args[i].stride(), dtype=args[i].dtype,
-                                            device=args[i].device)
+                                            device=args[i].device).copy_(args[i])
         graph = torch.cuda.CUDAGraph()
         device = next(a.device for a in args if isinstance(a, torch.Tensor))
         stream = (device, torch.cuda.current_stream(device).cuda_stream)
