@@ -7,14 +7,17 @@ Heuristics (documented in docs/engine.md), all static and local to one file:
 - a name holds a tensor when it is a parameter annotated ``Tensor``/``torch.*Tensor`` (also inside
   ``Optional[...]`` or ``... | None``), an argument of ``forward`` (unless annotated otherwise or
   defaulting to a non-``None`` constant), a name the scope uses the way only a tensor is used
-  (``x.clone()``, ``x.sum(dim=1)``, ``torch.matmul(x, y)``; ``x @ y`` and ``x.transpose()`` only
-  in a file without numpy), or is assigned from a tensor expression anywhere in its scope
-  (flow-insensitive, to a fixpoint): a torch / ``F.*`` / einops call that returns tensors, a
+  (``x.clone()``, ``x.cpu()``, ``x.sum(dim=1)``, ``torch.matmul(x, y)``; ``x @ y``,
+  ``x.transpose()`` and ``x.item()`` only in a file without numpy), what a ``for`` takes from a
+  tensor or from a parameter annotated ``list[Tensor]`` (also through ``enumerate``/``zip``), or
+  is assigned from a tensor expression anywhere in its scope (flow-insensitive, to a fixpoint):
+  a torch / ``F.*`` / einops call that returns tensors, a
   tensor method or tensor attribute (``.T``, ``.data``) of a tensor, arithmetic and indexing with
   a tensor operand, the call of a module (``self.fc(x)`` where the class or a same-file base
   assigns ``self.fc = nn.Linear(...)`` or a same-file module class; ``self.layers[i](x)`` and
   ``for blk in self.blocks: blk(x)`` over an ``nn.ModuleList``/``Sequential``), or the call of a
-  same-file function or ``self.`` method whose return annotation or ``return`` values are tensors.
+  same-file function, ``self.`` method or method of a same-file module attribute
+  (``self.altup.predict(x)``) whose return annotation or ``return`` values are tensors.
   ``self.<attr>`` is a (concrete) tensor when the class assigns it an ``nn.Parameter`` or a torch
   call, or registers it as a buffer.
 - liveness is conservative along straight-line statement sequences: a read in a later statement,
@@ -25,7 +28,8 @@ One module per idea: ``facts`` (the file's imports and classes), ``views`` (one 
 expression over libcst and ast), ``tensors`` (which expressions hold tensors), ``scope`` (scopes,
 blocks and statements), ``nodes`` (small helpers over libcst nodes), ``collect`` (the one pass that
 builds the scopes), ``flow`` (statements in flow order), ``compute`` (compute-bound statements and
-the element-wise work that may move past them).
+the element-wise work that may move past them), ``rescale`` (a value rescaled by a later
+statement), ``numbers`` (names that surely hold Python numbers).
 """
 from fusionlint.analysis.collect import collect_scopes
 from fusionlint.analysis.compute import (
@@ -47,7 +51,7 @@ from fusionlint.analysis.nodes import (
     reaching_value,
     root_name,
 )
-from fusionlint.analysis.scope import Block, Scope, Site, StatementRef
+from fusionlint.analysis.scope import Block, Scope, Site, StatementRef, per_scope
 
 __all__ = [
     "Block",
@@ -69,6 +73,7 @@ __all__ = [
     "module_facts",
     "names_of",
     "own_parts",
+    "per_scope",
     "reaching_assignment",
     "reaching_value",
     "root_name",

@@ -28,9 +28,9 @@ _EINOPS = frozenset({"einops.rearrange", "einops.repeat", "einops.reduce", "eino
 # has too, which tell a tensor only in a file that does not import numpy (as does ``a @ b``).
 _TENSOR_ONLY_METHODS = frozenset(
     """clone contiguous matmul softmax log_softmax view_as permute unsqueeze masked_fill masked_fill_
-    detach type_as expand_as bmm""".split()
+    detach type_as expand_as bmm cpu numpy""".split()
 )
-_NUMPY_METHODS = frozenset({"transpose", "view"})
+_NUMPY_METHODS = frozenset({"transpose", "view", "item", "tolist"})
 _DIM_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "softmax", "log_softmax", "norm", "std", "var"})
 _UNION_TYPES = ("Optional", "Union", "typing.Optional", "typing.Union")
 # Annotations of containers whose iteration yields their element type: ``list[Tensor]``.

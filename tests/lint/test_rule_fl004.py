@@ -137,8 +137,22 @@ def denoise(x: torch.Tensor, sigmas: torch.Tensor, w: torch.Tensor):
         x = torch.tanh(x @ w) * s + x
     return x
 """,
+    "a scalar read whose receiver only .item() tells a tensor (a file without numpy)": """\
+import torch
+
+
+def sample(model, scheduler, latents, guidance: float):
+    values = []
+    for t in scheduler.timesteps:
+        pair = torch.cat([latents] * 2)
+        noise = model(pair, t)
+        values.append(t.item())
+        latents = scheduler.step(noise, t, latents)
+    return latents, values
+""",
 }
 EXPECTED = {
+    "a scalar read whose receiver only .item() tells a tensor (a file without numpy)": [(9, 23)],
     "a scalar read of the element a working loop takes from a tensor": [(5, 13)],
     "a scalar read in a working loop's test whose arm only does host work (greedy decoding)": [(7, 12), (8, 24)],
     "a branch in a working loop on a name the loop computes": [(7, 12)],
@@ -382,6 +396,18 @@ def total(xs: list[torch.Tensor], ws: list[float]):
     for x, w in zip(xs, ws):
         out.append(torch.relu(x) * float(w))
     return out
+""",
+    ".item() of a value of unknown type in a file that imports numpy": """\
+import numpy as np
+import torch
+
+
+def collect(xs, w: torch.Tensor):
+    out = []
+    for x in xs:
+        h = torch.relu(w * 2)
+        out.append(x.item())
+    return out, h
 """,
 }
 

@@ -304,3 +304,23 @@ def test_methods_of_same_file_module_attributes():
     """)["run"]
     assert {"p", "c"} <= found
     assert not {"s", "m", "o"} & found
+
+
+def test_host_reads_tell_a_tensor():
+    """``.cpu()``/``.numpy()`` only a tensor has; ``.item()``/``.tolist()`` a NumPy array too, so
+    they tell a tensor only in a file that does not import numpy."""
+    plain = tensors("""
+        import torch
+
+        def f(a, b, c, d):
+            return a.cpu(), b.numpy(), c.item(), d.tolist()
+    """)["f"]
+    assert {"a", "b", "c", "d"} <= plain
+    numpy = tensors("""
+        import numpy as np
+        import torch
+
+        def f(a, b, c, d):
+            return a.cpu(), b.numpy(), c.item(), d.tolist()
+    """)["f"]
+    assert {"a", "b"} <= numpy and not {"c", "d"} & numpy
