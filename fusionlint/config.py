@@ -20,6 +20,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from fusionlint.ops import OP_CLASSES
@@ -65,14 +66,26 @@ class Config:
         return self.cache_dir if self.cache_dir is not None else self.root / DEFAULT_CACHE_FOLDER
 
     def relative(self, path: Path) -> str:
-        absolute = os.path.abspath(path)  # os.path: pathlib costs a warm run's budget here
-        relative = os.path.relpath(absolute, self.root)
-        outside = relative == ".." or relative.startswith(".." + os.sep)
-        return Path(absolute if outside else relative).as_posix()
+        """``path`` relative to ``root`` with ``/`` separators; absolute when it lies outside."""
+        absolute = os.path.abspath(path)  # strings, not pathlib: this runs for every file and folder
+        if absolute.startswith(self._root_prefix):
+            return absolute[len(self._root_prefix) :].replace(os.sep, "/")
+        return "." if absolute == str(self.root) else absolute.replace(os.sep, "/")
+
+    @cached_property
+    def _root_prefix(self) -> str:
+        return os.path.join(str(self.root), "")
+
+    @cached_property
+    def _excluded(self) -> _Globs:
+        return _Globs(self.exclude + self.extend_exclude)
+
+    @cached_property
+    def _per_file_globs(self) -> tuple[tuple[_Globs, tuple[str, ...]], ...]:
+        return tuple((_Globs((pattern,)), selectors) for pattern, selectors in self.per_file_ignores)
 
     def is_excluded(self, path: Path) -> bool:
-        relative = self.relative(path)
-        return any(_glob_matches(pattern, relative, path.name) for pattern in self.exclude + self.extend_exclude)
+        return self._excluded.match(self.relative(path), path.name)
 
     def ignored_selectors(self, path: Path) -> tuple[str, ...]:
         if not self.per_file_ignores:
@@ -80,8 +93,8 @@ class Config:
         relative = self.relative(path)
         return tuple(
             selector
-            for pattern, selectors in self.per_file_ignores
-            if _glob_matches(pattern, relative, path.name)
+            for globs, selectors in self._per_file_globs
+            if globs.match(relative, path.name)
             for selector in selectors
         )
 
@@ -144,13 +157,19 @@ def _toml_value(value: object) -> str:
     return json.dumps(value)  # a string, a bool, a list of strings: JSON spells them as TOML does
 
 
-def _glob_matches(pattern: str, relative: str, name: str) -> bool:
-    pattern = pattern.rstrip("/")
-    return (
-        fnmatch.fnmatchcase(relative, pattern)
-        or fnmatch.fnmatchcase(name, pattern)
-        or relative.startswith(pattern + "/")  # a folder pattern covers what is inside it
-    )
+class _Globs:
+    """Globs matched against a relative path or a name alone; a pattern naming a folder also covers
+    what is inside it. All of them in one regular expression: it runs for every file and folder."""
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        patterns = tuple(pattern.rstrip("/") for pattern in patterns)
+        self._whole = re.compile("|".join(map(fnmatch.translate, patterns))) if patterns else None
+        self._folder = re.compile("|".join(re.escape(pattern) + "/" for pattern in patterns))
+
+    def match(self, relative: str, name: str) -> bool:
+        if self._whole is None:
+            return False
+        return bool(self._whole.match(relative) or self._whole.match(name) or self._folder.match(relative))
 
 
 def _resolve(selectors: tuple[str, ...], known_codes: frozenset[str]) -> frozenset[str]:

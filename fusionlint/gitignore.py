@@ -10,6 +10,7 @@ matching line of a file wins, and nothing inside an ignored folder can be re-inc
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ class GitIgnore:
 
     def __init__(self) -> None:
         self._repositories: dict[str, str | None] = {}
-        self._specs: dict[str, Any] = {}  # folder -> its compiled patterns, None without any
+        self._chains: dict[str, tuple[tuple[str, Any], ...]] = {}
         self._ignored_folders: dict[str, bool] = {}
 
     def is_ignored(self, path: Path, is_dir: bool) -> bool:
@@ -43,32 +44,26 @@ class GitIgnore:
         parent = os.path.dirname(path)
         if self._ignored_folder(parent, repository):
             return True
-        verdict = None
-        folder = parent
-        while True:  # from the nearest ignore file up: the first that decides wins
-            spec = self._spec(folder, repository)
-            if spec is not None:
-                relative = os.path.relpath(path, folder).replace(os.sep, "/") + ("/" if is_dir else "")
-                verdict = spec.check_file(relative).include
-                if verdict is not None:
-                    break
-            if folder == repository:
-                break
-            folder = os.path.dirname(folder)
-        return bool(verdict)
+        for prefix, patterns in self._ignore_files(parent, repository):  # the first file that decides wins
+            verdict = _verdict(patterns, path[len(prefix) :].replace(os.sep, "/") + ("/" if is_dir else ""))
+            if verdict is not None:
+                return verdict
+        return False
 
     def _ignored_folder(self, folder: str, repository: str) -> bool:
         if folder not in self._ignored_folders:
             self._ignored_folders[folder] = self._ignored(folder, True, repository)
         return self._ignored_folders[folder]
 
-    def _spec(self, folder: str, repository: str) -> Any:
-        if folder not in self._specs:
+    def _ignore_files(self, folder: str, repository: str) -> tuple[tuple[str, Any], ...]:
+        """The patterns that apply in ``folder``, nearest first, each with its folder (a prefix)."""
+        if folder not in self._chains:
             lines = _lines(os.path.join(folder, ".gitignore"))
             if folder == repository:  # the repository's own excludes, overridden by its .gitignore
                 lines = _lines(os.path.join(folder, ".git", "info", "exclude")) + lines
-            self._specs[folder] = _compiled(lines) if lines else None
-        return self._specs[folder]
+            above = () if folder == repository else self._ignore_files(os.path.dirname(folder), repository)
+            self._chains[folder] = ((os.path.join(folder, ""), _compiled(lines)), *above) if lines else above
+        return self._chains[folder]
 
 
 def _lines(path: str) -> list[str]:
@@ -79,7 +74,26 @@ def _lines(path: str) -> list[str]:
         return []
 
 
-def _compiled(lines: list[str]) -> Any:
+def _compiled(lines: list[str]) -> list[Any]:
     import pathspec  # only a repository with ignore files pays for its import
 
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    return [pattern for pattern in pathspec.GitIgnoreSpec.from_lines(lines).patterns if pattern.include is not None]
+
+
+def _verdict(patterns: list[Any], path: str) -> bool | None:
+    """Whether the last pattern matching ``path`` itself ignores it (None: no pattern matches).
+    ``path`` ends with ``/`` for a folder."""
+    for pattern in reversed(patterns):
+        match = pattern.regex.match(path)
+        if match is not None and _matches_itself(pattern.regex, match, path):
+            return pattern.include
+    return None
+
+
+def _matches_itself(regex: re.Pattern, match: re.Match, path: str) -> bool:
+    """pathspec's patterns also match what lies inside a folder they match; git's match the path
+    itself only (the walk never enters an ignored folder, and a nearer ``!folder/`` must not
+    re-include what an outer file ignores inside it)."""
+    if "ps_d" in regex.groupindex:  # a pattern that may name a folder: its end, at the path's end
+        return match.start("ps_d") == -1 or match.end("ps_d") == len(path)
+    return match.end() < len(path) or regex.pattern == "."  # "a/**": what is inside a; "*": anything

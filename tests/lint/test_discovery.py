@@ -106,8 +106,11 @@ def test_git_ignore_agrees_with_git_on_random_trees(tmp_path):
     """Random ignore files (anchored, folder-only, negated, wildcard patterns) over random trees."""
     rng = random.Random()
     names = ["a", "b", "gen", "tmp"]  # folders are these, files these plus .py: they never collide
-    patterns = ["a", "/a", "a/", "b.py", "*.py", "gen/", "!a.py", "!b.py", "tmp*", "**/gen/*.py", "a/**", "!gen/", "*/b.py"]
-    for trial in range(10):
+    patterns = [
+        "a", "/a", "a/", "b.py", "*.py", "gen/", "!a.py", "!b.py", "tmp*", "**/gen/*.py", "a/**", "!gen/", "*/b.py",
+        "!a/b.py", "**/a/**", "!tmp/", "gen/*", "/b/", "!*.py", "a/**/b.py",
+    ]  # fmt: skip
+    for trial in range(20):
         root = tmp_path / f"repo{trial}"
         files = ["/".join(rng.choices(names, k=rng.randint(0, 3)) + [f"{rng.choice(names)}.py"]) for _ in range(25)]
         make_tree(root, files)
