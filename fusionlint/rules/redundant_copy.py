@@ -2,7 +2,6 @@
 nothing needs: neither the copy nor its source is written in place, and the copy does not escape."""
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import (
-    Scope, Site, StatementRef, children, is_method_call, names_of, reaching_assignment, root_name,
+    Scope, Site, StatementRef, children, is_method_call, names_of, per_scope, reaching_assignment, root_name,
 )
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
@@ -28,8 +27,9 @@ _METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                       "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
 
-# Views that fail on a tensor whose strides they cannot reshape: a `.contiguous()` before them is needed.
-_NEEDS_CONTIGUOUS = frozenset({"view", "view_as"})
+# Views that fail on a tensor whose strides they cannot reshape, so a `.contiguous()` before them
+# is needed, and those that copy such a tensor themselves, so that one costs nothing more.
+_NEEDS_CONTIGUOUS = frozenset({"view", "view_as", "reshape", "reshape_as", "flatten", "ravel"})
 # Ops that read a strided input without copying it first (element-wise ops too); ``softmax``,
 # the norms and convolutions make it contiguous themselves, so a `.contiguous()` before them
 # saves nothing.
@@ -73,7 +73,8 @@ class RedundantCopy(Rule):
         done with the copy: once `g` is rebound nothing reaches the original. Not flagged: a
         copy that is yielded, stored on `self` or in a container, returned with other values,
         passed to a function the rule does not know (it may mutate it) or viewed with
-        `.view()`, which needs a contiguous tensor; a returned copy of a parameter's data or
+        `.view()`, which needs a contiguous tensor, or `.reshape()`/`.flatten()`, which would
+        copy a strided one themselves; a returned copy of a parameter's data or
         of a channels-last to channels-first permute (`permute(0, 3, 1, 2)`, the layout a
         convolution wants, which copies a strided input itself); a copy or source written in
         place (`add_`, `x[i] = ...`, `+=`, `out=`); `.contiguous()` of a value that already is
@@ -694,7 +695,7 @@ class _Index:
     stores: Counter = field(default_factory=Counter)
 
 
-@functools.lru_cache(maxsize=4)
+@per_scope
 def _index(scope: Scope) -> _Index:
     index = _Index()
 
