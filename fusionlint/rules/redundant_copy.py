@@ -301,7 +301,7 @@ def f(x: torch.Tensor) -> torch.Tensor:
         inner = {id(site.node.func.value) for site in scope.sites.get("detach", ())}  # type: ignore[attr-defined]
         for key in ("clone", "contiguous", "detach"):
             for site in scope.sites.get(key, ()):
-                copy = _copy(scope, site.node)
+                copy = _copy(scope, site.node, site.statement)
                 if copy is None or site.conditional or id(site.node) in inner:
                     continue
                 kept, source = copy
@@ -318,8 +318,9 @@ def f(x: torch.Tensor) -> torch.Tensor:
                 yield Violation(site.node, fix=_fix(site, kept))
 
 
-def _copy(scope: Scope, call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
-    """(what the copy is replaced by, the tensor it copies) for a copy without arguments."""
+def _copy(scope: Scope, call: cst.Call, at: StatementRef) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(what the copy is replaced by, the tensor it copies) for a copy without arguments, in the
+    statement ``at``."""
     if call.args and not (scope.torch_name(call.func) == "torch.clone" and len(call.args) == 1):
         return None
     func = call.func
@@ -339,9 +340,30 @@ def _copy(scope: Scope, call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExp
         if is_method_call(receiver, "detach"):  # `x.detach().clone()`
             return receiver, receiver.func.value  # type: ignore[union-attr]
         return receiver, receiver
-    if name == "contiguous" and _strided(scope, receiver):
+    if name == "contiguous" and (_strided(scope, receiver) or _strided_name(scope, receiver, at)):
         return receiver, receiver
     return None
+
+
+def _strided_name(scope: Scope, expr: cst.BaseExpression, at: StatementRef) -> bool:
+    """A name that surely holds a strided view at ``at``: ``p = p.permute(3, 0, 1, 2)`` in a
+    statement before it in its block, with only in-place updates of ``p`` between (``p += x``
+    keeps the layout)."""
+    if not isinstance(expr, cst.Name):
+        return False
+    for earlier in at.earlier():
+        small = earlier.simple
+        if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name) and small.target.value == expr.value:
+            continue
+        if expr.value not in names_of(earlier.node)[1]:
+            if not isinstance(earlier.node, cst.SimpleStatementLine):
+                return False  # a nested block may rebind it
+            continue
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and small.value is not None):
+            return False
+        target = small.targets[0].target
+        return isinstance(target, cst.Name) and target.value == expr.value and _strided(scope, small.value)
+    return False
 
 
 def _detached(source: cst.BaseExpression) -> cst.Call:

@@ -129,8 +129,20 @@ class Block(nn.Module):
         y = h.permute(0, 2, 1).contiguous()
         return self.act(y)
 """,
+    "contiguous of a name a statement above made a transposed view (an in-place add between)": """\
+import torch
+
+
+def heads(x: torch.Tensor, w: torch.Tensor):
+    h = torch.tanh(x @ w)
+    h = h.transpose(1, 2)
+    h += 1.0
+    h = h.contiguous()
+    return torch.relu(h) @ w
+""",
 }
 EXPECTED = {
+    "contiguous of a name a statement above made a transposed view (an in-place add between)": [(8, 9)],
     "a copy only read by an element-wise torch.nn module (nn.ReLU)": [(12, 13)],
     "a copy whose source an unknown helper read before the copy": [(7, 12)],
     "a copy whose source is written in place only before it": [(6, 9)],
@@ -332,6 +344,28 @@ def merge_heads(x: torch.Tensor, w: torch.Tensor, b: int, n: int):
     h = torch.tanh(x @ w)
     out = h.transpose(1, 2).contiguous().reshape(b, n, -1)
     return out @ w
+""",
+    "contiguous of a named transposed view that a view then needs": """\
+import torch
+
+
+def heads(x: torch.Tensor, w: torch.Tensor):
+    h = torch.tanh(x @ w)
+    h = h.transpose(1, 2)
+    h = h.contiguous()
+    return h.view(h.shape[0], -1)
+""",
+    "contiguous of a name an if may have rebound": """\
+import torch
+
+
+def heads(x: torch.Tensor, w: torch.Tensor, flip: bool):
+    h = torch.tanh(x @ w)
+    h = h.transpose(1, 2)
+    if flip:
+        h = h.flip(1)
+    h = h.contiguous()
+    return torch.relu(h) @ w
 """,
 }
 
