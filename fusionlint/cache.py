@@ -144,9 +144,6 @@ class Caches:
             self._by_folder[folder] = Cache(folder, self.tool)
         return self._by_folder[folder]
 
-    def opened(self) -> list[Cache]:
-        return list(self._by_folder.values())
-
     def save(self) -> None:
         for cache in self._by_folder.values():
             cache.save()

@@ -139,3 +139,26 @@ def test_gitignore_counts_only_inside_a_repository_and_can_be_turned_off(tmp_pat
     assert find_source_files([named], Settings(), force_exclude=True) == []
     (tmp_path / "pyproject.toml").write_text("[tool.fusionlint]\nrespect-gitignore = false\n")
     assert relative(tmp_path, find_source_files([tmp_path], Settings())) == ["a.py", "gen/g.py"]
+
+
+@needs_git
+def test_a_git_ignored_folder_is_not_checked_unless_a_file_in_it_is_named(tmp_path, monkeypatch, capsys):
+    from fusionlint.cli import main
+    from fusionlint.rules import all_rules
+
+    rule, example = next((rule, example) for rule in all_rules() for example in rule.examples)
+    (tmp_path / "gen").mkdir()
+    (tmp_path / "gen" / "g.py").write_text(example.bad)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / ".gitignore").write_text("gen/\n")
+    git(tmp_path, "init", "-q")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--show-files"]) == 0
+    assert capsys.readouterr().out == "a.py\n"
+    assert main(["check", "--no-cache", "--output-format", "concise"]) == 0
+    capsys.readouterr()
+    assert main(["check", "--no-cache", "--output-format", "concise", "gen/g.py"]) == 1
+    out = capsys.readouterr().out
+    assert f"gen/g.py:{example.at[0][0]}:" in out and f" {rule.code} " in out
+    assert main(["check", "--no-cache", "--output-format", "concise", "--force-exclude", "gen/g.py"]) == 0
+    capsys.readouterr()
