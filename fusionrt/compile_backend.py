@@ -13,7 +13,8 @@ A graph whose inputs all live on one CUDA device is then replayed through a CUDA
 for training too, where launching hundreds of kernels from Python costs more than running them:
 a forward graph hands out the values saved for backward in its own memory (autograd drops them
 after backward, so the next step's launch finds them free), and the backward graph reads them
-there in place.
+there in place. AOTAutograd's context of a finished step can sit in a reference cycle that holds
+those values until Python's collector frees it; a step that finds them held runs jitted.
 
 Options (``torch.compile(..., options={...})``): ``executor`` and ``policy``, as for
 ``fusionrt.jit``; ``cudagraphs`` (default True).
