@@ -241,8 +241,13 @@ class Settings:
         return config.described(known_codes, path)
 
     def check_selectors(self, known_codes: frozenset[str]) -> None:
+        """The command line's selectors, then each config's: an error names the config it is in."""
+        self._default.check_selectors(known_codes)  # the defaults hold the command line's only
         for config in self.configs():
-            config.check_selectors(known_codes)
+            try:
+                config.check_selectors(known_codes)
+            except ConfigError as error:
+                raise ConfigError(f"{config.source}: [tool.fusionlint]: {error}") from None
 
 
 def _config_file_in(folder: str) -> Path | None:

@@ -187,6 +187,12 @@ def test_each_file_is_checked_with_its_nearest_config(two_packages, capsys):
     assert (Path("pkgB") / ".fusionlint_cache" / "findings.json").is_file()
     assert main(["check", "--output-format", "concise", "--config", "pkgA/pyproject.toml", "pkgA", "pkgB"]) == 1
     assert concise_codes(capsys.readouterr().out) == {"pkgA/src/m0.py": {first}, "pkgB/src/m0.py": {first}}
+    write_config(Path("pkgB"), "ignore = ['FL5']")  # no such rule: the error names the config it is in
+    assert main(["check", "pkgA", "pkgB"]) == 2
+    assert capsys.readouterr().err == (
+        f"fusionlint: error: {Path('pkgB/pyproject.toml').absolute()}: [tool.fusionlint]: unknown rule selector 'FL5'"
+        " (see `fusionlint rules`)\n"
+    )
 
 
 def test_one_cache_folder_for_both_packages_keeps_their_settings_apart(two_packages, capsys, monkeypatch, tmp_path):
