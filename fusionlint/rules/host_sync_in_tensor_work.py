@@ -78,8 +78,9 @@ class HostSyncInTensorWork(Rule):
         for a tensor. `int(...)` made an index or a slice bound decides a shape (below).
 
         Not flagged, because the host needs the value once and reading it is the point: a sync
-        after all the work (`return out.item()`); validation (`assert`, a `*check*(...)` call, a
-        branch whose arm raises or warns, or does no tensor work outside a loop that does: in
+        after all the work (`return out.item()`); validation (`assert`, a `*check*(...)` or
+        `*assert*(...)` call, a branch whose arm raises or warns, or does no tensor work
+        outside a loop that does: in
         such a loop a test that picks host work, `if best.item() != blank: hyp.append(...)`,
         syncs on every iteration and is flagged unless its arm `continue`s or returns); a loop
         exit (a `while` test, an arm ending in `break`, or a name one of them reads: `changed =
@@ -468,8 +469,8 @@ def _syncs_in(scope: Scope, node: cst.CSTNode, by_name: bool) -> Iterator[tuple[
 
 
 def _is_check(node: cst.CSTNode) -> bool:
-    """A call to a validation helper (`KORNIA_CHECK(...)`, `check_shape(...)`)."""
-    return isinstance(node, cst.Call) and "check" in _callee(node).lower()
+    """A call to a validation helper (`KORNIA_CHECK(...)`, `check_shape(...)`, `torch._assert(...)`)."""
+    return isinstance(node, cst.Call) and any(word in _callee(node).lower() for word in ("check", "assert"))
 
 
 def _after_sync(scope: Scope, call: cst.Call) -> bool:
@@ -704,6 +705,8 @@ def _writes_through_mask(small: cst.BaseSmallStatement, mask: str) -> bool:
 def _raises_or_warns(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Raise) or (isinstance(node, cst.Call) and "warn" in _callee(node).lower()):
         return True
+    if isinstance(node, cst.Call) and "assert" in _callee(node).lower():
+        return True  # `torch._assert(False, ...)`: it raises
     if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
         return False
     return any(_raises_or_warns(child) for child in children(node))

@@ -409,6 +409,18 @@ def collect(xs, w: torch.Tensor):
         out.append(x.item())
     return out, h
 """,
+    "a branch in a loop whose arm fails through torch._assert (validation)": """\
+import torch
+
+
+def check_targets(targets: list[torch.Tensor], w: torch.Tensor):
+    for boxes in targets:
+        bad = boxes[:, 2:] <= boxes[:, :2]
+        if bad.any():
+            idx = torch.where(bad.any(dim=1))[0][0]
+            torch._assert(False, f"invalid box {boxes[idx].tolist()}")
+    return w * 2
+""",
 }
 
 
