@@ -205,8 +205,9 @@ class Settings:
         if cache_dir is None and os.environ.get(CACHE_DIR_VARIABLE):
             cache_dir = Path(os.environ[CACHE_DIR_VARIABLE])
         self._overrides = {"select": select, "extend_select": extend_select, "ignore": ignore, "cache_dir": cache_dir}
-        self._fixed = None if config_file is None else self._finished(load_config(config_file, Path.cwd()))
-        self._default = self._finished(Config(root=Path.cwd()))
+        self._cwd = Path.cwd()
+        self._fixed = None if config_file is None else self._finished(load_config(config_file, self._cwd))
+        self._fallback: Config | None = None
         self._by_folder: dict[str, Config] = {}
 
     def _finished(self, config: Config) -> Config:
@@ -224,11 +225,17 @@ class Settings:
             config_file = _config_file_in(folder)
             parent = os.path.dirname(folder)
             if config_file is not None:
-                config = self._finished(load_config(config_file, Path.cwd()))
+                config = self._finished(load_config(config_file, self._cwd))
             else:
-                config = self._default if parent == folder else self.for_folder(parent)
+                config = self._fallback_config() if parent == folder else self.for_folder(parent)
             self._by_folder[folder] = config
         return config
+
+    def _fallback_config(self) -> Config:
+        """For a file with no config above it: the current folder's, as in Ruff, else the defaults."""
+        if self._fallback is None:
+            self._fallback = self._finished(load_config(find_config_file(self._cwd), self._cwd))
+        return self._fallback
 
     def configs(self) -> list[Config]:
         """The distinct settings met so far."""
@@ -242,7 +249,7 @@ class Settings:
 
     def check_selectors(self, known_codes: frozenset[str]) -> None:
         """The command line's selectors, then each config's: an error names the config it is in."""
-        self._default.check_selectors(known_codes)  # the defaults hold the command line's only
+        self._finished(Config(root=self._cwd)).check_selectors(known_codes)  # the command line's alone
         for config in self.configs():
             try:
                 config.check_selectors(known_codes)

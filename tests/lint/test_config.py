@@ -226,3 +226,20 @@ def test_show_files_and_show_settings(two_packages, capsys, tmp_path):
     assert settings["enabled-rules"] == ["FL998", "FL999"]
     assert settings["cache-dir"] == str(tmp_path / "pkgA" / ".fusionlint_cache")
     assert settings["respect-gitignore"] is True and ".git" in settings["exclude"]
+
+
+def test_a_file_with_no_config_above_it_gets_the_current_folders(tmp_path, monkeypatch, capsys):
+    """As in Ruff: a file from elsewhere is checked with the settings of where the run starts."""
+    from fusionlint.cli import main
+    from fusionlint.rules import all_rules
+
+    rule = next(rule for rule in all_rules() if rule.examples)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "m.py").write_text(rule.examples[0].bad)
+    (tmp_path / "project").mkdir()
+    write_config(tmp_path / "project", "ignore = ['ALL']")
+    monkeypatch.chdir(tmp_path / "project")
+    assert main(["check", "--no-cache", "-q", "../elsewhere/m.py"]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--no-cache", "-q", "elsewhere/m.py"]) == 1
+    capsys.readouterr()
