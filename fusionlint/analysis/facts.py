@@ -148,7 +148,7 @@ class ModuleFacts:
             kind = self._module_kind(node.value)
             if kind is not None:
                 modules.update(dict.fromkeys(targets, kind))
-            if kind == "nn" and isinstance(node.value, ast.Call):
+            if kind == "nn" and isinstance(node.value, ast.Call) and not _in_place(node.value):
                 name = (self.canonical(dotted_path(ast_view, node.value.func) or "") or "").rpartition(".")[2]
                 nn_classes.update(dict.fromkeys(targets, name))
             else:
@@ -170,6 +170,14 @@ class ModuleFacts:
         if dotted in self.classes and self.is_module_class(dotted):
             return dotted
         return None
+
+
+def _in_place(call: ast.Call) -> bool:
+    """``nn.ReLU(inplace=True)``, ``nn.ReLU(True)``: a module that writes its input, so its call
+    is not the op of its class."""
+    flags = [k.value for k in call.keywords if k.arg == "inplace"]
+    flags += [a for a in call.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, bool)]
+    return any(not (isinstance(flag, ast.Constant) and not flag.value) for flag in flags)
 
 
 def module_facts(tree: ast.Module) -> ModuleFacts:

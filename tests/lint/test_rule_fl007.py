@@ -367,6 +367,22 @@ def heads(x: torch.Tensor, w: torch.Tensor, flip: bool):
     h = h.contiguous()
     return torch.relu(h) @ w
 """,
+    "a copy handed to an activation module built with inplace": """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        h = torch.tanh(x * 2)
+        y = h.clone()
+        z = self.act(y)
+        return z + h
+""",
 }
 
 
