@@ -80,10 +80,13 @@ MATMULS = frozenset(
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 SYNC_BUILTINS = frozenset({"bool", "float", "int", "print"})
 
-# torch.nn modules whose call is one op of the tables on its input (``self.softmax(x)``).
+# torch.nn modules whose call is one op on its input (``self.softmax(x)``, ``self.fc(x)``): an op of
+# the tables, or ``dropout``, which may return its input.
 NN_MODULE_OPS = {
     "Softmax": "softmax", "LogSoftmax": "log_softmax", "LayerNorm": "layer_norm", "RMSNorm": "rms_norm",
     "GELU": "gelu", "ReLU": "relu", "SiLU": "silu", "Sigmoid": "sigmoid", "Tanh": "tanh",
+    "Linear": "linear", "Conv1d": "conv1d", "Conv2d": "conv2d", "Conv3d": "conv3d", "GroupNorm": "group_norm",
+    "BatchNorm1d": "batch_norm", "BatchNorm2d": "batch_norm", "BatchNorm3d": "batch_norm", "Dropout": "dropout",
 }
 
 _DEFAULTS = {VIEW: _VIEWS, ELEMENTWISE: _ELEMENTWISE, COMPUTE: _COMPUTE}

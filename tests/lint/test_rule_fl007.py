@@ -140,8 +140,26 @@ def heads(x: torch.Tensor, w: torch.Tensor):
     h = h.contiguous()
     return torch.relu(h) @ w
 """,
+    "a copy only read by nn.Linear through nn.Dropout": """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        h = torch.tanh(x * 2)
+        y = h.clone()
+        z = self.fc(self.drop(y))
+        return z + h
+""",
 }
 EXPECTED = {
+    "a copy only read by nn.Linear through nn.Dropout": [(13, 13)],
     "contiguous of a name a statement above made a transposed view (an in-place add between)": [(8, 9)],
     "a copy only read by an element-wise torch.nn module (nn.ReLU)": [(12, 13)],
     "a copy whose source an unknown helper read before the copy": [(7, 12)],
@@ -381,6 +399,23 @@ class Block(nn.Module):
         h = torch.tanh(x * 2)
         y = h.clone()
         z = self.act(y)
+        return z + h
+""",
+    "the output of nn.Dropout (maybe the copy itself) written in place": """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        h = torch.tanh(x * 2)
+        y = h.clone()
+        z = self.drop(y)
+        z[:, 0] = 0.0
         return z + h
 """,
 }
