@@ -79,7 +79,7 @@ class HostSyncInTensorWork(Rule):
 
         Not flagged, because the host needs the value once and reading it is the point: a sync after
         all the work (`return out.item()`); validation (`assert`, a `*check*(...)` or
-        `*assert*(...)` call, a branch whose arm raises or warns, or does no tensor work outside a
+        `*assert*(...)` call, a statement of an arm that ends by raising, a branch whose arm raises or warns, or does no tensor work outside a
         loop that does: in such a loop a test that picks host work, `if best.item() != blank:
         hyp.append(...)`, syncs on every iteration and is flagged unless its arm `continue`s or
         returns); a loop exit (a `while` test, an arm ending in `break`, or a name one of them
@@ -764,7 +764,7 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
     function = scope.node.name.value if isinstance(scope.node, cst.FunctionDef) else None
     if function is not None and _OFFLINE.match(function):
         return True
-    if _decides_shape(scope, ref, node, kind) or _decides_exit(ref, node):
+    if _decides_shape(scope, ref, node, kind) or _decides_exit(ref, node) or _in_failing_arm(ref):
         return True
     if kind in _SCALAR_READS and not branch and _after_backward(ref):
         if not (_flows_back(scope, ref, node) or _decides_branch(scope, ref, node)):
@@ -777,6 +777,20 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
     else:
         return False
     return once and not _decides_branch(scope, ref, node)
+
+
+def _in_failing_arm(ref: StatementRef) -> bool:
+    """Is the statement in a block that ends by failing (``raise``, ``torch._assert(False, ...)``):
+    it builds the error's message on the way out."""
+    while ref.block.parent is not None:
+        last = ref.block.statements[-1] if ref.block.statements else None
+        small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) else None
+        if isinstance(small, cst.Raise) or (
+            isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and "assert" in _callee(small.value).lower()
+        ):
+            return True
+        ref = ref.block.parent
+    return False
 
 
 def _after_backward(ref: StatementRef) -> bool:

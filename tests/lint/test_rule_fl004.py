@@ -421,6 +421,21 @@ def check_targets(targets: list[torch.Tensor], w: torch.Tensor):
             torch._assert(False, f"invalid box {boxes[idx].tolist()}")
     return w * 2
 """,
+    "a hand-off that builds an error message in an arm that raises": """\
+import torch
+
+
+class Net(torch.nn.Module):
+    def forward(self, x, targets):
+        for target in targets:
+            boxes = target["boxes"]
+            bad = boxes[:, 2:] <= boxes[:, :2]
+            if bad.any():
+                idx = torch.where(bad.any(dim=1))[0][0]
+                box = boxes[idx].tolist()
+                raise ValueError(f"invalid box {box}")
+        return torch.relu(x * 2)
+""",
 }
 
 
