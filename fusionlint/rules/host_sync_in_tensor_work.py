@@ -79,18 +79,19 @@ class HostSyncInTensorWork(Rule):
 
         Not flagged, because the host needs the value once and reading it is the point: a sync after
         all the work (`return out.item()`); validation (`assert`, a `*check*(...)` or
-        `*assert*(...)` call, a statement of an arm that ends by raising, a branch whose arm raises or warns, or does no tensor work outside a
-        loop that does: in such a loop a test that picks host work, `if best.item() != blank:
-        hyp.append(...)`, syncs on every iteration and is flagged unless its arm `continue`s or
-        returns); a loop exit (a `while` test, an arm ending in `break`, or a name one of them
-        reads: `changed = bool(...)`); a fast path that skips a masked write nothing may match (`if
-        m.any(): x[m] = v`); a value that decides a shape (passed to `torch.zeros`, `range`,
-        `split`, `view`..., or assigned to a `*size*`/`num_*` name, or a `scale_factor`); a scalar
-        read for host arithmetic after `.backward()` in the same loop iteration (autograd ran the
-        step's work: nothing is left to fuse); a hand-off to host code (`.cpu()`, `.numpy()`,
-        `.tolist()`) outside a step function's loop; code that runs once or offline (`__init__`,
-        `process*`, `plot*`, `visualize*`, (de)serialization, `read_*`, `download*`). NumPy arrays,
-        Python numbers, `print(x.shape)` and identity tests (`if mask is None:`) are not syncs.
+        `*assert*(...)` call, a statement of an arm that ends by raising, a branch whose arm raises
+        or warns, or does no tensor work outside a loop that does: in such a loop a test that picks
+        host work, `if best.item() != blank: hyp.append(...)`, syncs on every iteration and is
+        flagged unless its arm `continue`s or returns); a loop exit (a `while` test, an arm ending
+        in `break`, or a name one of them reads: `changed = bool(...)`); a fast path that skips a
+        masked write nothing may match (`if m.any(): x[m] = v`); a value that decides a shape
+        (passed to `torch.zeros`, `range`, `split`, `view`..., or assigned to a `*size*`/`num_*`
+        name, or a `scale_factor`); a scalar read for host arithmetic after `.backward()` in the
+        same loop iteration (autograd ran the step's work: nothing is left to fuse); a hand-off to
+        host code (`.cpu()`, `.numpy()`, `.tolist()`) outside a step function's loop; code that runs
+        once or offline (`__init__`, `process*`, `plot*`, `visualize*`, (de)serialization, `read_*`,
+        `download*`). NumPy arrays, Python numbers, `print(x.shape)` and identity tests (`if mask is
+        None:`) are not syncs.
     """
     use_instead = """
         Keep values on the device until the work is done: accumulate into a tensor
