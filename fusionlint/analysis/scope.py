@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from functools import wraps
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import libcst as cst
 
@@ -81,6 +82,7 @@ class Scope:
     typed: set[str] = field(default_factory=set)  # parameters annotated (or defaulted) as no tensor
     used_as_tensor: set[str] = field(default_factory=set)  # names used the way only a tensor is
     typing: Typing = field(init=False, repr=False)
+    memo: dict = field(default_factory=dict, repr=False)  # what ``per_scope`` functions computed
 
     def __post_init__(self) -> None:
         self.typing = Typing(self.facts, self.ops, cst_view, self.class_name)
@@ -193,6 +195,23 @@ class Scope:
                 if name in _reads_after_block(owner, ref.block.node):
                     return True
             ref = parent
+
+
+_T = TypeVar("_T")
+
+
+def per_scope(compute: Callable[[Scope], _T]) -> Callable[[Scope], _T]:
+    """``compute(scope)`` computed once per scope and kept on it, so it dies with its file: a
+    module-level cache (``lru_cache``) would keep the last files' trees alive, and the garbage
+    collector would walk them again and again."""
+
+    @wraps(compute)
+    def cached(scope: Scope) -> _T:
+        if compute not in scope.memo:
+            scope.memo[compute] = compute(scope)
+        return scope.memo[compute]
+
+    return cached
 
 
 def _defined_before_read(ref: StatementRef, name: str) -> bool:
