@@ -11,6 +11,7 @@ lines to check by eye that each points at its pattern. Writes ``bench/results/li
 """
 from __future__ import annotations
 
+import argparse
 import collections
 import datetime
 import json
@@ -38,10 +39,18 @@ RESULT = REPO / "bench" / "results" / "lint-speed.md"
 
 
 def ensure_corpus() -> Path:
-    """Download the wheel once and unpack ``transformers/models/[a-d]*`` into ``.corpus/``."""
+    """``transformers/models/[a-d]*`` under ``.corpus/``, unpacked on first use, with its config."""
     models = CORPUS / "transformers" / "models"
-    if models.is_dir():
-        return models
+    if not models.is_dir():
+        unpack_corpus()
+    # A config of its own: the corpus's cache lives next to it, not in the repository's, and the
+    # repository's .gitignore (which names .corpus/) does not hide the corpus from the check.
+    (CORPUS / "pyproject.toml").write_text("[tool.fusionlint]\nrespect-gitignore = false\n")
+    return models
+
+
+def unpack_corpus() -> None:
+    """Download the wheel and unpack ``transformers/models/[a-d]*`` into ``.corpus/``."""
     wheels = REPO / ".corpus" / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "-q", f"transformers=={WHEEL_VERSION}", "-d", str(wheels)],
@@ -53,9 +62,6 @@ def ensure_corpus() -> Path:
             parts = name.split("/")
             if len(parts) > 3 and parts[:2] == ["transformers", "models"] and parts[2][:1] in "abcd":
                 archive.extract(name, CORPUS)
-    # A config of its own: the corpus's cache lives next to it, not in the repository's.
-    (CORPUS / "pyproject.toml").write_text("[tool.fusionlint]\n")
-    return models
 
 
 def large_file(models: Path) -> Path:
@@ -104,6 +110,9 @@ def measured(command: list[str], cwd: Path) -> tuple[float, float, float, subpro
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--result", type=Path, default=RESULT, help=f"where the report goes (default: {RESULT})")
+    result = parser.parse_args().result
     models = ensure_corpus()
     files = sorted(p for p in models.rglob("*") if p.suffix in (".py", ".pyi", ".ipynb"))
     lines = sum(p.read_bytes().count(b"\n") for p in files)
@@ -141,8 +150,8 @@ def main() -> int:
     random.seed(0)
     sample = random.sample(findings, min(12, len(findings)))
     report = render(files, lines, mention_torch, runs, (large_lines, memory), startup, engine_import, no_files, per_rule, sample)
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(report)
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.write_text(report)
     print(report)
     return 0 if all(verdicts(kind, values, memory)[1] for kind, values in runs.items()) else 1
 
