@@ -613,7 +613,15 @@ def _tests_tensor_element(scope: Scope, ref: StatementRef, test: cst.BaseExpress
     if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
         return False
     operands = [test.left, *(c.comparator for c in test.comparisons)]
-    return any(root_name(operand) == loop.target.value for operand in operands)
+    return any(_element_value(operand, loop.target.value) for operand in operands)
+
+
+def _element_value(operand: cst.BaseExpression, element: str) -> bool:
+    """Is ``operand`` the element itself or an item of it (``e``, ``e[0]``), not its metadata
+    (``e.ndim``, ``e.shape[0]``)?"""
+    while isinstance(operand, cst.Subscript):
+        operand = operand.value
+    return isinstance(operand, cst.Name) and operand.value == element
 
 
 def _enclosing_loop(ref: StatementRef) -> cst.For | cst.While | None:

@@ -436,6 +436,18 @@ class Net(torch.nn.Module):
                 raise ValueError(f"invalid box {box}")
         return torch.relu(x * 2)
 """,
+    "a comparison of the metadata of a tensor's element (its ndim) in a working loop": """\
+import torch
+
+
+def paint(masks: torch.Tensor, w: torch.Tensor):
+    out = []
+    for mask in masks:
+        if mask.ndim != 3:
+            mask = mask[None]
+        out.append(torch.relu(mask * w))
+    return out
+""",
 }
 
 
