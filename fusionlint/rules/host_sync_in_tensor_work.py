@@ -15,7 +15,6 @@ from fusionlint.analysis import (
     names_of,
     inner_blocks,
     own_parts,
-    root_name,
     scope_statements,
     statements_after,
     statements_before,
