@@ -22,7 +22,7 @@ import re
 import sys
 import threading
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, TypeVar
 
 from fusionlint.model import Finding, FixMode, FixSafety, LineEdit, LintOptions, LintResult, internal_error
@@ -205,27 +205,26 @@ def _check(
     masked = _mask(lines, tree, matching)
     if masked is None:
         return [], []
-    masked, unit_starts, unit_codes = masked
 
     import libcst as cst
 
     try:
-        module = cst.parse_module(masked)
+        module = cst.parse_module(masked.text)
     except Exception as exc:  # the masked text may trip libcst where the whole file does not
         if _recursed(exc):
             raise  # lint_source retries with a deeper stack
-        unit_starts = unit_codes = None
+        masked = None
         try:
             module = cst.parse_module(text)
         except Exception as exc:
             if _recursed(exc):
                 raise
             return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
-    return _run_rules(module, unit_starts, unit_codes, lines, path, rules, codes, tables, facts)
+    return _run_rules(module, masked, lines, path, rules, codes, tables, facts)
 
 
 def _run_rules(
-    module, unit_starts, unit_codes, lines: list[str], path: str, rules: list[Rule], codes: frozenset[str],
+    module, masked: _Masked | None, lines: list[str], path: str, rules: list[Rule], codes: frozenset[str],
     tables: OpTables, facts
 ) -> tuple:
     from fusionlint.analysis import collect_scopes
@@ -236,8 +235,10 @@ def _run_rules(
     # not its business. A rule that yields to others is always run with them, so those see
     # every unit where it might report. Without the units' texts, every rule runs everywhere.
     codes_at: dict[int, set[str]] = {}
-    if unit_starts is not None and unit_codes is not None and len(unit_starts) == len(module.body):
-        codes_at = {id(unit): unit_codes.get(start, set()) for unit, start in zip(module.body, unit_starts)}
+    if masked is not None and masked.units is not None and len(masked.units) == len(module.body):
+        codes_at = {
+            id(unit): masked.codes.get(masked.first_line(node), set()) for unit, node in zip(module.body, masked.units)
+        }
     found = []
     problems = []
     for rule in rules:
@@ -255,11 +256,11 @@ def _run_rules(
             problems.append(internal_error(f"{path} ({rule.code})", exc))
     if not found:
         return [], problems
-    positions = _Positions(module, unit_starts)
+    positions = _Positions(module, masked, lines)
     reports = []
     kept_lines: dict[str, list[int]] = {}  # the first line of each finding kept so far, by code
     for rule, scope, violation in found:  # in the order of ``rules``: a rule after those it yields to
-        locate = positions.of(scope.unit)
+        locate = positions.of(scope)
         where = locate(violation.node)
         spans = [locate(node) for node in violation.spans] or [where]
         if any(
@@ -293,44 +294,90 @@ def _run_rules(
 
 
 class _Positions:
-    """Line/column of nodes, computed only for the top-level units that hold a finding.
+    """Line/column of nodes, computed only for the functions that hold a finding.
 
-    libcst's PositionProvider renders the whole module it is given; rendering one unit (a
-    function or class, its leading blank lines dropped) and shifting by the unit's first line
-    (known from the stdlib ast) costs a fraction of that.
+    libcst's PositionProvider renders the whole module it is given. Rendering only the method
+    or top-level function (or class) around a node, at its indentation and from its first line
+    (both known from the stdlib ast), costs a fraction of that: a class is mostly other methods.
     """
 
-    def __init__(self, module, unit_starts: list[int] | None) -> None:
+    def __init__(self, module, masked: "_Masked | None", lines: list[str]) -> None:
         self.module = module
-        self.starts = None
-        if unit_starts is not None and len(unit_starts) == len(module.body):
-            self.starts = {id(unit): start for unit, start in zip(module.body, unit_starts)}
-        self.cache: dict[int, Callable] = {}
+        self.lines = lines
+        self.first_lines: dict[int, int] = {}  # id(statement) -> its first line, for units and class members
+        if masked is not None and masked.units is not None and len(masked.units) == len(module.body):
+            for unit, node in zip(module.body, masked.units):
+                self._place(unit, node, masked)
+        self.cache: dict[int, tuple[dict, int]] = {}
 
-    def of(self, unit) -> Callable:
-        """A function from node to CodeRange, for nodes inside ``unit`` (None: the whole module)."""
-        key = id(unit) if unit is not None and self.starts is not None else 0
-        if key not in self.cache:
-            self.cache[key] = self._resolve(unit if key else None)
-        return self.cache[key]
+    def _place(self, statement, node: ast.stmt, masked: "_Masked") -> None:
+        """Record the first line of ``statement`` (parsed from ``node``'s text) and of its members."""
+        import libcst as cst
 
-    def _resolve(self, unit) -> Callable:
-        from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+        self.first_lines[id(statement)] = masked.first_line(node)
+        if isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            members = [inner for inner in node.body if masked.keep[inner.lineno]]
+            parsed = statement.body.body
+            if len(members) == len(parsed) and all(
+                isinstance(member, (cst.FunctionDef, cst.ClassDef))
+                and member.name.value == getattr(inner, "name", None)
+                for member, inner in zip(parsed, members)
+            ):
+                for member, inner in zip(parsed, members):
+                    self._place(member, inner, masked)
 
-        if unit is None:
-            return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider).__getitem__
-        alone = self.module.with_changes(body=[unit.with_changes(leading_lines=())], header=[], footer=[])
-        positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
-        shift = self.starts[id(unit)] - 1
+    def of(self, scope) -> Callable:
+        """A function from node to CodeRange, for nodes inside ``scope``: found in the smallest
+        placed statement around the scope that holds them (the whole module when none is placed)."""
+        placed = [n for n in (scope.node, scope.unit) if n is not None and id(n) in self.first_lines] or [None]
 
         def locate(node):
-            where = positions[node]
-            return CodeRange(
-                CodePosition(where.start.line + shift, where.start.column),
-                CodePosition(where.end.line + shift, where.end.column),
-            )
+            for statement in placed:
+                where = self._where(statement, node)
+                if where is not None:
+                    return where
+            raise KeyError(node)
 
         return locate
+
+    def _where(self, statement, node):
+        key = id(statement)
+        if key not in self.cache:
+            self.cache[key] = self._render(statement)
+        recorded, shift = self.cache[key]
+        where = recorded.get(node)
+        if where is None or not shift:
+            return where
+        from libcst.metadata import CodePosition, CodeRange
+
+        return CodeRange(CodePosition(where.start.line + shift, where.start.column),
+                         CodePosition(where.end.line + shift, where.end.column))
+
+    def _render(self, statement) -> tuple[dict, int]:
+        """The positions of the nodes of ``statement`` (None: the whole module) rendered alone, and
+        the lines to add to them."""
+        from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+        recorded = _Recorded()
+        state = PositionProvidingCodegenState(
+            default_indent=self.module.default_indent, default_newline=self.module.default_newline, provider=recorded
+        )
+        if statement is None:
+            self.module._codegen(state)
+            return recorded._computed, 0
+        first = self.first_lines[id(statement)]
+        line = self.lines[first - 1]
+        state.increase_indent(line[: len(line) - len(line.lstrip(" \t"))])
+        statement.with_changes(leading_lines=())._codegen(state)
+        return recorded._computed, first - 1
+
+
+class _Recorded:
+    """Where libcst's position-recording codegen state puts each node's range (a metadata
+    provider's ``_computed``), without a provider's machinery."""
+
+    def __init__(self) -> None:
+        self._computed: dict = {}
 
 
 def _render(module, locate: Callable, lines: list[str], edit: StatementEdit) -> LineEdit:
@@ -384,14 +431,27 @@ def _describe(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- masking
 
 
-def _mask(
-    lines: list[str], tree: ast.Module, matching: Callable[["_Texts", int], set[str]]
-) -> tuple[str, list[int] | None, dict[int, set[str]] | None] | None:
-    """The text with every line blanked that cannot hold a finding; None if nothing is left.
+@dataclass(frozen=True)
+class _Masked:
+    """The text libcst parses: the file with every line blanked that cannot hold a finding."""
 
-    Also returns the first line of each kept top-level statement (None when the whole text is
-    kept), which places the statement without rendering the module before it, and the codes of
-    the rules whose text test passed in each, by that first line.
+    text: str
+    # The top-level statements kept, in order, which place each parsed one without rendering the
+    # module before it (None: the whole text is kept), and the codes of the rules whose text test
+    # passed in each, by its first line.
+    units: list[ast.stmt] | None = None
+    codes: dict[int, set[str]] = field(default_factory=dict)
+    keep: list[bool] = field(default_factory=list)  # by line number: kept
+
+    def first_line(self, node: ast.stmt) -> int:
+        """The statement's first kept line: its first decorator's, unless those were blanked (the
+        decorators of a class kept only as the header around a candidate)."""
+        start = _start_line(node)
+        return start if self.keep[start] else node.lineno
+
+
+def _mask(lines: list[str], tree: ast.Module, matching: Callable[["_Texts", int], set[str]]) -> _Masked | None:
+    """The text with every line blanked that cannot hold a finding; None if nothing is left.
 
     The rules' text tests (``Rule.may_match``) run on every statement. A function holding a
     candidate statement is kept whole (with its decorators), classes around it keep their
@@ -428,7 +488,7 @@ def _mask(
         return found
 
     if _candidates_in(tree.body, lines, matching, skip_definitions=True, first_only=True):
-        return "".join(lines), None, None
+        return _Masked("".join(lines))
     codes: dict[int, set[str]] = {}
     for node in tree.body:
         found = visit_class_body([node])
@@ -436,9 +496,8 @@ def _mask(
             codes[_start_line(node) if keep[_start_line(node)] else node.lineno] = found
     if not codes:
         return None
-    starts = [_start_line(node) if keep[_start_line(node)] else node.lineno for node in tree.body if keep[node.lineno]]
     text = "".join(line if keep[i] else line[len(line.rstrip("\r\n")) :] for i, line in enumerate(lines, start=1))
-    return text, starts, codes
+    return _Masked(text, [node for node in tree.body if keep[node.lineno]], codes, keep)
 
 
 class _Texts:

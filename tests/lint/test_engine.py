@@ -123,9 +123,11 @@ def test_masking_blanks_lines_but_keeps_line_count():
     lines = engine._LINE.findall(source)
     tree = ast.parse(source)
     masked = engine._mask(lines, tree, lambda block, index: {"FL1"} if "hit" in block[index] else set())
-    assert masked == ("\r\n\r\nclass A:\r\n\r\n    def f(self):\r\n        hit()\r\n", [3], {3: {"FL1"}})
+    assert masked.text == "\r\n\r\nclass A:\r\n\r\n    def f(self):\r\n        hit()\r\n"
+    assert [masked.first_line(unit) for unit in masked.units] == [3]
+    assert masked.codes == {3: {"FL1"}}
     module_level = engine._mask(lines, tree, lambda block, index: {"FL1"} if "X" in block[index] else set())
-    assert module_level == (source, None, None)
+    assert module_level.text == source and module_level.units is None
     assert engine._mask(lines, tree, lambda block, index: set()) is None
 
 

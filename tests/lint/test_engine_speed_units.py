@@ -1,0 +1,95 @@
+"""The engine's shortcuts give what the slow, whole-module way gives.
+
+The engine places a finding by rendering only the method (or top-level function or class) around
+it, at the indentation and first line the stdlib ast gives; here every node of every scope is
+placed both ways, on code whose layout could trip the shortcut.
+"""
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from fusionlint.analysis import collect_scopes, module_facts
+from fusionlint.engine import _LINE, _mask, _Positions
+from fusionlint.ops import op_tables
+
+LAYOUTS = {
+    "decorated methods and a nested class": '''
+import torch
+
+
+class Outer(torch.nn.Module):
+    """Doc."""
+
+    scale = 2
+
+    @staticmethod
+    # a comment between the decorator and the def
+    @torch.no_grad()
+    def helper(x):
+        return torch.relu(x) * 2
+
+    def untouched(self):
+        return 1
+
+    class Inner:
+        @property
+        def value(self):
+            y = torch.ones(3)
+            return y.sum(
+                dim=0,
+                    keepdim=True,
+            )
+
+    async def later(self, x):
+        text = """
+not indented
+        """
+        return torch.exp(x), text
+
+
+def top(x: torch.Tensor) -> torch.Tensor:
+    def inner(y):
+        return torch.sin(y)
+    return inner(x) + torch.cos(x)
+''',
+    "tabs and windows line endings": (
+        "import torch\r\n\r\nclass T:\r\n\tdef f(self, x):\r\n\t\treturn torch.tanh(x) \\\r\n\t\t\t+ 1\r\n\r\n"
+        "\tdef g(self):\r\n\t\treturn 0\r\n"
+    ),
+    "a two-space class in a four-space file": (
+        "import torch\n\n\ndef first(x):\n    return torch.abs(x)\n\n\nclass Narrow:\n  def f(self, x):\n"
+        "    return torch.neg(x)\n"
+    ),
+}
+
+
+def _every_node(node: cst.CSTNode):
+    """The node and all below it."""
+    yield node
+    for child in node.children:
+        yield from _every_node(child)
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_a_node_is_placed_where_the_whole_module_places_it(name: str) -> None:
+    text = LAYOUTS[name].lstrip("\n")
+    tree = ast.parse(text)
+    lines = _LINE.findall(text)
+    masked = _mask(lines, tree, lambda block, index: {"FL000"} if "torch." in block[index] else set())
+    assert masked is not None and masked.units is not None, "only functions hold candidates"
+    module = cst.parse_module(masked.text)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = _Positions(module, masked, lines)
+    scopes = [s for s in collect_scopes(module, module_facts(tree), op_tables(())) if not s.is_module]
+    checked = 0
+    for scope in scopes:
+        locate = positions.of(scope)
+        for node in _every_node(scope.node.with_changes(leading_lines=())):
+            if node is not scope.node and node in expected:  # the unit is rendered as a copy without its leading lines
+                assert locate(node) == expected[node], (type(node).__name__, cst.Module([]).code_for_node(node))
+                checked += 1
+    assert checked > 20
