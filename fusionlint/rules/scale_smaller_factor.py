@@ -16,6 +16,7 @@ from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.")
+_PRODUCT_TEXT = re.compile(r"(?<![*])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
 _SCALAR_TENSORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})  # of one number: 0-d
 
 
@@ -127,10 +128,15 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        if "*" in text and _SMALL_TEXT.search(text):
+        if len(_PRODUCT_TEXT.findall(text)) >= 2 and _SMALL_TEXT.search(text):
             return True
-        return RESCALE_TEXT.match(text) is not None and any(
-            "*" in block[earlier] and _SMALL_TEXT.search(block[earlier]) for earlier in range(max(0, index - 5), index)
+        rescaled = RESCALE_TEXT.match(text)
+        if rescaled is None:
+            return False
+        made = re.compile(r"\s*" + rescaled.group(1) + r"\s*=[^=].*\*")
+        return any(  # made a few lines above, or in the arms of the `if` above
+            (made.match(block[earlier]) and _SMALL_TEXT.search(block[earlier])) or block[earlier].lstrip().startswith("if ")
+            for earlier in range(max(0, index - 5), index)
         )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
