@@ -273,7 +273,7 @@ class CudaGraphed:
         parts: list[Any] = [global_state()]
         device = None
         for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor) and a.device.type == "cpu" and a.dim() == 0:
+            if isinstance(a, torch.Tensor) and _host_scalar(a):
                 # a host scalar (a backward graph saves some) is baked into the graph by value
                 parts.append((a.dtype, a.item()))
             elif isinstance(a, torch.Tensor):
@@ -288,6 +288,12 @@ class CudaGraphed:
             else:
                 return None
         return tuple(parts) if device is not None else None
+
+
+def _host_scalar(t: torch.Tensor) -> bool:
+    """A 0-d CPU tensor: a launch reads its value, never its memory, so a CUDA graph bakes the
+    value in (and is keyed by it) instead of reading a buffer."""
+    return t.device.type == "cpu" and t.dim() == 0
 
 
 class HeldResults:
@@ -313,7 +319,8 @@ class _Captured:
     def __init__(self, graph: Any, inputs: list[Any], outputs: Any, copied: list[int],
                  stream: tuple[torch.device, int], copies: bool, copied_outputs: frozenset[int]) -> None:
         self.graph, self.inputs, self.outputs, self.copied, self.stream = graph, inputs, outputs, copied, stream
-        self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)}
+        self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs)
+                         if isinstance(a, torch.Tensor) and not _host_scalar(a)}
         buffers = {self.inputs[i].untyped_storage().data_ptr() for i in copied}
         # a result in an input buffer is overwritten by the next call's inputs: that one is copied
         self.copy_out = [isinstance(o, torch.Tensor) and (copies or j in copied_outputs
@@ -325,9 +332,12 @@ class _Captured:
         self.results = HeldResults([o for o, copy in zip(outputs, self.copy_out)
                                     if not copy and isinstance(o, torch.Tensor)
                                     and o.untyped_storage().data_ptr() not in in_place])
-        # only the buffers it copies into: holding an input read in place would hold what another
-        # graph handed out (a backward's saved values) for good (``serves`` checks addresses)
-        self.inputs = [a if i in copied else None for i, a in enumerate(inputs)]
+        # only the buffers it copies into, and host scalars (their value is the layout's, and a
+        # copy to the GPU inside the graph would read their memory): holding an input read in
+        # place would hold what another graph handed out (a backward's saved values) for good
+        # (``serves`` checks addresses)
+        self.inputs = [a if i in copied or (isinstance(a, torch.Tensor) and _host_scalar(a)) else None
+                       for i, a in enumerate(inputs)]
         self.lock = threading.Lock()
 
     @classmethod
@@ -335,7 +345,8 @@ class _Captured:
                 copied_outputs: frozenset[int] = frozenset()) -> Optional[_Captured]:
         """A graph of a replay on ``args``; ``copies``: its results are copied out of its memory
         (otherwise only those at ``copied_outputs``)."""
-        copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in static]
+        copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in static
+                  and not _host_scalar(a)]
         inputs = list(args)
         for i in copied:  # holding this call's values: a replay's guards may read a host scalar
             inputs[i] = torch.empty_strided(args[i].shape, args[i].stride(), dtype=args[i].dtype,
