@@ -4,7 +4,7 @@ Triton compiles a kernel at its first launch, in the launching process, one kern
 another: a whole model's first call spent about half its time there. Compiling holds the GIL
 (threads gave no speed-up), so, as Inductor does, the kernels a plan is about to launch for the
 first time are compiled by a pool of worker processes into Triton's disk cache, where each
-launch then finds its binary (and the C launcher Triton builds per signature). What a worker compiles is exactly what the launch will ask for:
+launch then finds its binary. What a worker compiles is exactly what the launch will ask for:
 Triton's own binder specializes each launch's arguments, in a warm-up whose compile hook records
 the specialization instead of compiling.
 
@@ -36,10 +36,6 @@ log = logging.getLogger("fusionrt.codegen")
 
 ENV = "FUSIONRT_COMPILE_WORKERS"
 MAX_WORKERS = 16
-# Fewer new kernels than this compile at their launches: handing a couple of kernels to the
-# pool saved nothing on the H100 (a transformer's first call flushes at each attention, two or
-# three new kernels at a time).
-MIN_JOBS = 4
 
 _collecting: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("fusionrt_first_launches", default=None)
 
@@ -93,10 +89,10 @@ def compile_ahead(launches: Sequence[Any]) -> int:
     launch; the number compiled there."""
     pending = [launch for launch in launches
                if not launch.spec.interpret and launch.spec._compiled.get(launch._key) is None]
-    if len(pending) < MIN_JOBS:
+    if len(pending) < 2:
         return 0
     jobs = _jobs(pending)
-    if len(jobs) < MIN_JOBS:
+    if len(jobs) < 2:
         return 0
     pool = _pool()
     if pool is None:

@@ -14,14 +14,7 @@ def compile_one(job: _Job) -> None:
     from triton.compiler import ASTSource
 
     fn = _load(job.source, job.origin, job.name, interpret=False)
-    kernel = triton.compile(ASTSource(fn, job.signature, job.constants, job.attrs), target=job.target,
-                            options=job.options)
-    try:  # the launcher for its signature too (a C build, also cached on disk), without loading it
-        from triton.runtime import driver
-
-        driver.active.launcher_cls(kernel.src, kernel.metadata)
-    except Exception:  # no driver here: the launch builds it
-        pass
+    triton.compile(ASTSource(fn, job.signature, job.constants, job.attrs), target=job.target, options=job.options)
 
 
 def main() -> None:
