@@ -59,31 +59,3 @@ def test_worker_count_comes_from_the_environment(monkeypatch):
         compile_pool.workers_wanted()
     monkeypatch.delenv(compile_pool.ENV)
     assert 0 <= compile_pool.workers_wanted() <= min(compile_pool.MAX_WORKERS, os.cpu_count() or 1)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
-def test_a_first_run_compiles_its_kernels_in_the_pool_and_equals_eager(triton_cache, monkeypatch, caplog):
-    """Kernels a plan launches for the first time are compiled by the workers; the launches find
-    them in the disk cache (Triton's key matched), and the results are eager's."""
-    import logging
-
-    import torch
-
-    import fusionrt
-    x, w = torch.randn(64, 256, device="cuda"), torch.randn(256, device="cuda")
-
-    def program(x: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
-        a = torch.sigmoid(x * 1.7 + w)
-        b = (a * x).sum(-1, keepdim=True)
-        c = torch.tanh(x - b) * w
-        return [a.amax(0), c.mean(-1), (c * a).softmax(-1)]
-
-    with caplog.at_level(logging.INFO, logger="fusionrt.codegen"):
-        with fusionrt.lazy(executor="triton", policy="stream"):
-            out = program(x, w)
-        out = [t.clone() for t in out]
-    compiled = [r for r in caplog.records if "worker processes" in r.getMessage()]
-    assert compiled and "compiled" in compiled[0].getMessage()
-    for got, want in zip(out, program(x, w)):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
