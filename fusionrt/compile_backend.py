@@ -33,7 +33,6 @@ import torch
 from torch._decomp import core_aten_decompositions, decomposition_table
 
 from .attention import route_attention
-from .codegen import compile_pool
 from .capture import COMPOSITE_OPS, EXTERN_KINDS, REDUCTION_OPS, recorded_from
 from .kernel_ir import POINTWISE_OPS
 from .replay import Jitted, global_state, jit
@@ -403,8 +402,6 @@ def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     training = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                                for x in example_inputs)
     graphed = bool(options.get("cudagraphs", True))
-    if executor in ("auto", "triton") and torch.cuda.is_available():
-        compile_pool.start()  # its workers start while AOTAutograd traces
     if not training:
         route_attention(gm)
     backend = aot_autograd(fw_compiler=_compiler(executor, policy, graphed, "forward" if training else "inference"),

@@ -17,7 +17,6 @@ from .graph import Leaf, Node
 from .kernel_sources import for_planned
 from .plan import Plan, writes_of
 from .report import KernelRecord, Write
-from .codegen.compile_pool import compile_ahead, first_launches
 from .steps import build_steps, scratch
 
 
@@ -74,11 +73,9 @@ class Runner:
         like them); nothing runs until the result is called."""
         run = _FirstRun(leaves, self._executor)
         bound = []
-        with first_launches() as launches:
-            for planned, step in zip(plan.kernels, build_steps(plan)):
-                with for_planned(planned):  # the kernels it loads are logged and dumped as its own
-                    bound.append(step.bind(run))
-        compile_ahead(launches)  # the new kernels, in parallel, before any of them launches
+        for planned, step in zip(plan.kernels, build_steps(plan)):
+            with for_planned(planned):  # the kernels it loads are logged and dumped as its own
+                bound.append(step.bind(run))
         return BoundPlan([call for call, _ in bound], [sum(_distinct_bytes(t) for t in read) for _, read in bound])
 
 

@@ -182,7 +182,5 @@ def _load(source: bytes, origin: str, name: str, interpret: bool) -> Any:
     if interpret and hasattr(module, "_to_bf16"):
         module._to_bf16 = module._to_bf16_interpreted  # see lowering.HELPERS
     fn = getattr(module, name)
-    if not interpret:  # what a compile worker loads to compile it (see compile_pool)
-        fn.fusionrt_source = (source, origin, name)
     weakref.finalize(fn, linecache.cache.pop, filename, None)
     return fn

@@ -22,7 +22,6 @@ from typing import Any
 import torch
 
 from ..kernel_ir import FusedKernel, MatmulKernel, evaluate
-from .compile_pool import note_launch
 
 
 class Spec:
@@ -43,9 +42,7 @@ class Spec:
 
     def bind(self, tensors: Sequence[torch.Tensor]) -> Launch:
         """A launch over ``tensors`` (inputs then outputs, viewed as the spec expects)."""
-        launch = Launch(self, tuple(tensors))
-        note_launch(launch)
-        return launch
+        return Launch(self, tuple(tensors))
 
     def launch_jit(self, args: tuple, key: tuple) -> Any:
         """Launch through ``JITFunction``; remember the compiled binary it used."""
