@@ -31,6 +31,7 @@ _SKIPPED_FIELDS = frozenset(
     attr name""".split()
 )
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_IS_NODE: dict[type, bool] = {}  # by type: isinstance of a libcst class runs ABCMeta's Python code
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -47,11 +48,18 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     found = []
     for name in fields:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        if isinstance(value, (tuple, list)):
+            found.extend(v for v in value if _is_node(v))
+        elif _is_node(value):
             found.append(value)
-        elif isinstance(value, (tuple, list)):
-            found.extend(v for v in value if isinstance(v, cst.CSTNode))
     return found
+
+
+def _is_node(value: object) -> bool:
+    known = _IS_NODE.get(type(value))
+    if known is None:
+        known = _IS_NODE[type(value)] = isinstance(value, cst.CSTNode)
+    return known
 
 
 _HANDLERS: dict[tuple[type, type], tuple] = {}
