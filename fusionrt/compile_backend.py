@@ -8,13 +8,11 @@ later calls replay the program. So this backend reuses, rather than repeats, wha
 AOTAutograd already do well; the dispatch-level capture of ``lazy()``/``measure`` stays for
 code whose meaning depends on what Python keeps alive.
 
-A graph whose inputs all live on one CUDA device is then replayed through a CUDA graph, as
-``torch.compile``'s "reduce-overhead" mode does: one launch instead of one per kernel. That holds
-for training too, where launching hundreds of kernels from Python costs more than running them:
-a forward graph hands out the values saved for backward in its own memory (autograd drops them
-after backward, so the next step's launch finds them free), and the backward graph reads them
-there in place. AOTAutograd's context of a finished step can sit in a reference cycle that holds
-those values until Python's collector frees it; a step that finds them held runs jitted.
+An inference graph whose inputs all live on one CUDA device is then replayed through a CUDA
+graph, as ``torch.compile``'s "reduce-overhead" mode does: one launch instead of one per kernel.
+Training graphs are not graphed: a forward's graph would hand out the values saved for backward,
+and on torch 2.11 a finished step's AOTAutograd context sat in a reference cycle that held them
+until a full collection (0.4 s on a GPT-2 process), so each launch found them held.
 
 Options (``torch.compile(..., options={...})``): ``executor`` and ``policy``, as for
 ``fusionrt.jit``; ``cudagraphs`` (default True).
@@ -22,7 +20,6 @@ Options (``torch.compile(..., options={...})``): ``executor`` and ``policy``, as
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import re
 import threading
@@ -92,17 +89,16 @@ def compiled_graphs() -> list[Jitted]:
     return [g for g in (ref() for ref in _GRAPHS) if g is not None]
 
 
-def _compiler(executor: str, policy: str, graphed: bool,
-              role: str) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
-    """``role``: "inference", "forward" or "backward" (of a training graph pair)."""
+def _compiler(executor: str, policy: str,
+              graphed: bool) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         jitted = jit(SourcedGraph(gm), executor=executor, policy=policy)
         _GRAPHS[:] = [ref for ref in _GRAPHS[-_MAX_GRAPHS + 1:] if ref() is not None]
         _GRAPHS.append(weakref.ref(jitted))
+        static, mutates = _input_facts() if graphed else (frozenset(), True)
         run: Callable[[list[Any]], Any]
-        graphing = _graphing(gm, role) if graphed else None
-        if graphing is not None:
-            run = _GRAPHED[jitted] = CudaGraphed(jitted, **graphing)
+        if not mutates:  # a mutated input would be written in the graph's copy of it
+            run = _GRAPHED[jitted] = CudaGraphed(jitted, static)
         else:
             def run(args: list[Any]) -> Any:
                 return jitted(*args)
@@ -145,67 +141,41 @@ def _traced_from(node: torch.fx.Node) -> Optional[str]:
     return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
 
 
-def _graphing(gm: torch.fx.GraphModule, role: str) -> Optional[dict[str, Any]]:
-    """How a CUDA graph may serve this aten graph (``CudaGraphed``'s arguments), or None.
-
-    Inputs that keep their memory from call to call are read in place: parameters and buffers,
-    and in a backward graph the values its forward saved (a forward served by its CUDA graph
-    hands them out at the same addresses every step; where they moved, the jitted graph runs).
-    A training forward copies out only what the caller sees; what it saves for backward is handed
-    out. A graph that writes into an input it would read from a copy is not graphed."""
-    if role == "backward":
-        saved = frozenset(i for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")
-                          if not node.name.startswith("tangents"))
-        return dict(static=saved, hand_out_graphs=1, copy_when_held=False)
+def _input_facts() -> tuple[frozenset[int], bool]:
+    """From AOTAutograd's metadata of the graph being compiled: which inputs keep their memory
+    from call to call (parameters and buffers: a CUDA graph reads them in place, not from a
+    copy), and whether the graph writes into an input (unknown counts as yes)."""
     from torch._guards import TracingContext
 
     context = TracingContext.try_get()
     meta = getattr(context, "fw_metadata", None) if context is not None else None
-    infos = getattr(meta, "input_info", None)
-    if meta is None or infos is None:
-        return None
+    if meta is None:
+        return frozenset(), True
     static = frozenset(getattr(meta, "static_input_indices", None) or ())
-    if any(_mutated_in_graph(info) and i not in static for i, info in enumerate(infos)):
-        return None
-    if role == "inference":
-        return dict(static=static)
-    return dict(static=static, copied_outputs=frozenset(range(meta.num_forward)), hand_out_graphs=1,
-                copy_when_held=False)
-
-
-def _mutated_in_graph(info: Any) -> bool:
-    """The graph itself writes into this input (AOTAutograd applies other mutations outside);
-    without the mutation type (older torch), any mutation counts."""
-    kind = getattr(info, "mutation_type", None)
-    if kind is None:
-        return bool(info.mutates_data or info.mutates_metadata)
-    return kind.name == "MUTATED_IN_GRAPH" or bool(info.mutates_metadata)
+    infos = getattr(meta, "input_info", None)
+    mutates = infos is None or any(info.mutates_data or info.mutates_metadata for info in infos)
+    return static, mutates
 
 
 class CudaGraphed:
-    """A jitted graph replayed through CUDA graphs, per input layout.
+    """A jitted inference graph replayed through CUDA graphs, per input layout.
 
     A layout's first call records the jitted graph and its second replays it (the warm-up); the
     third captures a replay into a CUDA graph, which later calls launch after copying their
     inputs into the graph's own buffers. Static inputs (parameters) are read in place; a call
     where one has moved goes back to the jitted graph. Results are handed out in the graph's
-    memory (but ``copied_outputs``), which a launch overwrites: so a launch whose previous
-    results are still held (as in ``y = model(x)`` in a loop) uses another graph of the layout,
-    up to ``hand_out_graphs``; with all their results held (a loop that keeps every result), the
-    layout moves to one graph whose results are copied out — or, without ``copy_when_held``
-    (a training graph, whose results are large and soon dropped), that call runs the jitted
-    graph. A held result is never overwritten. A layout that does not replay, or whose capture
-    fails (a step that syncs with the host), stays with the jitted graph."""
+    memory, which a launch overwrites: so a launch whose previous results are still held (as in
+    ``y = model(x)`` in a loop) uses a second graph of the layout; with both graphs' results
+    held (a loop that keeps every result), the layout moves to one graph whose results are
+    copied out. A held result is never overwritten. A layout that does not replay, or whose
+    capture fails (a step that syncs with the host), stays with the jitted graph."""
 
     MAX_LAYOUTS = 8
+    HAND_OUT_GRAPHS = 2
 
-    def __init__(self, jitted: Jitted, static: frozenset[int], copied_outputs: frozenset[int] = frozenset(),
-                 hand_out_graphs: int = 2, copy_when_held: bool = True) -> None:
+    def __init__(self, jitted: Jitted, static: frozenset[int]) -> None:
         self.jitted = jitted
         self.static = static
-        self.copied_outputs = copied_outputs
-        self.hand_out_graphs = hand_out_graphs
-        self.copy_when_held = copy_when_held
         self.launches = 0  # calls served by a CUDA graph
         # layout -> calls so far | "warm" | its captured graphs | None (never graphed)
         self._layouts: dict[tuple, Any] = {}
@@ -231,39 +201,21 @@ class CudaGraphed:
     def _launch(self, key: tuple, graphs: list[_Captured], args: list[Any]) -> Any:
         if not all(graph.serves(args) for graph in graphs):  # a parameter moved, or another stream
             return self.jitted(*args)
-        result = self._launch_free(graphs, args)
-        if result is not None:
-            return result
-        # every graph's last results are still held; past the hand-out graphs, the caller keeps
-        # them all: from then on one graph copies its results out (the others go once their
-        # results are dropped)
-        copies = len(graphs) == self.hand_out_graphs
-        if copies and not self.copy_when_held:
-            # A finished training step's autograd graph sits in a reference cycle (AOTAutograd's
-            # context and its node) that holds the saved values until the collector runs: a
-            # young-generation collection frees it.
-            gc.collect(1)
-            result = self._launch_free(graphs, args)
-            if result is None:
-                log.info("%s: its graph's last results are still held; this call runs jitted", self.jitted)
-                return self.jitted(*args)
-            return result
-        graph = _Captured.capture(self.jitted, args, self.static, copies, self.copied_outputs)
+        for graph in graphs:
+            result = graph.launch(args)
+            if result is not None:
+                self.launches += 1
+                return result
+        # every graph's last results are still held; past two, the caller keeps them all: from
+        # then on one graph copies its results out (the others go once their results are dropped)
+        copies = len(graphs) == self.HAND_OUT_GRAPHS
+        graph = _Captured.capture(self.jitted, args, self.static, copies)
         if graph is None:
             self._layouts[key] = graphs or None
             return self.jitted(*args)
         self._layouts[key] = [graph] if copies else graphs + [graph]
         self.launches += 1
         return graph.launch(args)
-
-    def _launch_free(self, graphs: list[_Captured], args: list[Any]) -> Any:
-        """The results of the first graph whose last results are no longer held, or None."""
-        for graph in graphs:
-            result = graph.launch(args)
-            if result is not None:
-                self.launches += 1
-                return result
-        return None
 
     def _layout(self, args: list[Any]) -> Optional[tuple]:
         """What a captured graph depends on, or None where no graph may serve the call (a CPU
@@ -273,8 +225,7 @@ class CudaGraphed:
         device = None
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor) and _host_scalar(a):
-                # a host scalar (a backward graph saves some) is baked into the graph by value
-                parts.append((a.dtype, a.item()))
+                parts.append((a.dtype, a.item()))  # baked into the graph by value
             elif isinstance(a, torch.Tensor):
                 if a.device.type != "cuda" or (device is not None and a.device != device):
                     return None
@@ -316,16 +267,15 @@ class _Captured:
     a call on another stream runs the jitted replay)."""
 
     def __init__(self, graph: Any, inputs: list[Any], outputs: Any, copied: list[int],
-                 stream: tuple[torch.device, int], copies: bool, copied_outputs: frozenset[int]) -> None:
+                 stream: tuple[torch.device, int], copies: bool) -> None:
         self.graph, self.inputs, self.outputs, self.copied, self.stream = graph, inputs, outputs, copied, stream
         self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs)
                          if isinstance(a, torch.Tensor) and not _host_scalar(a)}
         buffers = {self.inputs[i].untyped_storage().data_ptr() for i in copied}
         # a result in an input buffer is overwritten by the next call's inputs: that one is copied
-        self.copy_out = [isinstance(o, torch.Tensor) and (copies or j in copied_outputs
-                                                          or o.untyped_storage().data_ptr() in buffers)
-                         for j, o in enumerate(outputs)]
-        # an input read in place (a parameter, a saved value) is not the graph's to overwrite
+        self.copy_out = [isinstance(o, torch.Tensor) and (copies or o.untyped_storage().data_ptr() in buffers)
+                         for o in outputs]
+        # an input read in place (a parameter) is not the graph's to overwrite
         in_place = {a.untyped_storage().data_ptr() for i, a in enumerate(inputs)
                     if isinstance(a, torch.Tensor) and i not in copied}
         self.results = HeldResults([o for o, copy in zip(outputs, self.copy_out)
@@ -333,17 +283,14 @@ class _Captured:
                                     and o.untyped_storage().data_ptr() not in in_place])
         # only the buffers it copies into, and host scalars (their value is the layout's, and a
         # copy to the GPU inside the graph would read their memory): holding an input read in
-        # place would hold what another graph handed out (a backward's saved values) for good
-        # (``serves`` checks addresses)
+        # place would keep it alive for the graph's life (``serves`` checks addresses)
         self.inputs = [a if i in copied or (isinstance(a, torch.Tensor) and _host_scalar(a)) else None
                        for i, a in enumerate(inputs)]
         self.lock = threading.Lock()
 
     @classmethod
-    def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int], copies: bool,
-                copied_outputs: frozenset[int] = frozenset()) -> Optional[_Captured]:
-        """A graph of a replay on ``args``; ``copies``: its results are copied out of its memory
-        (otherwise only those at ``copied_outputs``)."""
+    def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int], copies: bool) -> Optional[_Captured]:
+        """A graph of a replay on ``args``; ``copies``: its results are copied out of its memory."""
         copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in static
                   and not _host_scalar(a)]
         inputs = list(args)
@@ -365,7 +312,7 @@ class _Captured:
         if jitted.stats.replays != replays + 1:  # it recorded instead: not a pure replay
             log.info("no CUDA graph for %s: the captured call recorded (%s)", jitted, jitted.stats.last_recording)
             return None
-        return cls(graph, inputs, outputs, copied, stream, copies, copied_outputs)
+        return cls(graph, inputs, outputs, copied, stream, copies)
 
     def serves(self, args: list[Any]) -> bool:
         device, handle = self.stream
@@ -399,14 +346,14 @@ def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     if mode not in (None, "default", "reduce-overhead"):  # the latter is what cudagraphs already does
         raise ValueError(f"fusionrt backend: mode {mode!r} is not supported (default, reduce-overhead)")
     executor, policy = options.get("executor", "auto"), options.get("policy", "speed")
+    # Training graphs are not graphed (see the module's docstring).
     training = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                                for x in example_inputs)
-    graphed = bool(options.get("cudagraphs", True))
+    graphed = bool(options.get("cudagraphs", True)) and not training
     if not training:
         route_attention(gm)
-    backend = aot_autograd(fw_compiler=_compiler(executor, policy, graphed, "forward" if training else "inference"),
-                           bw_compiler=_compiler(executor, policy, graphed, "backward"),
-                           decompositions=decompositions(),
+    backend = aot_autograd(fw_compiler=_compiler(executor, policy, graphed),
+                           bw_compiler=_compiler(executor, policy, False), decompositions=decompositions(),
                            keep_inference_input_mutations=True)
     return backend(gm, example_inputs)
 
