@@ -1,0 +1,200 @@
+"""FL015: a constant tensor made from ``torch.ones``/``torch.zeros`` by arithmetic
+(``torch.ones(n, 1) * pad``, ``-torch.ones(n, n)``, ``torch.zeros(n) + c``): ``torch.full`` makes it."""
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope, own_parts, scope_statements
+from fusionlint.analysis.nodes import Walker
+from fusionlint.model import EAGER, FixSafety
+from fusionlint.ops import OpTables
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, fused_call, replace_nodes
+
+_FACTORY_TEXT = re.compile(r"\b(?:ones|zeros)\s*\(")
+# Functions that build a model's parameters once: a constant made there costs nothing per step.
+_RUNS_ONCE = re.compile(r"^(?:__init__|_?reset_parameters|_?init\w*|_?reset\w*)$")
+# The factory and the operator that turns what it makes into a constant: ``ones * c``, ``zeros + c``.
+_FILLS = {"torch.ones": cst.Multiply, "torch.zeros": cst.Add}
+
+
+class FillByHand(Rule):
+    code = "FL015"
+    name = "fill-by-hand"
+    message = "a constant tensor made from `ones`/`zeros` by arithmetic: `torch.full` makes it in one kernel"
+    rationale = """
+        `torch.ones(n, 1) * pad` writes a tensor of ones, then reads it and writes it again
+        scaled: two kernels and two writes in eager PyTorch for what `torch.full((n, 1), pad)`
+        writes once. The same holds for `-torch.ones(...)` and `torch.zeros(...) + c`. fusionrt
+        fuses the arithmetic into the factory's kernel where it is used at once, but not where
+        the constant goes into a data-movement op: CoCa's generation step makes its padding column
+        with `ones * pad_token_id` and concatenates it (fusionrt 2 -> 1 writes and kernels; eager
+        too). The rewrite pays in eager, and under fusionrt where the constant is written.
+
+        Flagged: `torch.ones(...) * c` (either order), `-torch.ones(...)` and `torch.zeros(...) +
+        c` (either order), `c` not known to be a tensor. Not flagged: `ones_like`/`zeros_like`
+        (their dtype follows a tensor the rule cannot see), a factor that is a tensor, code that
+        builds a model's parameters once (`__init__`, `reset_parameters`, `init_*`).
+    """
+    use_instead = "`torch.full(size, value, dtype=..., device=...)`."
+    pays_in = (EAGER,)
+    fix_safety = FixSafety.UNSAFE
+    fix_notes = """
+        The fix writes `torch.full(size, value, ...)` with the factory's keywords. It is offered
+        only where the dtype stays the same: the factory names its `dtype`, or the value is a
+        float literal (`torch.full` takes an integer value's dtype, `torch.ones(...) * 3` keeps
+        the default float). It is **unsafe**: with a value of unknown type (a 0-d tensor, a
+        NumPy number) `torch.full` may give another dtype or read the value on the host.
+    """
+    examples = (
+        Example(
+            bad="""\
+import torch
+
+
+def pad_column(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    column = torch.ones((tokens.shape[0], 1), dtype=torch.long) * pad_id
+    return torch.cat([tokens, column], dim=1)
+""",
+            at=((5, 14),),
+            fixed="""\
+import torch
+
+
+def pad_column(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    column = torch.full((tokens.shape[0], 1), pad_id, dtype=torch.long)
+    return torch.cat([tokens, column], dim=1)
+""",
+            call="pad_column(randn(64, 16), 3)",
+        ),
+        Example(
+            bad="""\
+import torch
+
+
+def signs(x: torch.Tensor) -> torch.Tensor:
+    labels = -torch.ones(x.shape[0], x.shape[0])
+    return x * labels
+""",
+            at=((5, 14),),
+            fixed="""\
+import torch
+
+
+def signs(x: torch.Tensor) -> torch.Tensor:
+    labels = torch.full((x.shape[0], x.shape[0]), -1.0)
+    return x * labels
+""",
+            call="signs(randn(64, 64))",
+        ),
+    )
+    valid = (
+        # a dtype that follows a tensor; a tensor factor; ones used as they are
+        """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    a = torch.ones_like(x) * 2
+    b = torch.ones(4, 4) * w
+    c = torch.ones(4, 4) + 1
+    return a, b, c
+""",
+        # a parameter's initial value, made once
+        """\
+import torch
+from torch import nn
+
+
+class LayerScale(nn.Module):
+    def __init__(self, dim: int, init_values: float = 1e-5):
+        super().__init__()
+        self.gamma = nn.Parameter(init_values * torch.ones(dim))
+""",
+    )
+
+    @classmethod
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        text = block[index]
+        return _FACTORY_TEXT.search(text) is not None and any(op in text for op in "*+-")
+
+    def check(self, scope: Scope) -> Iterator[Violation]:
+        if isinstance(scope.node, cst.FunctionDef) and _RUNS_ONCE.match(scope.node.name.value):
+            return
+        for ref in scope_statements(scope):
+            found = _Fills(scope)
+            for part in own_parts(ref.node):
+                found.walk(part)
+            for node, factory, value in found.fills:
+                fix = None
+                if isinstance(ref.node, cst.SimpleStatementLine):
+                    full = _full(scope, factory, value)
+                    if full is not None:
+                        full = full.with_changes(lpar=node.lpar, rpar=node.rpar)
+                        fix = (StatementEdit(ref.node, (replace_nodes(ref.node, {node: full}),)),)
+                yield Violation(node, fix=fix)
+
+
+class _Fills(Walker):
+    """(node, factory call, fill value) of each constant made by hand."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.fills: list[tuple[cst.BaseExpression, cst.Call, cst.BaseExpression]] = []
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> bool:
+        if isinstance(node.operator, cst.Minus) and _factory(self.scope, node.expression) == "torch.ones":
+            minus_one = cst.UnaryOperation(operator=cst.Minus(), expression=cst.Float("1.0"))
+            self.fills.append((node, node.expression, minus_one))  # type: ignore[arg-type]
+            return False
+        return True
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
+        for factory, value in ((node.left, node.right), (node.right, node.left)):
+            name = _factory(self.scope, factory)
+            if name is not None and isinstance(node.operator, _FILLS[name]) and _scalar(self.scope, value):
+                self.fills.append((node, factory, value))  # type: ignore[arg-type]
+                return False
+        return True
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _factory(scope: Scope, expr: cst.BaseExpression) -> str | None:
+    """``torch.ones``/``torch.zeros`` for a call of one, else None."""
+    if not isinstance(expr, cst.Call) or expr.lpar:
+        return None
+    name = scope.torch_name(expr.func)
+    return name if name in _FILLS else None
+
+
+def _scalar(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """A value not known to be a tensor that can fill one: not a string or a container."""
+    if isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.List, cst.Tuple,
+                         cst.Dict, cst.Set, cst.ListComp, cst.Lambda)):
+        return False
+    return not scope.is_tensor(expr)
+
+
+def _full(scope: Scope, factory: cst.Call, value: cst.BaseExpression) -> cst.Call | None:
+    """``torch.full(size, value, **factory's keywords)``, where the dtype stays the same."""
+    spelled = scope.facts.spelling("torch.full")
+    positional = [arg.value for arg in factory.args if arg.keyword is None and not arg.star]
+    keywords = [(arg.keyword.value, arg.value) for arg in factory.args if arg.keyword is not None]
+    if spelled is None or any(arg.star for arg in factory.args):
+        return None
+    size = dict(keywords).pop("size", None)
+    keywords = [(key, arg) for key, arg in keywords if key != "size"]
+    if size is None:
+        if not positional:
+            return None
+        size = positional[0] if len(positional) == 1 else cst.Tuple([cst.Element(p) for p in positional])
+    elif positional:
+        return None
+    literal = value.expression if isinstance(value, cst.UnaryOperation) else value
+    if "dtype" not in dict(keywords) and not isinstance(literal, cst.Float):
+        return None  # `torch.full` would take an integer value's dtype
+    return fused_call(spelled, [size, value], keywords)
