@@ -154,7 +154,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
                     yield Violation(node, fix=_replace(ref, node, regrouped))
                     continue
                 later = rescaled_later(scope, ref, node)
-                if later is None or _smaller_side(scope, node) is None:
+                if later is None or not _number(scope, later.factor) or _smaller_side(scope, node) is None:
                     continue
                 fix = None
                 if later.same_block and isinstance(later.statement.node, cst.SimpleStatementLine):

@@ -150,3 +150,39 @@ class Norm(nn.Module):
         return self.weight * x / std
 """
     assert positions(source) == []
+
+
+SINUSOIDAL = """\
+import math
+
+import torch
+
+
+def timestep_embedding(timesteps: torch.Tensor, dim: int, scale: float = 1, max_period: int = 10000):
+    half = dim // 2
+    exponent = -math.log(max_period) * torch.arange(half, dtype=torch.float32)
+    emb = torch.exp(exponent / half)
+    emb = timesteps[:, None].float() * emb[None, :]
+    emb = scale * emb
+    return torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
+"""
+
+
+def test_a_sinusoidal_embedding_rescaled_after_its_outer_product():
+    assert positions(SINUSOIDAL) == [(11, 11)]
+    source = fixed(SINUSOIDAL)
+    assert "emb = timesteps[:, None].float() * (emb * scale)[None, :]" in source
+    assert "emb = scale * emb" not in source
+
+
+def test_a_rescale_by_a_value_of_unknown_kind_is_silent():
+    source = """\
+import torch
+
+
+def embed(t: torch.Tensor, freqs: torch.Tensor, scale):
+    emb = t[:, None] * freqs[None, :]
+    emb = scale * emb
+    return emb.sin()
+"""
+    assert positions(source) == []
