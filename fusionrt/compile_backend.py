@@ -219,14 +219,12 @@ class CudaGraphed:
 
     def _layout(self, args: list[Any]) -> Optional[tuple]:
         """What a captured graph depends on, or None where no graph may serve the call (a CPU
-        tensor but a scalar; an input to copy whose elements share memory, as an expanded one
-        does, which no buffer of its layout can receive)."""
+        tensor; an input to copy whose elements share memory, as an expanded one does, which
+        no buffer of its layout can receive)."""
         parts: list[Any] = [global_state()]
         device = None
         for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor) and _host_scalar(a):
-                parts.append((a.dtype, a.item()))  # baked into the graph by value
-            elif isinstance(a, torch.Tensor):
+            if isinstance(a, torch.Tensor):
                 if a.device.type != "cuda" or (device is not None and a.device != device):
                     return None
                 if i not in self.static and torch._debug_has_internal_overlap(a) != 0:
@@ -238,12 +236,6 @@ class CudaGraphed:
             else:
                 return None
         return tuple(parts) if device is not None else None
-
-
-def _host_scalar(t: torch.Tensor) -> bool:
-    """A 0-d CPU tensor: a launch reads its value, never its memory, so a CUDA graph bakes the
-    value in (and is keyed by it) instead of reading a buffer."""
-    return t.device.type == "cpu" and t.dim() == 0
 
 
 class HeldResults:
@@ -269,8 +261,7 @@ class _Captured:
     def __init__(self, graph: Any, inputs: list[Any], outputs: Any, copied: list[int],
                  stream: tuple[torch.device, int], copies: bool) -> None:
         self.graph, self.inputs, self.outputs, self.copied, self.stream = graph, inputs, outputs, copied, stream
-        self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs)
-                         if isinstance(a, torch.Tensor) and not _host_scalar(a)}
+        self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)}
         buffers = {self.inputs[i].untyped_storage().data_ptr() for i in copied}
         # a result in an input buffer is overwritten by the next call's inputs: that one is copied
         self.copy_out = [isinstance(o, torch.Tensor) and (copies or o.untyped_storage().data_ptr() in buffers)
@@ -281,20 +272,17 @@ class _Captured:
         self.results = HeldResults([o for o, copy in zip(outputs, self.copy_out)
                                     if not copy and isinstance(o, torch.Tensor)
                                     and o.untyped_storage().data_ptr() not in in_place])
-        # only the buffers it copies into, and host scalars (their value is the layout's, and a
-        # copy to the GPU inside the graph would read their memory): holding an input read in
-        # place would keep it alive for the graph's life (``serves`` checks addresses)
-        self.inputs = [a if i in copied or (isinstance(a, torch.Tensor) and _host_scalar(a)) else None
-                       for i, a in enumerate(inputs)]
+        # only the buffers it copies into: holding an input read in place would keep it alive
+        # for the graph's life (``serves`` checks addresses)
+        self.inputs = [a if i in copied else None for i, a in enumerate(inputs)]
         self.lock = threading.Lock()
 
     @classmethod
     def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int], copies: bool) -> Optional[_Captured]:
         """A graph of a replay on ``args``; ``copies``: its results are copied out of its memory."""
-        copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in static
-                  and not _host_scalar(a)]
+        copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in static]
         inputs = list(args)
-        for i in copied:  # holding this call's values: a replay's guards may read a host scalar
+        for i in copied:  # holding this call's values, as the jitted graph saw them
             inputs[i] = torch.empty_strided(args[i].shape, args[i].stride(), dtype=args[i].dtype,
                                             device=args[i].device).copy_(args[i])
         graph = torch.cuda.CUDAGraph()
