@@ -15,29 +15,33 @@ View = Callable[[object], tuple]
 def cst_view(expr: cst.CSTNode) -> tuple:
     """(kind, fields...) of a libcst expression: NAME name | ATTR value attr | CALL func positional
     keywords | BINOP left right operator | UNARY operand is_not | SUBSCRIPT value indices |
-    COMPARE operands | IFEXP body orelse | SEQ elements | STRING text | NONE | OTHER."""
-    if isinstance(expr, cst.Name):
+    COMPARE operands | IFEXP body orelse | SEQ elements | STRING text | NONE | OTHER.
+
+    Node types are told by identity: isinstance of a libcst class runs ABCMeta's Python
+    ``__instancecheck__``, and the classes read here have no subclasses."""
+    node_type = type(expr)
+    if node_type is cst.Name:
         return (NONE,) if expr.value == "None" else (NAME, expr.value)
-    if isinstance(expr, cst.Attribute):
+    if node_type is cst.Attribute:
         return ATTR, expr.value, expr.attr.value
-    if isinstance(expr, cst.Call):
+    if node_type is cst.Call:
         positional = [a.value for a in expr.args if a.keyword is None and not a.star]
         keywords = [a.keyword.value for a in expr.args if a.keyword is not None]
         return CALL, expr.func, positional, keywords
-    if isinstance(expr, cst.BinaryOperation):
+    if node_type is cst.BinaryOperation:
         operator = "@" if isinstance(expr.operator, cst.MatrixMultiply) else "|" if isinstance(expr.operator, cst.BitOr) else ""
         return BINOP, expr.left, expr.right, operator
-    if isinstance(expr, cst.UnaryOperation):
+    if node_type is cst.UnaryOperation:
         return UNARY, expr.expression, isinstance(expr.operator, cst.Not)
-    if isinstance(expr, cst.Subscript):
+    if node_type is cst.Subscript:
         return SUBSCRIPT, expr.value, [el.slice.value for el in expr.slice if isinstance(el.slice, cst.Index)]
-    if isinstance(expr, cst.Comparison):
+    if node_type is cst.Comparison:
         return COMPARE, [expr.left, *(c.comparator for c in expr.comparisons)]
-    if isinstance(expr, cst.IfExp):
+    if node_type is cst.IfExp:
         return IFEXP, expr.body, expr.orelse
-    if isinstance(expr, (cst.Tuple, cst.List)):
+    if node_type is cst.Tuple or node_type is cst.List:
         return SEQ, [el.value for el in expr.elements if not isinstance(el, cst.StarredElement)], len(expr.elements)
-    if isinstance(expr, cst.SimpleString):
+    if node_type is cst.SimpleString:
         text = expr.evaluated_value
         return (STRING, text) if isinstance(text, str) else (OTHER,)
     return (OTHER,)

@@ -93,3 +93,12 @@ def test_a_node_is_placed_where_the_whole_module_places_it(name: str) -> None:
                 assert locate(node) == expected[node], (type(node).__name__, cst.Module([]).code_for_node(node))
                 checked += 1
     assert checked > 20
+
+
+def test_the_facts_walk_meets_the_nodes_in_ast_walk_order() -> None:
+    from fusionlint.analysis.facts import _walk
+
+    tree = ast.parse(LAYOUTS["decorated methods and a nested class"])
+    expected = list(ast.walk(tree))
+    assert [id(node) for node in _walk(tree)] == [id(node) for node in expected]
+    assert len(expected) > 100
