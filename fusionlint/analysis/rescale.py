@@ -3,6 +3,7 @@
 to a smaller operand."""
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -10,7 +11,7 @@ import libcst as cst
 
 from fusionlint.analysis.flow import inner_blocks
 from fusionlint.analysis.nodes import children, names_of
-from fusionlint.analysis.scope import Scope, StatementRef
+from fusionlint.analysis.scope import Block, Scope, StatementRef, per_scope
 
 
 # ``name = name * s``, ``name = name / s``, ``name = s * name`` in a statement's text (``Rule.may_match``)
@@ -37,17 +38,20 @@ def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Resca
     target = small.targets[0].target
     if not isinstance(target, cst.Name):
         return None
-    name, same_block, assigned = target.value, True, set()
+    name, same_block, passed = target.value, True, []
     while True:
-        for later in ref.later():
-            if not mentions(later.node, name):
-                assigned |= _stores(later.node)
-                continue
-            found = _rescale(scope, later, name, same_block)
-            if found is None or names_of(found.factor)[0] & assigned:
+        block = ref.block
+        readers = _readers(scope, block).get(name, ())
+        k = bisect.bisect_right(readers, ref.index)
+        if k < len(readers):
+            i = readers[k]
+            passed.extend(block.statements[ref.index + 1:i])
+            found = _rescale(scope, StatementRef(block.statements[i], block, i), name, same_block)
+            if found is None or names_of(found.factor)[0] & set().union(*map(_stores, passed)):
                 return None
             return found
-        parent = ref.block.parent
+        passed.extend(block.statements[ref.index + 1:])
+        parent = block.parent
         if parent is None or not isinstance(parent.node, cst.If):
             return None
         ref, same_block = parent, False
@@ -70,6 +74,37 @@ def _rescale(scope: Scope, ref: StatementRef, name: str, same_block: bool) -> Re
     if mentions(factor, name) or scope.is_tensor(factor):
         return None
     return Rescale(ref, value, operator, factor, same_block)
+
+
+@per_scope
+def _readers_by_block(scope: Scope) -> dict[int, dict[str, list[int]]]:
+    """Filled by ``_readers``: the search for a value's next reader starts at every assignment,
+    and walking the later statements from each made a long straight-line block quadratic."""
+    return {}
+
+
+def _readers(scope: Scope, block: Block) -> dict[str, list[int]]:
+    """For each name, the indices of the statements of ``block`` that hold it (what
+    ``mentions`` finds), in order; computed once per block."""
+    known = _readers_by_block(scope)
+    found = known.get(id(block))
+    if found is None:
+        found = known[id(block)] = {}
+        for i, statement in enumerate(block.statements):
+            for name in _names(statement):
+                found.setdefault(name, []).append(i)
+    return found
+
+
+def _names(statement: cst.CSTNode) -> set[str]:
+    found, todo = set(), [statement]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+        else:
+            todo.extend(children(node))
+    return found
 
 
 def mentions(node: cst.CSTNode, name: str) -> bool:
