@@ -12,6 +12,7 @@ findings read ``nb.ipynb:cell N:line:col`` with the line counted inside the cell
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -89,11 +90,19 @@ def finding_text(outcome: FileOutcome, finding: Finding) -> str | None:
     if text is None or finding.code == "FL998":
         return None
     if finding.cell is not None:
-        try:
-            return cell_source(read_notebook(text)["cells"][finding.cell - 1])
-        except (SourceFileError, IndexError):
-            return None
+        cells = _cell_sources(text)
+        return cells[finding.cell - 1] if cells is not None and 0 < finding.cell <= len(cells) else None
     return text
+
+
+@functools.lru_cache(maxsize=4)
+def _cell_sources(text: str) -> tuple[str, ...] | None:
+    """A notebook's cell sources, read once for all its findings (reading it per finding made a
+    notebook with thousands of findings quadratic)."""
+    try:
+        return tuple(cell_source(cell) for cell in read_notebook(text)["cells"])
+    except SourceFileError:
+        return None
 
 
 def source_line(outcome: FileOutcome, finding: Finding) -> str | None:
