@@ -21,11 +21,12 @@ from fusionlint.rules import all_rules  # noqa: E402
 from test_contract import FUSION_RULES, PAIRS, _counts, _run, _saves  # noqa: E402
 
 # Measured: does the rewrite still save under fusionrt with grad enabled, in every example?
-# FL011-FL013 claim only eager savings, with grad or without.
+# FL009 and FL011-FL014 claim only eager savings, with grad or without (FL009's rescale-later
+# example writes the scaled operand for backward: 9 -> 11 writes).
 PAYS_IN_TRAINING: dict[str, bool] = {
     "FL001": True, "FL002": True, "FL003": True, "FL004": True, "FL005": True, "FL006": True,
-    "FL007": True, "FL008": False, "FL009": True, "FL010": False,
-    "FL011": False, "FL012": False, "FL013": False,
+    "FL007": True, "FL008": False, "FL009": False, "FL010": False,
+    "FL011": False, "FL012": False, "FL013": False, "FL014": False, "FL015": True,
 }
 RULES = [rule for rule in all_rules() if rule.code in FUSION_RULES]
 
@@ -74,7 +75,8 @@ def test_fix_gives_equal_results_and_gradients_in_training(rule, index):
     ((before_out, before_grads), before), ((after_out, after_grads), after) = _measured(rule, index)
     torch.testing.assert_close(after_out, before_out)
     assert any(g is not None for g in before_grads) or not _tensors(before_out), "the step backpropagated nothing"
-    torch.testing.assert_close(after_grads, before_grads)
+    # a rewrite that reorders a product (FL014) changes the rounding of the gradient's sums
+    torch.testing.assert_close(after_grads, before_grads, rtol=1e-4, atol=1e-4)
     print(f"{rule.code} training {FUSIONRT}: writes, bytes, kernels {_counts(before, FUSIONRT)} -> {_counts(after, FUSIONRT)}")
 
 
