@@ -77,9 +77,11 @@ def _rescale(scope: Scope, ref: StatementRef, name: str, same_block: bool) -> Re
 
 
 @per_scope
-def _readers_by_block(scope: Scope) -> dict[int, dict[str, list[int]]]:
+def _readers_by_block(scope: Scope) -> dict[int, tuple[Block, dict[str, list[int]]]]:
     """Filled by ``_readers``: the search for a value's next reader starts at every assignment,
-    and walking the later statements from each made a long straight-line block quadratic."""
+    and walking the later statements from each made a long straight-line block quadratic. Each
+    block is kept with its entry: a block dropped by the walk that made it could hand its id to
+    another."""
     return {}
 
 
@@ -87,13 +89,13 @@ def _readers(scope: Scope, block: Block) -> dict[str, list[int]]:
     """For each name, the indices of the statements of ``block`` that hold it (what
     ``mentions`` finds), in order; computed once per block."""
     known = _readers_by_block(scope)
-    found = known.get(id(block))
-    if found is None:
-        found = known[id(block)] = {}
+    if id(block) not in known:
+        found: dict[str, list[int]] = {}
         for i, statement in enumerate(block.statements):
             for name in _names(statement):
                 found.setdefault(name, []).append(i)
-    return found
+        known[id(block)] = (block, found)
+    return known[id(block)][1]
 
 
 def _names(statement: cst.CSTNode) -> set[str]:
