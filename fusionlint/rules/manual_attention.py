@@ -417,6 +417,8 @@ def _value_matmul(scope: Scope, node: cst.CSTNode
         parts = _einsum_parts(node.args[0].value)  # type: ignore[attr-defined]
         if parts is not None:
             (w, v), out = parts
+            if len(w) < 2:  # a vector operand (`einsum("r, c -> rc", ...)`): no weights matrix
+                return None
             batch, i, j = w[:-2], w[-2], w[-1]
             if len(v) >= 2 and v[:-2] == batch and v[-2] == j and out == batch + i + v[-1] and len(set(w + v[-1])) == len(w) + 1:
                 return node.args[1].value, node.args[2].value, batch  # type: ignore[attr-defined]
@@ -449,7 +451,7 @@ def _score_matmul(scope: Scope, node: cst.BaseExpression | None, batch: str | No
         if parts is None:
             return None
         (q, k), out = parts
-        gram = len(q) >= 2 and q[:-2] == k[:-2] == batch and q[-1] == k[-1] and out == batch + q[-2] + k[-2]
+        gram = len(q) >= 2 and len(k) >= 2 and q[:-2] == k[:-2] == batch and q[-1] == k[-1] and out == batch + q[-2] + k[-2]
         if not gram or len(set(q + k[-2])) != len(q) + 1:
             return None
         return node.args[1].value, node.args[2].value, None if "." in q else len(q)  # type: ignore[attr-defined]

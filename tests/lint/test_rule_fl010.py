@@ -221,6 +221,17 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     return F.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
 """,
+    # vector operands (torchmetrics' `einsum("r, c -> rc", ...)` crashed the rule): no matrices
+    "einsum with vector weights": """\
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    s = torch.einsum("d, j d -> j", q, k)
+    return torch.einsum("j, j d -> d", F.softmax(s, dim=-1), v)
+""",
+    "einsum with a vector key": """\
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    s = torch.einsum("i d, d -> i", q, k)
+    return torch.einsum("i j, j d -> i d", F.softmax(s, dim=-1), v)
+""",
 }
 
 
