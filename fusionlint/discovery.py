@@ -3,7 +3,8 @@
 Walking a folder skips what each path's settings exclude: the ``exclude`` and ``extend-exclude``
 globs, and with ``respect-gitignore`` what git ignores; virtualenvs are skipped under any name. A
 path the user names explicitly is always checked, unless ``force_exclude`` asks for the
-exclusions to apply to it too (what pre-commit, which names every file, needs).
+exclusions to apply to it too (what pre-commit, which names every file, needs); so is what lies
+under a named folder that git ignores (the patterns still apply below it).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def find_source_files(paths: Iterable[Path], settings: Settings, force_exclude: 
         if force_exclude and exclusion.excludes(path, path.is_dir()):
             continue
         if path.is_dir():
+            exclusion.gitignore.named(path)
             found.update(_walk(path, exclusion))
         else:
             found.add(path)

@@ -28,6 +28,11 @@ class GitIgnore:
         repository = self._repository(os.path.dirname(absolute))
         return repository is not None and self._ignored(absolute, is_dir, repository)
 
+    def named(self, folder: Path) -> None:
+        """``folder`` was named on the command line: what lies under it is judged by the patterns
+        alone, as Ruff does, even where git ignores the folder or one above it."""
+        self._ignored_folders[os.path.abspath(folder)] = False
+
     def _repository(self, folder: str) -> str | None:
         """The root of the repository holding ``folder``, None outside any."""
         if folder not in self._repositories:

@@ -137,6 +137,13 @@ def test_gitignore_counts_only_inside_a_repository_and_can_be_turned_off(tmp_pat
     named = tmp_path / "gen" / "g.py"
     assert find_source_files([named], Settings()) == [named]  # named: checked all the same
     assert find_source_files([named], Settings(), force_exclude=True) == []
+    # a named folder that git ignores is walked, as Ruff walks it; the patterns still apply below
+    (tmp_path / "gen" / ".gitignore").write_text("skip.py\n")
+    make_tree(tmp_path, ["gen/skip.py"])
+    assert relative(tmp_path, find_source_files([tmp_path / "gen"], Settings())) == ["gen/g.py"]
+    assert find_source_files([tmp_path / "gen"], Settings(), force_exclude=True) == []
+    assert relative(tmp_path, find_source_files([tmp_path], Settings())) == ["a.py"]
+    (tmp_path / "gen" / "skip.py").unlink()
     (tmp_path / "pyproject.toml").write_text("[tool.fusionlint]\nrespect-gitignore = false\n")
     assert relative(tmp_path, find_source_files([tmp_path], Settings())) == ["a.py", "gen/g.py"]
 
