@@ -80,6 +80,9 @@ def ensure_corpus(corpus: Path) -> None:
     if missing:
         print(f"installing {', '.join(missing)} into {corpus} (--no-deps)")
         pip_install(corpus, missing)
+    # A config of its own (default rules): the repository's config excludes .corpus/, and its
+    # .gitignore names it, neither of which should hide the packages from the check.
+    (corpus / "pyproject.toml").write_text("[tool.fusionlint]\nrespect-gitignore = false\n")
 
 
 def source_lines(path: Path) -> list[str]:
