@@ -32,13 +32,10 @@ def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Resca
     ``name = name * factor`` (or ``factor * name``, ``name / factor``) with ``factor`` not known
     to be a tensor and holding the same value at both statements; in ``ref``'s block, or after
     the ``if`` whose arm ``ref`` is."""
-    small = ref.simple
-    if not (isinstance(small, cst.Assign) and small.value is value and len(small.targets) == 1):
+    name = ref.name_bound_to(value)
+    if name is None:
         return None
-    target = small.targets[0].target
-    if not isinstance(target, cst.Name):
-        return None
-    name, same_block, passed = target.value, True, []
+    same_block, passed = True, []
     while True:
         block = ref.block
         readers = _readers(scope, block).get(name, ())

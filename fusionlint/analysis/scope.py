@@ -38,6 +38,14 @@ class StatementRef:
             return self.node.body[0]
         return None
 
+    def name_bound_to(self, value: cst.CSTNode) -> str | None:
+        """The name this statement binds ``value`` to (``name = value``, one target), or None."""
+        small = self.simple
+        if not (isinstance(small, cst.Assign) and small.value is value and len(small.targets) == 1):
+            return None
+        target = small.targets[0].target
+        return target.value if isinstance(target, cst.Name) else None
+
     def later(self) -> Iterator["StatementRef"]:
         block = self.block
         for i in range(self.index + 1, len(block.statements)):

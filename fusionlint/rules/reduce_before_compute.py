@@ -202,13 +202,9 @@ def _meets(ref: StatementRef, reduction: cst.CSTNode, results: frozenset[str]) -
     out next to it): in its own statement, or through the name it is assigned to?"""
     if _combined(ref.node, results, lambda node: node is reduction):
         return True
-    small = ref.simple
-    if not (isinstance(small, cst.Assign) and small.value is reduction and len(small.targets) == 1):
+    name = ref.name_bound_to(reduction)
+    if name is None:
         return False
-    target = small.targets[0].target
-    if not isinstance(target, cst.Name):
-        return False
-    name = target.value
     for later in ref.later():
         reads, defs = names_of(later.node)
         if name in reads:
