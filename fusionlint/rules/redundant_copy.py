@@ -67,8 +67,9 @@ class RedundantCopy(Rule):
         before the copy's own do to it is past, unless they keep a view of it under another
         name), and the source is only read too. A
         copy that is returned (as it is, through a view, or through its name) is flagged too
-        when the function made its source (an op result, a gather, a copy; not a parameter or
-        an attribute): the caller gets a tensor nobody else holds either way. And `g =
+        when the function made its source (an op result, a gather, a copy, also when `+=`
+        updated it in place since; not a parameter or an attribute): the caller gets a tensor
+        nobody else holds either way. And `g =
         g.clone()`, where `g` alone holds a tensor the function made, is flagged whatever is
         done with the copy: once `g` is rebound nothing reaches the original. Not flagged: a
         copy that is yielded, stored on `self` or in a container, returned with other values,
@@ -210,6 +211,32 @@ import torch
 def col_energy(x: torch.Tensor) -> torch.Tensor:
     xt = x.t()
     return (xt * xt).sum(-1)
+""",
+        ),
+        # a returned `.contiguous()` of a permuted matmul result that `+=` updated in place: the
+        # tensor is still the one the function made (eager: 3 -> 2 writes and kernels; fusionrt
+        # writes the permuted sum either way, so it is not a contract pair)
+        Example(
+            bad="""\
+import torch
+
+
+def predict(h: torch.Tensor, coefs: torch.Tensor) -> torch.Tensor:
+    p = torch.matmul(h.permute(1, 2, 0), coefs)
+    p = p.permute(2, 0, 1)
+    p += h
+    return p.contiguous().type_as(h)
+""",
+            at=((8, 12),),
+            fixed="""\
+import torch
+
+
+def predict(h: torch.Tensor, coefs: torch.Tensor) -> torch.Tensor:
+    p = torch.matmul(h.permute(1, 2, 0), coefs)
+    p = p.permute(2, 0, 1)
+    p += h
+    return p.type_as(h)
 """,
         ),
     )
@@ -449,10 +476,11 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
     if reaching is not None:
         return _origin(scope, reaching[1], reaching[0], seen | {name})
     values = []
+    parents = _index(scope).parents
     for target, value in scope.assignments:
         if isinstance(target, cst.Name):
-            if target.value == name:
-                values.append(value)
+            if target.value == name and not isinstance(parents.get(id(value)), cst.AugAssign):
+                values.append(value)  # a tensor's `+=` writes in place: the tensor stays where it came from
         elif name in _names_in(target):
             return _SHARED  # unpacked: its value is unknown
     if not values or any(name in _names_in(target) for target, _ in scope.loops):

@@ -24,7 +24,11 @@ from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nod
 
 _PERMUTING_VIEWS = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                               "moveaxis", "adjoint"})
-_TRIGGER = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS)))
+# Concatenations: they copy every piece into a new tensor, which element-wise work after them
+# reads back.
+_CATS = frozenset({"cat", "concat", "concatenate"})
+_TRIGGER = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS | _CATS)))
+_METADATA = frozenset({"shape", "dtype", "device", "ndim", "size", "dim"})
 
 
 class ViewBreaksFusedBlock(Rule):
@@ -52,13 +56,26 @@ class ViewBreaksFusedBlock(Rule):
         feeding a matmul directly (its input is written anyway), a view that is only returned;
         nor views of values not known to be tensors (NumPy, `memoryview`, a framework's
         `.view`), `view(dtype)`, or `view`/`reshape` shapes that look like a split.
+
+        A concatenation breaks a block the same way: `torch.cat` copies its pieces into a new
+        tensor, so element-wise work on the result is a second kernel that reads the whole
+        concatenation back and writes it again, where done on each piece it joins the kernels
+        that compute the pieces into the cat (x_transformers' `cat((emb.sin(), emb.cos()), -1)
+        * scale`: fusionrt 4 -> 3 writes, 96 -> 64 KiB). Flagged: element-wise work on a `cat`
+        (inline, or of a name read once, metadata aside, by the next statement that reads it)
+        with at least one piece computed by the function (an element-wise result, a reduction,
+        a matmul). Not flagged: a cat of inputs and parameters only (one copy kernel either
+        way; scaling each piece adds kernels), work whose result goes straight into a matmul or
+        a reduction (it takes the work on read: no saving), a cat read again. Eager runs one
+        kernel more after the rewrite, one per piece.
     """
     use_instead = """
         Apply the view to the input of the element-wise expression (`F.gelu(x.flatten(0, 1))`,
         `x.reshape(-1, d) * 0.5`), so the whole block reads the input through metadata. Where
         the inputs have other shapes (the value is broadcast from them), do the element-wise
         work that follows the view before it instead (`(a * b).to(dtype).reshape(n, -1)`), so
-        the view is the block's last step.
+        the view is the block's last step. After a `cat`, do the element-wise work on each piece
+        (an operand that varies along the cat's dim is sliced to match).
     """
     fix_safety = FixSafety.UNSAFE
     pays_in = (FUSIONRT,)
@@ -165,8 +182,43 @@ def mix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 """,
             call="mix(randn(32, 16, 64), randn(32, 16, 64))",
         ),
+        Example(  # element-wise work on a concatenation of computed values: do it on each piece
+            bad="""\
+import torch
+
+
+def sinusoidal(pos: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch.Tensor:
+    emb = torch.einsum("i, j -> i j", pos, inv_freq)
+    emb = torch.cat((emb.sin(), emb.cos()), dim=-1)
+    return emb * scale
+""",
+            at=((7, 12),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def sinusoidal(pos: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch.Tensor:
+    emb = torch.einsum("i, j -> i j", pos, inv_freq)
+    return torch.cat((emb.sin() * scale, emb.cos() * scale), dim=-1)
+""",
+            call="sinusoidal(randn(128), randn(32), 0.125)",
+        ),
     )
     valid = (
+        # a cat of inputs (one copy either way), a scaled cat fed to a matmul or a reduction (the
+        # work is taken on read), a cat read twice (written anyway)
+        """\
+import torch
+
+
+def f(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor):
+    x = torch.cat((a, b), -1) * 2
+    y = (torch.cat((a * 2, b), -1) * 2) @ w
+    z = torch.cat((torch.tanh(a), b), -1)
+    s = (torch.cat((torch.tanh(a), b), -1) + 1).sum(-1)
+    return x, y, z.sum(-1), z * 2, s
+""",
         # a one-element result made a scalar merges nothing (and once crashed the rule)
         """\
 import torch
@@ -303,6 +355,11 @@ def f(x, c):
                 violation = _merging_view(scope, site)
                 if violation is not None:
                     yield violation
+        for name in sorted(_CATS):
+            for site in scope.sites.get(name, ()):
+                violation = _cat_before_elementwise(scope, site)
+                if violation is not None:
+                    yield violation
 
 
 def _merging_view(scope: Scope, site: Site) -> Violation | None:
@@ -333,6 +390,107 @@ def _merging_view(scope: Scope, site: Site) -> Violation | None:
     fix = None if site.conditional else _fix(scope, ref, call, name, receiver, shape_args)
     return Violation(call, fix=fix, message=f"`{name}` merges dims of an element-wise result still being computed: "
                      "it is written and read back; apply the view to the expression's input")
+
+
+def _cat_before_elementwise(scope: Scope, site: Site) -> Violation | None:
+    """``torch.cat((emb.sin(), emb.cos()), -1) * scale``: the pieces are computed into the cat, which
+    is written, and the element-wise work after it reads it back and writes it again; done on each
+    piece, it joins the kernels that write them into the cat."""
+    call = site.node
+    op = scope.op(call)
+    if op is None or op[0] not in _CATS or not isinstance(call, cst.Call) or scope.torch_name(call.func) is None:
+        return None
+    pieces = op[2]
+    if not isinstance(pieces, (cst.List, cst.Tuple)) or len(pieces.elements) < 2:
+        return None
+    if any(isinstance(element, cst.StarredElement) for element in pieces.elements):
+        return None
+    ref = site.statement
+    if not any(_computed(scope, ref, element.value) for element in pieces.elements):
+        return None  # a cat of inputs is one copy kernel: scaling each piece adds kernels
+    consumer = _elementwise_consumer(scope, ref, call)
+    if consumer is None:
+        return None
+    return Violation(consumer, message=f"element-wise work on a `{op[0]}` of values still being computed: the "
+                     f"`{op[0]}` is written and read back; do the work on each piece before it")
+
+
+def _computed(scope: Scope, ref: StatementRef, expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` (through views, and the name's value in its block) computed by the function:
+    an element-wise result, a reduction or a matmul, not an input or a parameter?"""
+    if isinstance(expr, cst.Name):
+        value = reaching_value(ref, expr.value)
+        if value is None:
+            return False
+        expr = value
+    while (op := scope.op(expr)) is not None and op[1] == VIEW and op[2] is not None:
+        expr = op[2]
+    if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
+        return scope.op(expr) is not None or _leaves(scope, expr) is not None
+    op = scope.op(expr) or scope.module_op(expr)
+    if op is None or not isinstance(expr, cst.Call):
+        return False
+    return op[1] == COMPUTE or (op[1] == ELEMENTWISE and _elementwise_work(scope, expr, op[0]))
+
+
+def _elementwise_consumer(
+    scope: Scope, ref: StatementRef, node: cst.CSTNode, follow: bool = True
+) -> cst.CSTNode | None:
+    """The element-wise work that reads the value of ``node`` (inline, or, assigned to a name, in
+    the next statement that reads it, once), unless its result goes straight into a matmul or a
+    reduction, which would take the work on read anyway."""
+    path = ancestors(ref.node, node) or []
+    parent = path[0] if path else None
+    call = path[1] if len(path) > 1 else None
+    if isinstance(parent, cst.Assign):
+        targets = parent.targets
+        if not follow or len(targets) != 1 or not isinstance(targets[0].target, cst.Name):
+            return None
+        return _read_once_elementwise(scope, ref, targets[0].target.value)
+    if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
+        if scope.op(parent) is not None or isinstance(parent.operator, cst.Not):
+            return None
+        consumer: cst.CSTNode = parent
+    elif isinstance(call, cst.Call) and (
+        isinstance(parent, cst.Arg) and parent.keyword is None or isinstance(parent, cst.Attribute) and call.func is parent
+    ):
+        op = scope.op(call) or scope.module_op(call)
+        if op is None or op[1] != ELEMENTWISE or op[2] is not node or not _elementwise_work(scope, call, op[0]):
+            return None
+        consumer = call
+    else:
+        return None
+    return None if _feeds_compute(scope, ref, consumer) else consumer
+
+
+def _feeds_compute(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Is ``node`` an input of a matmul or a reduction (``(x * s) @ w``, ``(x * s).sum(-1)``)?"""
+    path = ancestors(ref.node, node) or []
+    if len(path) < 2 or not (isinstance(path[0], cst.Arg) or isinstance(path[0], cst.Attribute) and path[0].value is node):
+        parent = path[0] if path else None
+    else:
+        parent = path[1]
+    op = None if parent is None else scope.op(parent) or scope.module_op(parent)
+    return op is not None and op[1] == COMPUTE
+
+
+def _read_once_elementwise(scope: Scope, ref: StatementRef, name: str) -> cst.CSTNode | None:
+    """The element-wise work of the one statement that reads the value assigned to ``name``, where
+    it reads it once (metadata aside) and the value dies there."""
+    for later in _later_out_of_if(ref):
+        if name not in names_of(later.node)[0]:
+            continue
+        uses = [use for use in _reads(later.node, name) if not _reads_metadata(later, use)]
+        if not (isinstance(later.node, cst.SimpleStatementLine) and len(uses) == 1 and _dies_at(scope, later, name)):
+            return None
+        return _elementwise_consumer(scope, later, uses[0], follow=False)
+    return None
+
+
+def _reads_metadata(ref: StatementRef, use: cst.Name) -> bool:
+    """``x.dtype``, ``x.shape``, ``x.size(0)``: a read of what the tensor is, not of its values."""
+    path = ancestors(ref.node, use) or []
+    return bool(path) and isinstance(path[0], cst.Attribute) and path[0].value is use and path[0].attr.value in _METADATA
 
 
 # --------------------------------------------------------------------------- which views merge
