@@ -227,6 +227,13 @@ class ProgramRecorder:
         """An op run eagerly: replayed by calling it again on the same slots."""
         if self.why_not is not None:
             return
+        init = _LIKE_FACTORIES.get(func)
+        if init is not None and out.numel():  # its argument is read for its layout only, which `out` has
+            t = out
+            layout = (tuple(t.shape), t.stride(), t.dtype, t.device)
+            self.steps.append(_LikeStep(init, args[1:], layout, self._new_slot(t.untyped_storage(), layout,
+                                                                                func._overloadpacket.__name__)))
+            return
         try:
             template = _eager_template((args, kwargs), self)
             outs: list[Optional[Slot]] = []  # None: an input written in place, or an empty tensor
@@ -447,6 +454,36 @@ def _template_slots(value: Any, result: bool = False) -> Iterator[Slot]:
     elif isinstance(value, (list, tuple)):
         for v in value:
             yield from _template_slots(v, result)
+
+
+aten = torch.ops.aten
+# A ``*_like`` factory is new memory in its argument's layout, then filled as ATen fills it
+# (``rand_like`` is ``empty_like(self).uniform_(0, 1)``): the argument is read for its layout
+# only, so a replay allocates that layout and fills it, reading no tensor at all.
+_LIKE_FACTORIES: dict[Any, Callable[..., Any]] = {
+    aten.empty_like.default: lambda t: t,
+    aten.zeros_like.default: lambda t: t.zero_(),
+    aten.ones_like.default: lambda t: t.fill_(1),
+    aten.full_like.default: lambda t, value: t.fill_(value),
+    aten.rand_like.default: lambda t: t.uniform_(0, 1),
+    aten.randn_like.default: lambda t: t.normal_(0, 1),
+    aten.randint_like.default: lambda t, high: t.random_(0, high),
+    aten.randint_like.low_dtype: lambda t, low, high: t.random_(low, high),
+}
+
+
+class _LikeStep:
+    """A ``*_like`` factory (see ``_LIKE_FACTORIES``), its result allocated in the recorded layout."""
+
+    def __init__(self, init: Callable[..., Any], args: tuple, layout: tuple, slot: Slot) -> None:
+        self.init, self.args, self.layout, self.slot = init, args, layout, slot
+
+    def slots(self) -> Iterator[Slot]:
+        yield self.slot
+
+    def run(self, program: _Program, tensors: list[torch.Tensor], bases: list[Optional[torch.Tensor]]) -> None:
+        shape, stride, dtype, device = self.layout
+        bases[self.slot[1]] = self.init(torch.empty_strided(shape, stride, dtype=dtype, device=device), *self.args)
 
 
 class _EagerStep:
