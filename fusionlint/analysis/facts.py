@@ -269,6 +269,8 @@ def torch_call_returns_tensor(canonical: str) -> bool:
 
 
 def _is_tensor_call(value: ast.expr, facts: ModuleFacts) -> bool:
+    if isinstance(value, ast.IfExp):  # ``nn.Parameter(...) if use_mask_token else None``
+        return _is_tensor_call(value.body, facts) or _is_tensor_call(value.orelse, facts)
     if not isinstance(value, ast.Call):
         return False
     dotted = dotted_path(ast_view, value.func)

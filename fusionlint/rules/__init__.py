@@ -9,9 +9,11 @@ from fusionlint.rules.fill_by_hand import FillByHand
 from fusionlint.rules.host_sync_in_tensor_work import HostSyncInTensorWork
 from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
 from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
+from fusionlint.rules.lerp_by_hand import LerpByHand
 from fusionlint.rules.manual_attention import ManualAttention
 from fusionlint.rules.matmul_bias import MatmulBias
 from fusionlint.rules.reduce_before_compute import ReduceBeforeCompute
+from fusionlint.rules.rotate_half_copy import RotateHalfCopy
 from fusionlint.rules.redundant_copy import RedundantCopy
 from fusionlint.rules.scalar_fused_op import ScalarFusedOp
 from fusionlint.rules.scale_after_matmul import ScaleAfterMatmul
@@ -37,6 +39,8 @@ _RULES: tuple[type[Rule], ...] = (
     BmmScaleAdd,
     ScalarFusedOp,
     ComputeBoundSequence,
+    LerpByHand,
+    RotateHalfCopy,
     SyntaxErrorRule,
 )
 

@@ -56,7 +56,7 @@ class ScalarFusedOp(Rule):
     use_instead = "`torch.add(x, y, alpha=alpha)`, `torch.addcmul(c, a, b, value=v)`, `torch.addcdiv(c, a, b, value=v)`."
     fix_safety = FixSafety.UNSAFE
     pays_in = (EAGER,)
-    yields_to = frozenset({"FL010", "FL012"})
+    yields_to = frozenset({"FL010", "FL012", "FL016"})
     fix_notes = """
         The fix writes the fused op in place of the sum. It is **unsafe**: the fused ops round
         differently (no rounding of the product to the operands' dtype before the sum), and
