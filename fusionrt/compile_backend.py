@@ -101,7 +101,7 @@ def _compiler(executor: str, policy: str,
             run = _GRAPHED[jitted] = CudaGraphed(jitted, static)
         else:
             def run(args: list[Any]) -> Any:
-                return jitted(*args)
+                return jitted.call_boxed(args)
 
         run._boxed_call = True  # type: ignore[attr-defined]  # AOTAutograd passes the inputs as one list
         return run

@@ -79,10 +79,28 @@ class Jitted:
             key = _guard_key((args, state), kwargs, tensors)
         found = self._programs.get(key) if key is not None else None
         if isinstance(found, _Program):
-            result, self.report = found.run(tensors)
-            self.stats.replays += 1
-            return result
+            return self._replay(found, tensors)
         return self._record(args, kwargs, key, tensors, found)
+
+    def call_boxed(self, args: list[Any]) -> Any:
+        """``self(*args)`` that takes the list and empties it (AOTAutograd's boxed calling
+        convention, as Inductor's generated code does): a replay then holds the only reference
+        the call gets to each argument and drops it after the argument's last reader, so the
+        activations a backward graph receives are freed as it goes, as eager frees them."""
+        if current() is not None or self.module is not None:
+            return self(*args)
+        tensors: list[torch.Tensor] = []
+        key = _guard_key(tuple(args), {}, tensors)
+        found = self._programs.get(key) if key is not None else None
+        if isinstance(found, _Program):
+            args.clear()
+            return self._replay(found, tensors)
+        return self._record(tuple(args), {}, key, tensors, found)
+
+    def _replay(self, program: _Program, tensors: list[torch.Tensor]) -> Any:
+        result, self.report = program.run(tensors)
+        self.stats.replays += 1
+        return result
 
     def _record(self, args: tuple, kwargs: dict, key: Any, tensors: list[torch.Tensor],
                 why_not: Optional[str]) -> Any:
@@ -380,15 +398,18 @@ class _Program:
         self.report = report
         self.executor = executor
         self._executors: dict[torch.device, Executor] = {}
-        self.frees = _last_uses(steps, output)  # step index -> fresh storages no later step touches
+        self.frees = _last_uses(steps, output)  # step index -> slots no later step touches
 
     def run(self, tensors: list[torch.Tensor]) -> tuple[Any, Report]:
         bases: list[Optional[torch.Tensor]] = [None] * len(self.fresh)
         with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
             for step, done in zip(self.steps, self.frees):
                 step.run(self, tensors, bases)
-                for i in done:  # as eager frees an intermediate once Python drops it
-                    bases[i] = None
+                for kind, i in done:  # as eager frees an intermediate once Python drops it
+                    if kind == "fresh":
+                        bases[i] = None
+                    else:  # an argument: freed here only where the caller handed over the list
+                        tensors[i] = None
         return self._rebuild(self.output, tensors, bases), self.report
 
     def executor_for(self, device: torch.device) -> Executor:
@@ -427,18 +448,18 @@ class _Program:
         return kind(self._rebuild(v, tensors, bases) for v in template[1])
 
 
-def _last_uses(steps: list[Any], output: Any) -> list[list[int]]:
-    """For each step, the fresh storages it is the last to touch (the result's are kept)."""
-    kept = {i for kind, i in _template_slots(output, result=True) if kind == "fresh"}
-    last: dict[int, int] = {}
+def _last_uses(steps: list[Any], output: Any) -> list[list[Slot]]:
+    """For each step, the argument and fresh slots it is the last to touch (the result's are kept)."""
+    kept = set(_template_slots(output, result=True))
+    last: dict[Slot, int] = {}
     for j, step in enumerate(steps):
-        for kind, i in step.slots():
-            if kind == "fresh":
-                last[i] = j
-    frees: list[list[int]] = [[] for _ in steps]
-    for i, j in last.items():
-        if i not in kept:
-            frees[j].append(i)
+        for slot in step.slots():
+            if slot[0] != "const":
+                last[slot] = j
+    frees: list[list[Slot]] = [[] for _ in steps]
+    for slot, j in last.items():
+        if slot not in kept:
+            frees[j].append(slot)
     return frees
 
 

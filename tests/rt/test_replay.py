@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import weakref
 from typing import Any, Callable
 
 import pytest
@@ -446,3 +447,35 @@ def test_a_replayed_plan_drops_each_scratch_buffer_after_its_last_reader():
                         assert dropped_at[src] >= k, source
                 checked += 1
     assert checked > 50
+
+
+def test_a_boxed_call_frees_each_argument_after_its_last_reader():
+    """AOTAutograd hands a backward graph its saved activations in a list it lets the callee
+    empty: a replay then drops each one after the step that last reads it, as eager frees
+    activations layer by layer, instead of holding every one until the graph returns."""
+
+    def staged(first, second):
+        early = (first * 2).sum(dim=0)
+        late = torch.nn.functional.embedding(torch.tensor([0, 1]), early.unsqueeze(-1).expand(-1, 3))
+        return (late * second.sum()).sum()
+
+    f = fusionrt.jit(staged)
+    make = lambda: [torch.randn(64, 8), torch.randn(5)]  # noqa: E731
+    f(*make())  # records
+    first, second = make()
+    expected = staged(first, second)
+    alive_after_first_flush = []
+    program = next(iter(f._programs.values()))
+    original = program.steps[1].run
+
+    def spy(*args):
+        alive_after_first_flush.append(first_storage() is not None)
+        return original(*args)
+
+    program.steps[1].run = spy
+    first_storage = weakref.ref(first.untyped_storage())
+    args = [first, second]
+    del first, second
+    torch.testing.assert_close(f.call_boxed(args), expected)
+    assert args == [] and f.stats.replays == 1
+    assert alive_after_first_flush == [False]
