@@ -29,6 +29,9 @@ _PERMUTING_VIEWS = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes"
 _CATS = frozenset({"cat", "concat", "concatenate"})
 _TRIGGER = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS | _CATS)))
 _METADATA = frozenset({"shape", "dtype", "device", "ndim", "size", "dim"})
+# Casts: a no-op where the tensor has the dtype already, so no work surely follows a cat.
+_CASTS = frozenset({"to", "type", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short", "bool",
+                    "byte", "char"})
 
 
 class ViewBreaksFusedBlock(Rule):
@@ -62,11 +65,15 @@ class ViewBreaksFusedBlock(Rule):
         concatenation back and writes it again, where done on each piece it joins the kernels
         that compute the pieces into the cat (x_transformers' `cat((emb.sin(), emb.cos()), -1)
         * scale`: fusionrt 4 -> 3 writes, 96 -> 64 KiB). Flagged: element-wise work on a `cat`
-        (inline, or of a name read once, metadata aside, by the next statement that reads it)
-        with at least one piece computed by the function (an element-wise result, a reduction,
-        a matmul). Not flagged: a cat of inputs and parameters only (one copy kernel either
-        way; scaling each piece adds kernels), work whose result goes straight into a matmul or
-        a reduction (it takes the work on read: no saving), a cat read again. Eager runs one
+        (inline, or of a name read once, metadata aside, by the next statement that reads it,
+        there or right after the `if` it is made in) with at least one piece computed by the function (an element-wise
+        result, a reduction, a matmul), where that work ends the statement's element-wise work.
+        Not flagged: a cat of inputs and parameters only (one copy kernel either way; scaling
+        each piece adds kernels); work whose result more arithmetic reads (the rest still runs
+        after the cat: a rotary `h * cos + cat((-x2, x1), -1) * sin` measured 3 -> 5 writes)
+        or a matmul or a reduction takes on read (no saving); an op with another tensor
+        argument (`masked_fill(mask, 0.0)`, its mask sliced for each piece: a write more); a
+        cast (a no-op where the dtype is already right); a cat read again. Eager runs one
         kernel more after the rewrite, one per piece.
     """
     use_instead = """
@@ -219,6 +226,21 @@ def f(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor):
     s = (torch.cat((torch.tanh(a), b), -1) + 1).sum(-1)
     return x, y, z.sum(-1), z * 2, s
 """,
+        # work that more arithmetic reads (a rotary embedding's rotate-half), an op with another
+        # tensor argument, a sum a softmax reads next, a cast: each measured no saving or a cost
+        """\
+import torch
+
+
+def f(h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, q, k, m):
+    r = torch.cat((-h[..., 16:], h[..., :16]), dim=-1)
+    rotated = h * cos + r * sin
+    filled = torch.cat((h[:, :1], h[:, 1:] - 0.97 * h[:, :-1]), dim=1).masked_fill(mask, 0.0)
+    w = torch.cat((q @ k, q @ m), dim=-1)
+    w = w + mask
+    p = w.softmax(-1)
+    return rotated, filled, p, torch.cat((h * 2, h), 0).float()
+""",
         # a one-element result made a scalar merges nothing (and once crashed the rule)
         """\
 import torch
@@ -355,10 +377,12 @@ def f(x, c):
                 violation = _merging_view(scope, site)
                 if violation is not None:
                     yield violation
+        reported: set[int] = set()  # `a_cat * b_cat` is one piece of work to move
         for name in sorted(_CATS):
             for site in scope.sites.get(name, ()):
                 violation = _cat_before_elementwise(scope, site)
-                if violation is not None:
+                if violation is not None and id(violation.node) not in reported:
+                    reported.add(id(violation.node))
                     yield violation
 
 
@@ -437,8 +461,7 @@ def _elementwise_consumer(
     scope: Scope, ref: StatementRef, node: cst.CSTNode, follow: bool = True
 ) -> cst.CSTNode | None:
     """The element-wise work that reads the value of ``node`` (inline, or, assigned to a name, in
-    the next statement that reads it, once), unless its result goes straight into a matmul or a
-    reduction, which would take the work on read anyway."""
+    the next statement that reads it, once) that ends the statement's element-wise work."""
     path = ancestors(ref.node, node) or []
     parent = path[0] if path else None
     call = path[1] if len(path) > 1 else None
@@ -455,28 +478,62 @@ def _elementwise_consumer(
         isinstance(parent, cst.Arg) and parent.keyword is None or isinstance(parent, cst.Attribute) and call.func is parent
     ):
         op = scope.op(call) or scope.module_op(call)
-        if op is None or op[1] != ELEMENTWISE or op[2] is not node or not _elementwise_work(scope, call, op[0]):
+        if op is None or op[1] != ELEMENTWISE or op[2] is not node or op[0] in _CASTS:
             return None
+        if any(arg.value is not node and scope.is_tensor(arg.value) for arg in call.args):
+            return None  # `masked_fill(mask, v)`: the mask sliced for each piece measured a write more
         consumer = call
     else:
         return None
-    return None if _feeds_compute(scope, ref, consumer) else consumer
+    if _feeds_more_work(scope, ref, consumer) or _assigned_for_compute(scope, ref, consumer):
+        return None
+    return consumer
+
+
+def _feeds_more_work(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Is ``node`` an operand of more work in its statement: arithmetic (the rest would still run
+    after the cat, as a kernel of its own: Wav2Vec2-Conformer's rotary `h * cos + cat(...) * sin`
+    measured 3 -> 5 writes), an element-wise op, or a matmul or reduction, which takes the work
+    on read anyway (`(cat(...) * s) @ w`: no saving)?"""
+    path = ancestors(ref.node, node) or []
+    parent = path[0] if path else None
+    if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
+        return True
+    if len(path) > 1 and (isinstance(parent, cst.Arg) or isinstance(parent, cst.Attribute) and parent.value is node):
+        op = scope.op(path[1]) or scope.module_op(path[1])
+        return op is not None and op[1] in (ELEMENTWISE, COMPUTE) and op[0] not in _CASTS
+    return False
+
+
+def _assigned_for_compute(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+    """``w = <node>`` where the next statement that reads ``w`` hands it to a matmul or a reduction
+    (Pegasus-X's `w = cat(...) + mask`, then `softmax(w)`: the softmax reads the sum on read, and
+    the sum moved into the pieces measured 4 -> 6 writes)."""
+    small = ref.simple
+    if not (isinstance(small, cst.Assign) and small.value is node and len(small.targets) == 1):
+        return False
+    target = small.targets[0].target
+    if not isinstance(target, cst.Name):
+        return False
+    for later in _later_out_of_if(ref):
+        if target.value in names_of(later.node)[0]:
+            return any(_feeds_compute(scope, later, use) for use in _reads(later.node, target.value))
+    return False
 
 
 def _feeds_compute(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
-    """Is ``node`` an input of a matmul or a reduction (``(x * s) @ w``, ``(x * s).sum(-1)``)?"""
     path = ancestors(ref.node, node) or []
-    if len(path) < 2 or not (isinstance(path[0], cst.Arg) or isinstance(path[0], cst.Attribute) and path[0].value is node):
-        parent = path[0] if path else None
-    else:
+    parent = path[0] if path else None
+    if isinstance(parent, (cst.Arg, cst.Attribute)) and len(path) > 1:
         parent = path[1]
     op = None if parent is None else scope.op(parent) or scope.module_op(parent)
     return op is not None and op[1] == COMPUTE
 
 
 def _read_once_elementwise(scope: Scope, ref: StatementRef, name: str) -> cst.CSTNode | None:
-    """The element-wise work of the one statement that reads the value assigned to ``name``, where
-    it reads it once (metadata aside) and the value dies there."""
+    """The element-wise work of the next statement that reads the value assigned to ``name`` (in
+    its block, or right after the ``if`` it is made in), where it reads it once (metadata aside)
+    and the value dies there."""
     for later in _later_out_of_if(ref):
         if name not in names_of(later.node)[0]:
             continue
