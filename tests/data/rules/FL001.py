@@ -131,3 +131,36 @@ def f(self, a: np.ndarray, request, buf: bytes, x: torch.Tensor, flag: bool):
     if flag:
         x = x * 2
     return r, mv, page, x.flatten(1) + 1
+
+# --- concatenation: element-wise work on a cat of computed values
+import torch
+
+
+def sinusoidal(pos: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch.Tensor:
+    emb = torch.einsum("i, j -> i j", pos, inv_freq)
+    emb = torch.cat((emb.sin(), emb.cos()), dim=-1)
+    return emb * scale
+
+# --- concatenation look-alikes
+import torch
+
+
+def f(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor):
+    x = torch.cat((a, b), -1) * 2
+    y = (torch.cat((a * 2, b), -1) * 2) @ w
+    z = torch.cat((torch.tanh(a), b), -1)
+    s = (torch.cat((torch.tanh(a), b), -1) + 1).sum(-1)
+    return x, y, z.sum(-1), z * 2, s
+
+# --- concatenation look-alikes, measured
+import torch
+
+
+def f(h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, q, k, m):
+    r = torch.cat((-h[..., 16:], h[..., :16]), dim=-1)
+    rotated = h * cos + r * sin
+    filled = torch.cat((h[:, :1], h[:, 1:] - 0.97 * h[:, :-1]), dim=1).masked_fill(mask, 0.0)
+    w = torch.cat((q @ k, q @ m), dim=-1)
+    w = w + mask
+    p = w.softmax(-1)
+    return rotated, filled, p, torch.cat((h * 2, h), 0).float()
