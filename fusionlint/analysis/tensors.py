@@ -19,7 +19,7 @@ TORCH_OP_MODULES = ("torch", "torch.nn.functional", "torch.special", "torch.lina
 _NON_TENSOR_METHODS = frozenset(
     """item tolist size dim ndimension numel nelement stride data_ptr is_contiguous element_size
     numpy get_device storage untyped_storage is_floating_point is_complex equal type register_hook
-    backward dim_order nbytes itemsize is_set_to __len__ __repr__ __str__""".split()
+    backward dim_order nbytes itemsize is_set_to astype __len__ __repr__ __str__""".split()
 )
 _TENSOR_ATTRIBUTES = VIEW_ATTRIBUTES | {"data", "grad", "real", "imag"}
 _MODULE_TENSORS = frozenset({"weight", "bias"})
