@@ -447,8 +447,8 @@ def _computed(scope: Scope, ref: StatementRef, expr: cst.BaseExpression) -> bool
         if value is None:
             return False
         expr = value
-    while (op := scope.op(expr)) is not None and op[1] == VIEW and op[2] is not None:
-        expr = op[2]
+    while (op := scope.op(expr)) is not None and (op[1] == VIEW or op[0] in _CASTS) and op[2] is not None:
+        expr = op[2]  # a cast of an input may be the input itself
     if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
         return scope.op(expr) is not None or _leaves(scope, expr) is not None
     op = scope.op(expr) or scope.module_op(expr)
@@ -508,7 +508,9 @@ def _feeds_more_work(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool
 def _assigned_for_compute(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
     """``w = <node>`` where the next statement that reads ``w`` hands it to a matmul or a reduction
     (Pegasus-X's `w = cat(...) + mask`, then `softmax(w)`: the softmax reads the sum on read, and
-    the sum moved into the pieces measured 4 -> 6 writes)."""
+    the sum moved into the pieces measured 4 -> 6 writes), or to a call the rule does not know,
+    which may be one (a norm module). A torch function the tables do not know runs on a written
+    input: it takes nothing on read."""
     small = ref.simple
     if not (isinstance(small, cst.Assign) and small.value is node and len(small.targets) == 1):
         return False
@@ -524,10 +526,15 @@ def _assigned_for_compute(scope: Scope, ref: StatementRef, node: cst.CSTNode) ->
 def _feeds_compute(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
     path = ancestors(ref.node, node) or []
     parent = path[0] if path else None
-    if isinstance(parent, (cst.Arg, cst.Attribute)) and len(path) > 1:
-        parent = path[1]
-    op = None if parent is None else scope.op(parent) or scope.module_op(parent)
-    return op is not None and op[1] == COMPUTE
+    if isinstance(parent, cst.BinaryOperation):
+        return isinstance(parent.operator, cst.MatrixMultiply)
+    if not (isinstance(parent, cst.Arg) or isinstance(parent, cst.Attribute) and parent.value is node) or len(path) < 2:
+        return False
+    call = path[1]
+    if not isinstance(call, cst.Call) or isinstance(parent, cst.Attribute) and call.func is not parent:
+        return False
+    op = scope.op(call) or scope.module_op(call)
+    return op is None or op[1] == COMPUTE
 
 
 def _read_once_elementwise(scope: Scope, ref: StatementRef, name: str) -> cst.CSTNode | None:
