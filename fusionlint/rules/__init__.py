@@ -5,6 +5,7 @@ from fusionlint.rule import Rule
 from fusionlint.rules.bmm_scale_add import BmmScaleAdd
 from fusionlint.rules.clone_before_compute import CloneBeforeCompute
 from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
+from fusionlint.rules.elementwise_by_hand import ElementwiseByHand
 from fusionlint.rules.fill_by_hand import FillByHand
 from fusionlint.rules.host_sync_in_tensor_work import HostSyncInTensorWork
 from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
@@ -41,6 +42,7 @@ _RULES: tuple[type[Rule], ...] = (
     ComputeBoundSequence,
     LerpByHand,
     RotateHalfCopy,
+    ElementwiseByHand,
     SyntaxErrorRule,
 )
 

@@ -1,0 +1,283 @@
+"""FL018: an element-wise function written out that one torch op computes: ``x * sigmoid(x)``
+(``F.silu``), ``0.5 * x * (1 + erf(x / sqrt(2)))`` and its tanh form (``F.gelu``),
+``log(1 + exp(x))`` (``F.softplus``), ``log(x + 1)`` (``torch.log1p``), ``exp(x) - 1``
+(``torch.expm1``)."""
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope, own_parts, scope_statements
+from fusionlint.analysis.nodes import Walker
+from fusionlint.model import EAGER, FixSafety
+from fusionlint.ops import OpTables
+from fusionlint.rule import Example, Rule, Violation
+
+# Every pattern calls one of these, as a function or a method.
+_CALL_TEXT = re.compile(r"(?:sigmoid|tanh|erf|log|exp)\s*\(")
+# The divisor or factor that makes ``x / sqrt(2)``: ``math.sqrt(2.0)``, ``1.4142...``, ``0.7071...``.
+_SQRT_TWO = re.compile(r"^(?:(?:math\.|torch\.|np\.)?sqrt\(\s*2(?:\.0*)?\s*\)|1\.4142\d*)$")
+_INVERSE_SQRT_TWO = re.compile(r"^0\.7071\d*$")
+_GELU_TANH_CONSTANT = "0.044715"
+Match = tuple[str, str]  # what the formula computes, the op that computes it
+SOFTPLUS: Match = ("softplus", "F.softplus")
+_FUNCTIONS = {  # the torch functions a pattern may call, by the op they compute
+    "sigmoid": ("torch.sigmoid", "torch.nn.functional.sigmoid"),
+    "tanh": ("torch.tanh", "torch.nn.functional.tanh"),
+    "erf": ("torch.erf", "torch.special.erf"),
+    "exp": ("torch.exp",),
+    "log": ("torch.log",),
+    "log1p": ("torch.log1p", "torch.special.log1p"),
+}
+
+
+class ElementwiseByHand(Rule):
+    code = "FL018"
+    name = "elementwise-by-hand"
+    message = "an element-wise function written out that one torch op computes in one kernel"
+    rationale = """
+        Eager PyTorch runs each operator of a written-out formula as a kernel that writes a
+        whole tensor: GELU's tanh approximation as `x * 0.5 * (1.0 + torch.tanh(0.79788456 * x
+        * (1 + 0.044715 * x * x)))` (BLOOM) is nine kernels, `F.gelu(x, approximate="tanh")`
+        one (fusionrt's eager count for a (4, 64, 128) input: 1,152 -> 128 KiB written). The
+        same holds for SiLU (`x * torch.sigmoid(x)`, 2 kernels), exact GELU (`0.5 * x * (1 +
+        torch.erf(x / math.sqrt(2)))`, 5), softplus (`torch.log(1 + torch.exp(x))`, 3),
+        `torch.log(x + 1)` (2) and `torch.exp(x) - 1` (2); `torch.log1p`, `torch.expm1` and
+        `F.softplus` are also accurate where the written-out form loses digits (`x` near 0;
+        `exp` overflowing). A fusing backend (fusionrt, torch.compile) fuses the written-out
+        form into one kernel anyway: the rewrite pays in eager. With autograd on it pays
+        under fusionrt too, as the fused op's backward keeps fewer values (the second example:
+        17 -> 12 writes).
+
+        Flagged: `x * sigmoid(x)` (either order; `torch.sigmoid`, `F.sigmoid` or
+        `.sigmoid()`); a product of `0.5`, `x` and `1 + erf(x / sqrt(2))` (or `x *
+        0.7071...`), or of `0.5`, `x` and `1 + tanh(...)` with `0.044715` in the tanh's
+        argument; `log(1 + exp(x))` and `log1p(exp(x))`; `log(1 + x)`, `log(x + 1)`; `exp(x)
+        - 1`; `1.0` for `1` everywhere. Not flagged: `x * sigmoid(1.702 * x)` (QuickGELU: no
+        op computes it), a product with more factors, `sigmoid(x).log()` (`F.logsigmoid` is
+        one eager kernel but fusionrt does not fuse it, so it costs more there).
+    """
+    use_instead = "`F.silu(x)`, `F.gelu(x)`, `F.gelu(x, approximate=\"tanh\")`, `F.softplus(x)`, `torch.log1p(x)`, `torch.expm1(x)`."
+    pays_in = (EAGER,)
+    fix_safety = FixSafety.NONE
+    fix_notes = """
+        No fix: the fused ops do not round like the written-out formulas (that is part of
+        their point: `log1p` and `expm1` are exact near 0, `softplus` returns `x` above a
+        threshold), and the rule reads constants by their spelling, not their value. Write
+        the op by hand.
+    """
+    examples = (
+        Example(
+            bad="""\
+import torch
+
+
+def bloom_gelu(x: torch.Tensor) -> torch.Tensor:
+    return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+""",
+            at=((5, 12),),
+            fixed=None,
+            good="""\
+import torch
+import torch.nn.functional as F
+
+
+def bloom_gelu(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x, approximate="tanh")
+""",
+            call="bloom_gelu(randn(4, 64, 128))",
+        ),
+        Example(
+            bad="""\
+import math
+
+import torch
+
+
+def swish_mlp(h: torch.Tensor, distance: torch.Tensor):
+    h = h * torch.sigmoid(h)
+    exact = 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0)))
+    return exact, torch.log(1 + torch.exp(h)), torch.log(distance.abs() + 1), torch.exp(h) - 1
+""",
+            at=((7, 9), (8, 13), (9, 19), (9, 48), (9, 79)),
+            fixed=None,
+            good="""\
+import torch
+import torch.nn.functional as F
+
+
+def swish_mlp(h: torch.Tensor, distance: torch.Tensor):
+    h = F.silu(h)
+    exact = F.gelu(h)
+    return exact, F.softplus(h), torch.log1p(distance.abs()), torch.expm1(h)
+""",
+            call="swish_mlp(randn(64, 256), randn(64, 256))",
+        ),
+    )
+    valid = (
+        # QuickGELU; another tensor's sigmoid; more factors; a log-sigmoid; an offset that is not 1
+        """\
+import torch
+
+
+def f(x: torch.Tensor, gate: torch.Tensor, eps: float):
+    a = x * torch.sigmoid(1.702 * x)
+    b = x * torch.sigmoid(gate)
+    c = 2 * x * torch.sigmoid(x) * x
+    d = x.sigmoid().log()
+    return a, b, c, d, torch.log(x + eps), torch.exp(x) - 2
+""",
+        # GELU-like products whose constants are not GELU's
+        """\
+import torch
+
+
+def g(x: torch.Tensor):
+    return 0.5 * x * (1 + torch.tanh(x)), 0.5 * x * (1 + torch.erf(x / 2))
+""",
+    )
+
+    @classmethod
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        text = block[index]
+        # every formula has an operator but ``log1p(exp(x))``
+        return _CALL_TEXT.search(text) is not None and ("*" in text or "+" in text or "-" in text or "log1p" in text)
+
+    def check(self, scope: Scope) -> Iterator[Violation]:
+        for ref in scope_statements(scope):
+            finder = _Formulas(scope)
+            for part in own_parts(ref.node):
+                finder.walk(part)
+            for node, (formula, op) in finder.found:
+                yield Violation(node, message=f"{formula} written out: `{op}` computes it in one kernel")
+
+
+class _Formulas(Walker):
+    """(node, (what it computes, the op)) of each written-out formula, outermost only."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.found: list[tuple[cst.BaseExpression, Match]] = []
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
+        return self._match(node, _silu(self.scope, node) or _gelu(self.scope, node) or _expm1(self.scope, node))
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        return self._match(node, _softplus_or_log1p(self.scope, node))
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def _match(self, node: cst.BaseExpression, match: Match | None) -> bool:
+        if match is None:
+            return True
+        self.found.append((node, match))
+        return False
+
+
+def _silu(scope: Scope, node: cst.BinaryOperation) -> Match | None:
+    """``x * sigmoid(x)`` (either order)."""
+    if not isinstance(node.operator, cst.Multiply):
+        return None
+    for x, gate in ((node.left, node.right), (node.right, node.left)):
+        operand = _applied(scope, gate, "sigmoid")
+        if operand is not None and _same(operand, x):
+            return "SiLU", "F.silu"
+    return None
+
+
+def _gelu(scope: Scope, node: cst.BinaryOperation) -> Match | None:
+    """A product of ``0.5``, ``x`` and ``1 + erf(x / sqrt(2))`` or ``1 + tanh(...0.044715...)``."""
+    factors = _factors(node)
+    if len(factors) != 3 or not isinstance(node.operator, cst.Multiply):
+        return None
+    halves = [f for f in factors if isinstance(f, cst.Float) and f.evaluated_value == 0.5]
+    for one_plus in factors:
+        inner = _one_plus(one_plus)
+        if not halves or inner is None:
+            continue
+        rest = [f for f in factors if f is not one_plus and f is not halves[0]]
+        if len(rest) != 1:
+            continue
+        x = rest[0]
+        erf = _applied(scope, inner, "erf")
+        if erf is not None and _is_over_sqrt_two(erf, x):
+            return "GELU", "F.gelu"
+        tanh = _applied(scope, inner, "tanh")
+        if tanh is not None and _GELU_TANH_CONSTANT in _code(tanh) and _code(x) in _code(tanh):
+            return "GELU's tanh approximation", 'F.gelu(..., approximate="tanh")'
+    return None
+
+
+def _expm1(scope: Scope, node: cst.BinaryOperation) -> Match | None:
+    """``exp(x) - 1``."""
+    if isinstance(node.operator, cst.Subtract) and _is_one(node.right) and _applied(scope, node.left, "exp") is not None:
+        return "`exp(x) - 1`", "torch.expm1"
+    return None
+
+
+def _softplus_or_log1p(scope: Scope, node: cst.Call) -> Match | None:
+    """``log(1 + exp(x))`` / ``log1p(exp(x))``: ``F.softplus``; ``log(1 + x)``: ``torch.log1p``."""
+    argument = _applied(scope, node, "log")
+    inner = _one_plus(argument) if argument is not None else None
+    if inner is None:
+        inner = _applied(scope, node, "log1p")
+        if inner is None:
+            return None
+        return SOFTPLUS if _applied(scope, inner, "exp") is not None else None
+    return SOFTPLUS if _applied(scope, inner, "exp") is not None else ("`log(1 + x)`", "torch.log1p")
+
+
+def _applied(scope: Scope, expr: cst.BaseExpression, op: str) -> cst.BaseExpression | None:
+    """``x`` of ``torch.<op>(x)`` (or another spelling of the function) or ``x.<op>()``."""
+    if not isinstance(expr, cst.Call):
+        return None
+    if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == op and not expr.args:
+        return expr.func.value
+    if len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
+        if scope.torch_name(expr.func) in _FUNCTIONS[op]:
+            return expr.args[0].value
+    return None
+
+
+def _one_plus(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``x`` of ``1 + x`` or ``x + 1``."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        if _is_one(expr.left):
+            return expr.right
+        if _is_one(expr.right):
+            return expr.left
+    return None
+
+
+def _is_over_sqrt_two(argument: cst.BaseExpression, x: cst.BaseExpression) -> bool:
+    """``x / sqrt(2)``, ``x / 1.4142...``, ``x * 0.7071...`` (either order)."""
+    if not isinstance(argument, cst.BinaryOperation):
+        return False
+    if isinstance(argument.operator, cst.Divide):
+        return _same(argument.left, x) and _SQRT_TWO.match(_code(argument.right)) is not None
+    if isinstance(argument.operator, cst.Multiply):
+        return any(_same(a, x) and _INVERSE_SQRT_TWO.match(_code(b)) is not None
+                   for a, b in ((argument.left, argument.right), (argument.right, argument.left)))
+    return False
+
+
+def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a * b * c`` -> [a, b, c] (parenthesized products too); anything else is one factor."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return [*_factors(expr.left), *_factors(expr.right)]
+    return [expr]
+
+
+def _is_one(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.Integer, cst.Float)) and expr.evaluated_value == 1
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node.with_changes(lpar=[], rpar=[]))
+
+
+def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    return _code(a) == _code(b)
