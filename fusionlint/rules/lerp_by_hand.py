@@ -148,7 +148,8 @@ def g(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, w: torch.Tensor):
                 if found is None or not all(scope.is_tensor(end) for end in found[:2]):
                     continue
                 start, end, weight = (_code(node.with_changes(lpar=[], rpar=[])) for node in found)
-                yield Violation(total, message=f"linear interpolation written out: `torch.lerp({start}, {end}, {weight})` computes it in one kernel")
+                lerp = f"torch.lerp({start}, {end}, {weight})"
+                yield Violation(total, message=f"linear interpolation written out: `{lerp}` computes it in one kernel")
 
 
 class _Sums(Walker):

@@ -33,8 +33,9 @@ class RotateHalfCopy(Rule):
         global memory before the products and the sum run. Computing each half of the result
         element-wise, `x1 * cos1 - x2 * sin1` and `x2 * cos2 + x1 * sin2`, and concatenating
         the two results once writes the halves of the result and the result: on a (2, 4, 16,
-        32) query, 4 -> 3 writes, 4 -> 2 kernels and 56 -> 32 KiB written (Llama's, Mixtral's and Gemma 3n's `apply_rotary_pos_emb`;
-        the interleaved form, `stack((-x2, x1), dim=-1)` then a flatten, likewise). In eager
+        32) query, 4 -> 3 writes, 4 -> 2 kernels and 56 -> 32 KiB written (Llama's, Mixtral's
+        and Gemma 3n's `apply_rotary_pos_emb`; the interleaved form, `stack((-x2, x1),
+        dim=-1)` then a flatten, likewise). In eager
         PyTorch the rewrite launches more kernels (5 -> 7: the halves' products): it pays
         under fusionrt.
 
