@@ -464,19 +464,17 @@ def _elementwise_consumer(
     the next statement that reads it, once) that ends the statement's element-wise work."""
     path = ancestors(ref.node, node) or []
     parent = path[0] if path else None
-    call = path[1] if len(path) > 1 else None
     if isinstance(parent, cst.Assign):
         targets = parent.targets
         if not follow or len(targets) != 1 or not isinstance(targets[0].target, cst.Name):
             return None
         return _read_once_elementwise(scope, ref, targets[0].target.value)
+    call = _call_reading(path, node)
     if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
         if scope.op(parent) is not None or isinstance(parent.operator, cst.Not):
             return None
         consumer: cst.CSTNode = parent
-    elif isinstance(call, cst.Call) and (
-        isinstance(parent, cst.Arg) and parent.keyword is None or isinstance(parent, cst.Attribute) and call.func is parent
-    ):
+    elif call is not None and not (isinstance(parent, cst.Arg) and parent.keyword is not None):
         op = scope.op(call) or scope.module_op(call)
         if op is None or op[1] != ELEMENTWISE or op[2] is not node or op[0] in _CASTS:
             return None
@@ -490,19 +488,28 @@ def _elementwise_consumer(
     return consumer
 
 
+def _call_reading(path: Sequence[cst.CSTNode], node: cst.CSTNode) -> cst.Call | None:
+    """The call that takes ``node`` (whose parents, nearest first, are ``path``) as an argument or
+    as the receiver of its method."""
+    if len(path) < 2 or not isinstance(path[1], cst.Call):
+        return None
+    parent, call = path[0], path[1]
+    if isinstance(parent, cst.Arg) or isinstance(parent, cst.Attribute) and parent.value is node and call.func is parent:
+        return call
+    return None
+
+
 def _feeds_more_work(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
     """Is ``node`` an operand of more work in its statement: arithmetic (the rest would still run
     after the cat, as a kernel of its own: Wav2Vec2-Conformer's rotary `h * cos + cat(...) * sin`
     measured 3 -> 5 writes), an element-wise op, or a matmul or reduction, which takes the work
     on read anyway (`(cat(...) * s) @ w`: no saving)?"""
     path = ancestors(ref.node, node) or []
-    parent = path[0] if path else None
-    if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
+    if path and isinstance(path[0], (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
         return True
-    if len(path) > 1 and (isinstance(parent, cst.Arg) or isinstance(parent, cst.Attribute) and parent.value is node):
-        op = scope.op(path[1]) or scope.module_op(path[1])
-        return op is not None and op[1] in (ELEMENTWISE, COMPUTE) and op[0] not in _CASTS
-    return False
+    call = _call_reading(path, node)
+    op = None if call is None else scope.op(call) or scope.module_op(call)
+    return op is not None and op[1] in (ELEMENTWISE, COMPUTE) and op[0] not in _CASTS
 
 
 def _assigned_for_compute(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
@@ -519,19 +526,17 @@ def _assigned_for_compute(scope: Scope, ref: StatementRef, node: cst.CSTNode) ->
         return False
     for later in _later_out_of_if(ref):
         if target.value in names_of(later.node)[0]:
-            return any(_feeds_compute(scope, later, use) for use in _reads(later.node, target.value))
+            return any(_may_take_on_read(scope, later, use) for use in _reads(later.node, target.value))
     return False
 
 
-def _feeds_compute(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+def _may_take_on_read(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Is ``node`` an input of a matmul, a reduction, or a call the rule does not know?"""
     path = ancestors(ref.node, node) or []
-    parent = path[0] if path else None
-    if isinstance(parent, cst.BinaryOperation):
-        return isinstance(parent.operator, cst.MatrixMultiply)
-    if not (isinstance(parent, cst.Arg) or isinstance(parent, cst.Attribute) and parent.value is node) or len(path) < 2:
-        return False
-    call = path[1]
-    if not isinstance(call, cst.Call) or isinstance(parent, cst.Attribute) and call.func is not parent:
+    if path and isinstance(path[0], cst.BinaryOperation):
+        return isinstance(path[0].operator, cst.MatrixMultiply)
+    call = _call_reading(path, node)
+    if call is None:
         return False
     op = scope.op(call) or scope.module_op(call)
     return op is None or op[1] == COMPUTE
@@ -554,7 +559,8 @@ def _read_once_elementwise(scope: Scope, ref: StatementRef, name: str) -> cst.CS
 def _reads_metadata(ref: StatementRef, use: cst.Name) -> bool:
     """``x.dtype``, ``x.shape``, ``x.size(0)``: a read of what the tensor is, not of its values."""
     path = ancestors(ref.node, use) or []
-    return bool(path) and isinstance(path[0], cst.Attribute) and path[0].value is use and path[0].attr.value in _METADATA
+    parent = path[0] if path else None
+    return isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in _METADATA
 
 
 # --------------------------------------------------------------------------- which views merge
