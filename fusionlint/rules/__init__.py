@@ -20,6 +20,7 @@ from fusionlint.rules.scalar_fused_op import ScalarFusedOp
 from fusionlint.rules.scale_after_matmul import ScaleAfterMatmul
 from fusionlint.rules.scale_smaller_factor import ScaleSmallerFactor
 from fusionlint.rules.syntax_error import SyntaxErrorRule
+from fusionlint.rules.unit_offset_scale import UnitOffsetScale
 from fusionlint.rules.view_breaks_fused_block import ViewBreaksFusedBlock
 
 SYNTAX_ERROR_CODE = SyntaxErrorRule.code
@@ -43,6 +44,7 @@ _RULES: tuple[type[Rule], ...] = (
     LerpByHand,
     RotateHalfCopy,
     ElementwiseByHand,
+    UnitOffsetScale,
     SyntaxErrorRule,
 )
 

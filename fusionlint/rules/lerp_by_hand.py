@@ -13,10 +13,10 @@ from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
 
-# ``1 - w`` / ``1 + w`` next to a product, or a parenthesized difference as a factor: ``* (b - a)``,
+# ``1 - w`` / ``1 + w`` / ``w + 1)`` next to a product, or a parenthesized difference as a factor: ``* (b - a)``,
 # ``(b - a) *`` (its operands with calls and subscripts nested one deep; deeper is not seen).
 _INNER = r"(?:[^()\n-]|\([^()]*\))*+"  # no minus at its own level: each scan stops at the next one
-_LERP_TEXT = re.compile(rf"(?<![\w.])1(?:\.0*)?\s*[-+](?!=)|\*\s*\({_INNER}-|-{_INNER}\)\s*\*")
+_LERP_TEXT = re.compile(rf"(?<![\w.])1(?:\.0*)?\s*[-+](?!=)|\+\s*1(?:\.0*)?\s*\)|\*\s*\({_INNER}-|-{_INNER}\)\s*\*")
 
 Interpolation = tuple[cst.BaseExpression, cst.BaseExpression, cst.BaseExpression]  # start, end, weight
 
@@ -37,8 +37,8 @@ class LerpByHand(Rule):
 
         Flagged, the two ends known to be tensors and the weight the same expression in both
         places: `a * (1 - w) + b * w` (terms and factors in any order; `1.0` too) and
-        `a + w * (b - a)` are `torch.lerp(a, b, w)`; `(1 + w) * b - w * a` is `torch.lerp(a, b,
-        1 + w)` (an extrapolation, as contrastive decoding writes it). The weight may be a
+        `a + w * (b - a)` are `torch.lerp(a, b, w)`; `(1 + w) * b - w * a` (or `(w + 1)`) is
+        `torch.lerp(a, b, 1 + w)` (an extrapolation, as contrastive decoding writes it). The weight may be a
         tensor or a number. Not flagged: ends that may be Python numbers (`torch.lerp` takes
         tensors), two weights that are not the same expression, a product of more factors.
     """
@@ -199,9 +199,9 @@ def _step(start: cst.BaseExpression, product: cst.BaseExpression) -> Interpolati
 
 
 def _extrapolation(end_term: cst.BaseExpression, start_term: cst.BaseExpression) -> Interpolation | None:
-    """``(1 + w) * end - w * start``: ``lerp(start, end, 1 + w)``."""
+    """``(1 + w) * end - w * start`` (``w + 1`` too): ``lerp(start, end, 1 + w)``."""
     for end, one_plus in _factor_orders(end_term):
-        weight = _one_and(one_plus, cst.Add)
+        weight = _one_and(one_plus, cst.Add) or _and_one(one_plus)
         if weight is None:
             continue
         for w, start in _factor_orders(start_term):
@@ -221,6 +221,13 @@ def _one_and(expr: cst.BaseExpression, operator: type) -> cst.BaseExpression | N
     """``w`` of ``1 - w`` (``operator`` Subtract) or ``1 + w`` (Add); ``1.0`` too."""
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, operator) and _is_one(expr.left):
         return expr.right
+    return None
+
+
+def _and_one(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``w`` of ``w + 1``."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add) and _is_one(expr.right):
+        return expr.left
     return None
 
 

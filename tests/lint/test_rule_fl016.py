@@ -37,6 +37,13 @@ def test_every_form_names_its_ends_and_weight():
     ]
 
 
+def test_an_extrapolation_may_spell_its_weight_w_plus_one():
+    source = "import torch\n\n\ndef f(total: torch.Tensor, mean: torch.Tensor, old: torch.Tensor):\n    return (total + 1) * mean - total * old\n"
+    assert findings(source) == [
+        (5, "linear interpolation written out: `torch.lerp(old, mean, total + 1)` computes it in one kernel"),
+    ]
+
+
 NOT_TENSORS = """\
 import torch
 

@@ -1,0 +1,27 @@
+# FL019 (unit-offset-scale): its examples, flagged, then its look-alikes, not flagged.
+
+# --- example 1
+import torch
+import torch.nn.functional as F
+
+
+def adaptive_layer_norm(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    normed = F.layer_norm(x, x.shape[-1:])
+    return normed * (gamma + 1.0)
+
+# --- example 2
+import torch
+
+
+def modulate(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return x * (1 + scale[:, None])
+
+# --- look-alike 1
+import torch
+
+
+def f(x: torch.Tensor, gamma: torch.Tensor, shift: torch.Tensor, eps: float):
+    a = x * (1 + eps)
+    b = x * 0.5 * (gamma + 1.0)
+    c = x * (1 + gamma) + shift
+    return a, b, c
