@@ -67,8 +67,9 @@ class RedundantCopy(Rule):
         before the copy's own do to it is past, unless they keep a view of it under another
         name), and the source is only read too. A
         copy that is returned (as it is, through a view, or through its name) is flagged too
-        when the function made its source (an op result, a gather, a copy, also when `+=`
-        updated it in place since; not a parameter or an attribute): the caller gets a tensor
+        when the function made its source (an op result, the output of a `torch.nn` module
+        such as `nn.Linear`, a gather, a copy, also when `+=` updated it in place since; not a
+        parameter or an attribute): the caller gets a tensor
         nobody else holds either way. And `g =
         g.clone()`, where `g` alone holds a tensor the function made, is flagged whatever is
         done with the copy: once `g` is rebound nothing reaches the original. Not flagged: a
@@ -239,6 +240,36 @@ def predict(h: torch.Tensor, coefs: torch.Tensor) -> torch.Tensor:
     return p.type_as(h)
 """,
         ),
+        # a returned copy of a torch.nn module's output: the module made it (under no_grad, fusionrt
+        # and eager: 2 -> 1 writes and kernels; not a contract pair, whose modules' weights require
+        # grad and run eagerly)
+        Example(
+            bad="""\
+import torch
+
+
+class Head(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(32, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x).transpose(1, 2).contiguous()
+""",
+            at=((10, 16),),
+            fixed="""\
+import torch
+
+
+class Head(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(32, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x).transpose(1, 2)
+""",
+        ),
     )
     valid = (
         # the copy protects the source from an in-place write, or the source protects the copy
@@ -316,6 +347,10 @@ def f(x: torch.Tensor) -> torch.Tensor:
     return y * 2, z + 1
 """,
     )
+
+    @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _COPY
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
@@ -430,7 +465,7 @@ _INTEGER_TYPES = frozenset({"long", "int", "short", "bool", "int64", "int32", "i
 
 def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, seen: frozenset[str] = frozenset()) -> str:
     """Where the tensor that ``expr`` views comes from: made by the function (an op result, a
-    gather, a copy), so that no caller holds it; shared (a parameter, an attribute, the result of
+    torch.nn module's output, a gather, a copy), so that no caller holds it; shared (a parameter, an attribute, the result of
     an unknown call); or an index tensor (cast to an integer type), whose layout is often what
     its users expect (``edge_index.t().contiguous()``). Data movement keeps its first operand's type."""
     while True:
@@ -439,7 +474,7 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
                 return _MADE  # indexing by a tensor gathers into a new tensor
             expr = expr.value
             continue
-        op = scope.op(expr)
+        op = scope.op(expr) or scope.module_op(expr)  # `self.fc(x)` of an `nn.Linear` makes a tensor
         if op is None:
             break
         name, kind, operand = op
