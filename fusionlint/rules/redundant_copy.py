@@ -69,8 +69,9 @@ class RedundantCopy(Rule):
         copy that is returned (as it is, through a view, or through its name) is flagged too
         when the function made its source (an op result, the output of a `torch.nn` module
         such as `nn.Linear`, a gather, a copy, also when `+=` updated it in place since; not a
-        parameter or an attribute): the caller gets a tensor
-        nobody else holds either way. And `g =
+        parameter or an attribute): the caller gets a tensor nobody else holds either way
+        (`self.proj(x).transpose(1, 2).contiguous()`: 2 -> 1 writes and kernels, fusionrt and
+        eager). And `g =
         g.clone()`, where `g` alone holds a tensor the function made, is flagged whatever is
         done with the copy: once `g` is rebound nothing reaches the original. Not flagged: a
         copy that is yielded, stored on `self` or in a container, returned with other values,
@@ -240,9 +241,9 @@ def predict(h: torch.Tensor, coefs: torch.Tensor) -> torch.Tensor:
     return p.type_as(h)
 """,
         ),
-        # a returned copy of a torch.nn module's output: the module made it (under no_grad, fusionrt
-        # and eager: 2 -> 1 writes and kernels; not a contract pair, whose modules' weights require
-        # grad and run eagerly)
+        # a returned copy of a torch.nn module's output: the module made it (fusionrt and eager: 2 -> 1
+        # writes and kernels; not a contract pair: each program would build the module with weights
+        # of its own)
         Example(
             bad="""\
 import torch
