@@ -7,6 +7,7 @@ A rule is one class in one file under ``fusionlint/rules/``. It reads the analys
 """
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import ClassVar, Iterable, Sequence
@@ -87,6 +88,14 @@ class Rule:
         where ``check`` could report: the engine does not parse code for which it says False.
         """
         return False
+
+    @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str] | None:
+        """A pattern found in the text of every statement where ``may_match`` says True (None:
+        no such pattern). The engine searches each file once per rule for it and asks
+        ``may_match`` only about the statements on the lines it matched, so it must be a plain
+        search: no ``^`` or ``$`` without ``re.M``, nothing that looks past a statement's text."""
+        return None
 
     def check(self, scope: Scope) -> Iterable[Violation]:
         return ()

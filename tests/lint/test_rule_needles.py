@@ -1,0 +1,105 @@
+"""A rule's needle (``Rule.needle``) is found wherever its text test passes.
+
+The engine asks a rule's text test only about the statements on whose lines one search of the
+file found the needle; a needle that misses a statement the test passes on would hide findings.
+Every statement of every rule's examples and snapshot fixture is asked both ways here, with the
+statements laid out to trip a search of the whole file (a call split over lines, statements
+sharing a line, a header over several lines).
+"""
+from __future__ import annotations
+
+import ast
+import random
+from pathlib import Path
+
+import pytest
+
+from fusionlint.engine import _LINE, _blocks, _Texts, _TextTests
+from fusionlint.ops import op_tables
+from fusionlint.rules import SYNTAX_ERROR_CODE, all_rules
+
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "rules"
+RULES = [rule for rule in all_rules() if rule.code != SYNTAX_ERROR_CODE]
+
+LAYOUTS = '''
+import torch
+
+
+def f(x, w, items, cache, n):
+    y = x.view(
+        -1, 4
+    ) * 2; z = torch.softmax(y, -1); cache.last = z
+    for item in items: items.append(item * 2 + 1)
+    if (y.sum()
+            > 0): y = y @ w
+    out = torch.matmul(x,
+                       w) / n + torch.ones(
+        3)
+    if n == x.shape[0]:
+        out = out * 2
+    return out.clone(), float(out.mean().item())
+'''
+
+
+def sources() -> list[str]:
+    texts = [LAYOUTS]
+    for rule in RULES:
+        for example in rule.examples:
+            texts += [example.bad, example.fixed or "", example.good or ""]
+        texts += list(rule.valid)
+    texts += [path.read_text(encoding="utf-8") for path in sorted(FIXTURES.glob("*.py"))]
+    return [text for text in texts if text]
+
+
+def statements(text: str):
+    """Each statement of ``text`` as the engine's masking sees it: (block, index)."""
+    lines = _LINE.findall(text)
+    todo = [ast.parse(text).body]
+    while todo:
+        body = todo.pop()
+        texts = _Texts(body, lines)
+        for index, node in enumerate(body):
+            yield texts, index
+            todo += _blocks(node)
+
+
+@pytest.mark.parametrize("text", sources(), ids=lambda text: f"{len(text.splitlines())}-lines")
+def test_the_needle_is_found_where_the_text_test_passes(text):
+    tables = op_tables()
+    tests = _TextTests(RULES, text, _LINE.findall(text), tables)
+    for texts, index in statements(text):
+        expected = {rule.code for rule in RULES if rule.may_match(texts, index, tables)}
+        assert tests(texts, index) == expected, texts[index]
+
+
+def test_the_layouts_exercise_the_needles():
+    """The statements above pass the text tests of most rules, each through a needle."""
+    tables = op_tables()
+    tests = _TextTests(RULES, LAYOUTS, _LINE.findall(LAYOUTS), tables)
+    passed = set().union(*(tests(texts, index) for texts, index in statements(LAYOUTS)))
+    with_needles = {rule.code for rule in RULES if rule.needle(tables) is not None}
+    assert len(passed & with_needles) >= len(with_needles) - 3, sorted(with_needles - passed)
+
+
+def test_a_statement_without_needles_is_asked_only_by_rules_without_one():
+    tables = op_tables()
+    text = "import torch\n\n\ndef f(x):\n    return x\n"
+    asked = []
+
+    class Spy:
+        def __init__(self, rule):
+            self.rule = rule
+            self.code = rule.code
+
+        def needle(self, ops):
+            return self.rule.needle(ops)
+
+        def may_match(self, block, index, ops):
+            asked.append(self.code)
+            return self.rule.may_match(block, index, ops)
+
+    rules = [Spy(rule) for rule in random.sample(RULES, len(RULES))]
+    tests = _TextTests(rules, text, _LINE.findall(text), tables)
+    for texts, index in statements(text):
+        tests(texts, index)
+    assert set(asked) == {rule.code for rule in RULES if rule.needle(tables) is None}
