@@ -111,6 +111,10 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _PRODUCT_TEXT
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         return "+" in text and _PRODUCT_TEXT.search(text) is not None
