@@ -272,6 +272,10 @@ def block(x: "Tensor", y: "Tensor"):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _COPY
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         return _COPY.search(block[index]) is not None
 
