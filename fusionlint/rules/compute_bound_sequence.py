@@ -1,6 +1,7 @@
 """FL006: element-wise work between two convolutions that could join the work on either side."""
 from __future__ import annotations
 
+import re
 from typing import Iterator, Sequence
 
 import libcst as cst
@@ -269,6 +270,10 @@ def f(x: np.ndarray, y: np.ndarray, k: np.ndarray):
     return c1 + c2
 """,
     )
+
+    @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return compute_call_text(ops)
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
