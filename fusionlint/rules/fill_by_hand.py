@@ -116,6 +116,10 @@ class LayerScale(nn.Module):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _FACTORY_TEXT
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         return _FACTORY_TEXT.search(text) is not None and any(op in text for op in "*+-")
