@@ -1,6 +1,7 @@
 """FL003: a computed tensor kept alive across a compute-bound op for an element-wise use after it."""
 from __future__ import annotations
 
+import re
 from typing import Iterator, Sequence
 
 import libcst as cst
@@ -289,6 +290,10 @@ def f(x: np.ndarray, y: np.ndarray):
     return s, g
 """,
     )
+
+    @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return compute_call_text(ops)
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
