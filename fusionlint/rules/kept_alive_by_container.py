@@ -35,6 +35,8 @@ _STORE_CALL = re.compile(r"\.\s*(?:append|appendleft|insert|extend)\s*\((.*)", r
 _STORE_CONCAT = re.compile(r"(?:\+=|=\s*\w+\s*\+)\s*[(\[](.*)", re.S)
 _STORE_ASSIGN = re.compile(r"^\s*[\w.]*\w(?:\s*\.\s*\w+|\s*\[[^\]]*\])\s*=\s*\(*\s*([A-Za-z_]\w*)", re.M)
 _ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*=[^=]")
+# in the text of each of the three stores above
+_STORE_TEXT = re.compile(r"\.\s*(?:append|appendleft|insert|extend)\s*\(|\+|\]\s*=|\.\s*\w+\s*=")
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -238,6 +240,10 @@ def f(x: torch.Tensor, arr: np.ndarray, log: dict) -> torch.Tensor:
     return out * b.sum() + b.mean()
 """,
     )
+
+    @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _STORE_TEXT
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
