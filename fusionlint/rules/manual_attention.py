@@ -3,6 +3,7 @@ which writes the whole score matrix, where ``F.scaled_dot_product_attention`` wr
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -263,6 +264,10 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
     return weights @ v, other @ v
 """,
     )
+
+    @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return re.compile("softmax")
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
