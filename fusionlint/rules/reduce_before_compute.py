@@ -159,6 +159,10 @@ def g(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _REDUCTION
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         return _REDUCTION.search(block[index]) is not None
 
