@@ -147,6 +147,11 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        # a fusable pair holds a product or a quotient
+        return re.compile(r"[*/]")
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         return _STRING_STATEMENT.match(text) is None and _FUSABLE_TEXT.search(_code_of(text)) is not None
