@@ -126,6 +126,11 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        # both the product and the rescale hold a `*` or `/`
+        return re.compile(r"[*/]")
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         if len(_PRODUCT_TEXT.findall(text)) >= 2 and _SMALL_TEXT.search(text):
