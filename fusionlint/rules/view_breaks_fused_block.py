@@ -368,6 +368,10 @@ def f(x, c):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _TRIGGER
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         return _TRIGGER.search(block[index]) is not None
 
