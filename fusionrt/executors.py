@@ -31,6 +31,11 @@ class Executor(Protocol):
         returns its output tensors."""
         ...
 
+    def compile_bound(self) -> None:
+        """Get ready every kernel bound since the last call, together (a plan's first run
+        binds all its kernels before it launches any)."""
+        ...
+
 
 class ReferenceExecutor:
     """Each kernel evaluated with eager aten ops: fast on CPU, the default without a GPU."""
@@ -44,6 +49,9 @@ class ReferenceExecutor:
     def bind(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
              outputs: Optional[Sequence[Optional[torch.Tensor]]] = None) -> Callable[[], list[torch.Tensor]]:
         return functools.partial(self.run, kernel, inputs, outputs)
+
+    def compile_bound(self) -> None:
+        """Nothing to compile: aten's kernels."""
 
 
 class MissingTriton(ImportError):

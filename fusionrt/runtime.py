@@ -76,6 +76,8 @@ class Runner:
         for planned, step in zip(plan.kernels, build_steps(plan)):
             with for_planned(planned):  # the kernels it loads are logged and dumped as its own
                 bound.append(step.bind(run))
+        for executor in self._executors.values():
+            executor.compile_bound()
         return BoundPlan([call for call, _ in bound], [sum(_distinct_bytes(t) for t in read) for _, read in bound])
 
 

@@ -21,7 +21,7 @@ from . import pointwise, reduction
 from .cache import KernelCache
 from .config import BlockConfig, Choice, pointwise_choice, reduction_choice
 from .emit import Indexing
-from .launch import BoundKernel, Launch, Spec
+from .launch import BoundKernel, Launch, Spec, compile_new
 from .layout import Layout, analyze, tensor_strides
 from .lowering import UnsupportedKernel, lowered_ops
 from .matmul import MatmulRunner
@@ -107,6 +107,12 @@ class TritonExecutor:
         if spec is None:
             spec = entry.specs[key] = self._spec(kernel, inputs, outs)
         return BoundKernel(spec.bind((*inputs, *outs)), outs, kernel, list(inputs))
+
+    def compile_bound(self) -> None:
+        """The kernels of the launches bound since the last call compile together, on threads
+        (Triton would compile each at its first launch, one after another)."""
+        if not self.interpret:
+            compile_new()
 
     def _entry(self, kernel: FusedKernel) -> _KernelEntry:
         """Found by identity first: hashing a kernel's instructions costs more than the rest of

@@ -16,7 +16,10 @@ including constexprs), and launch hooks (profilers) keep the ``JITFunction`` pat
 """
 from __future__ import annotations
 
+import os
+import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -41,8 +44,12 @@ class Spec:
         self._compiled: dict[tuple, Any] = {}  # (device, pointer alignments) -> CompiledKernel
 
     def bind(self, tensors: Sequence[torch.Tensor]) -> Launch:
-        """A launch over ``tensors`` (inputs then outputs, viewed as the spec expects)."""
-        return Launch(self, tuple(tensors))
+        """A launch over ``tensors`` (inputs then outputs, viewed as the spec expects); one whose
+        kernel is not compiled yet waits in ``_UNCOMPILED`` for ``compile_new``."""
+        launch = Launch(self, tuple(tensors))
+        if not self.interpret and launch._key not in self._compiled:
+            _UNCOMPILED.append(weakref.ref(launch))
+        return launch
 
     def launch_jit(self, args: tuple, key: tuple) -> Any:
         """Launch through ``JITFunction``; remember the compiled binary it used."""
@@ -56,7 +63,7 @@ class Spec:
 class Launch:
     """One kernel launch over fixed tensors: ``launch()`` runs it again."""
 
-    __slots__ = ("spec", "tensors", "args", "params", "device", "_key", "_kernel")
+    __slots__ = ("spec", "tensors", "args", "params", "device", "_key", "_kernel", "__weakref__")
 
     def __init__(self, spec: Spec, tensors: tuple[torch.Tensor, ...], key: tuple | None = None) -> None:
         self.spec = spec
@@ -85,6 +92,57 @@ class Launch:
         g0, g1, g2 = spec.grid3
         kernel.run(g0, g1, g2, spec.driver.active.get_current_stream(self.device.index), kernel.function,
                    kernel.packed_metadata, None, None, None, *self.params)
+
+
+# Launches bound since the last ``compile_new`` whose kernel was not compiled then (weakly: a
+# replay binds one and launches it at once, and nothing may hold its tensors).
+_UNCOMPILED: list[weakref.ref[Launch]] = []
+COMPILE_THREADS = int(os.environ.get("FUSIONRT_COMPILE_THREADS", min(16, os.cpu_count() or 1)))
+
+
+def compile_new() -> None:
+    """Compile the kernels that the launches bound since the last call will need, all at once.
+
+    Triton compiles a kernel at its first launch, one after another: a plan's first run spent
+    most of a whole model's first call there (ptxas and the C compiler of each launcher are
+    processes, LLVM's passes C++). Under Triton's ``AsyncCompileMode`` a thread pool compiles
+    them together, then builds their launchers; a kernel whose compile fails here compiles
+    again at its launch, which raises the error where it belongs."""
+    todo: dict[tuple, Launch] = {}
+    for ref in _UNCOMPILED:
+        launch = ref()
+        if launch is not None and launch._key not in launch.spec._compiled:
+            todo.setdefault((id(launch.spec), launch._key), launch)
+    _UNCOMPILED.clear()
+    if len(todo) < 2 or COMPILE_THREADS < 2:
+        return
+    from triton import AsyncCompileMode
+
+    if _hooked(todo[next(iter(todo))].spec.hooks.launch_enter_hook):
+        return  # a profiler's hook sees each compile at its launch, as without this
+    with ThreadPoolExecutor(min(COMPILE_THREADS, len(todo))) as pool:
+        with AsyncCompileMode(pool, ignore_errors=True):
+            futures = [(launch, launch.spec.fn.run(*launch.args, grid=launch.spec.grid, warmup=True,
+                                                   **launch.spec.constants)) for launch in todo.values()]
+        compiled = [(launch, future.result(ignore_errors=True) if hasattr(future, "future") else future)
+                    for launch, future in futures]
+        compiled = [(launch, kernel) for launch, kernel in compiled if kernel is not None]
+        loaded = list(pool.map(_load, compiled))
+    for (launch, kernel), ok in zip(compiled, loaded):
+        if ok:
+            launch.spec._compiled[launch._key] = kernel
+
+
+def _load(item: tuple[Launch, Any]) -> bool:
+    """Load a compiled kernel on its device and build its launcher (a C compile per signature);
+    False where that fails (too much shared memory: the launch raises it)."""
+    launch, kernel = item
+    try:
+        with torch.cuda.device(launch.device):
+            kernel._init_handles()
+    except Exception:
+        return False
+    return True
 
 
 def _hooked(hook: Any) -> bool:

@@ -192,3 +192,28 @@ def test_bound_launches_repeat_and_follow_pointer_alignment(gpu):
 
 def test_runtime_writes_in_place_and_through_views_on_gpu():
     check_direct_writes("cuda", "triton")
+
+
+def test_a_first_run_compiles_its_new_kernels_together_and_equals_eager(tmp_path, monkeypatch):
+    """A plan's first run binds every kernel, then compiles the new ones on threads before any
+    launch; each launch then finds its kernel compiled, and the results are eager's."""
+    import fusionrt
+    from fusionrt.codegen import launch
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # nothing compiled on disk yet
+    compiled_at_launch = []
+    real = launch.Spec.launch_jit
+    monkeypatch.setattr(launch.Spec, "launch_jit",
+                        lambda spec, args, key: compiled_at_launch.append(key) or real(spec, args, key))
+    x, w = torch.randn(256, 384, device="cuda"), torch.randn(384, device="cuda")
+
+    def program(x, w):
+        h = (x * w).softmax(-1)  # a reduction kernel
+        return (h.sin() + x).sum(0), (x - w).abs().amax(-1)  # more kernels of other kinds
+
+    got, report = fusionrt.measure(program, x, w, executor="triton")
+    expected = program(x, w)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    assert report.kernels >= 2
+    assert compiled_at_launch == []
