@@ -116,15 +116,18 @@ def compile_new() -> None:
     _UNCOMPILED.clear()
     if len(todo) < 2 or COMPILE_THREADS < 2:
         return
-    from triton import AsyncCompileMode
-
+    try:
+        from triton import AsyncCompileMode, FutureKernel
+    except ImportError:  # a Triton without it compiles each kernel at its launch
+        return
     if _hooked(todo[next(iter(todo))].spec.hooks.launch_enter_hook):
         return  # a profiler's hook sees each compile at its launch, as without this
     with ThreadPoolExecutor(min(COMPILE_THREADS, len(todo))) as pool:
         with AsyncCompileMode(pool, ignore_errors=True):
             futures = [(launch, launch.spec.fn.run(*launch.args, grid=launch.spec.grid, warmup=True,
                                                    **launch.spec.constants)) for launch in todo.values()]
-        compiled = [(launch, future.result(ignore_errors=True) if hasattr(future, "future") else future)
+        # leaving the mode waited for every compile; a failed one left no kernel
+        compiled = [(launch, future.kernel if isinstance(future, FutureKernel) else future)
                     for launch, future in futures]
         compiled = [(launch, kernel) for launch, kernel in compiled if kernel is not None]
         loaded = list(pool.map(_load, compiled))
