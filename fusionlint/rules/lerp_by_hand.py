@@ -134,6 +134,11 @@ def g(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, w: torch.Tensor):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        # its text test needs a `*`
+        return re.compile(r"\*")
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         return "*" in text and _LERP_TEXT.search(text) is not None
