@@ -140,6 +140,10 @@ def f(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _ROTATE_CALL
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         return "*" in text and "+" in text and _ROTATE_CALL.search(text) is not None
