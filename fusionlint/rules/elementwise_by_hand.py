@@ -140,6 +140,10 @@ def g(x: torch.Tensor):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _CALL_TEXT
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         # every formula has an operator but ``log1p(exp(x))``
