@@ -106,6 +106,11 @@ def f(x: torch.Tensor, gamma: torch.Tensor, shift: torch.Tensor, eps: float):
     )
 
     @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        # its text test needs a `*`
+        return re.compile(r"\*")
+
+    @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         return "*" in text and _ONE_PLUS_TEXT.search(text) is not None
