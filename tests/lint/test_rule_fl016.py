@@ -61,6 +61,23 @@ def test_ends_that_may_be_numbers_are_not_flagged():
     assert findings(NOT_TENSORS) == []
 
 
+# timm's mixup: one name holds a NumPy array in one branch and a tensor in the other.
+NUMPY_BRANCH = """\
+import numpy as np
+import torch
+
+
+def mix(mixed_i, mixed_j, lam: float, is_np: bool):
+    if is_np:
+        return mixed_i.astype(np.float32) * lam + mixed_j.astype(np.float32) * (1 - lam)
+    return mixed_i.clone() * lam + mixed_j.clone() * (1 - lam)
+"""
+
+
+def test_a_numpy_astype_is_no_tensor():
+    assert [line for line, _ in findings(NUMPY_BRANCH)] == [8]
+
+
 MASK_TOKEN = """\
 import torch
 from torch import nn
