@@ -208,21 +208,40 @@ def _check(
     if masked is None:
         return [], []
 
-    import libcst as cst
-
     try:
-        module = cst.parse_module(masked.text)
+        module = _parse_module(masked.text)
     except Exception as exc:  # the masked text may trip libcst where the whole file does not
         if _recursed(exc):
             raise  # lint_source retries with a deeper stack
         masked = None
         try:
-            module = cst.parse_module(text)
+            module = _parse_module(text)
         except Exception as exc:
             if _recursed(exc):
                 raise
             return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
     return _run_rules(module, masked, lines, path, rules, codes, tables, facts)
+
+
+def _parse_module(text: str):
+    """libcst's module of ``text``, parsed without validating each node as it is built.
+
+    A node validates its fields when it is made, which is a tenth of a parse; the parser makes
+    valid nodes. The nodes the rules make for their fixes, after the parse, are still validated.
+    """
+    import libcst as cst
+    from libcst._nodes.base import CSTNode
+
+    validate = CSTNode.__post_init__
+    CSTNode.__post_init__ = _unvalidated
+    try:
+        return cst.parse_module(text)
+    finally:
+        CSTNode.__post_init__ = validate
+
+
+def _unvalidated(node) -> None:
+    pass
 
 
 def _run_rules(

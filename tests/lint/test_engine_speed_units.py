@@ -102,3 +102,15 @@ def test_the_facts_walk_meets_the_nodes_in_ast_walk_order() -> None:
     expected = list(ast.walk(tree))
     assert [id(node) for node in _walk(tree)] == [id(node) for node in expected]
     assert len(expected) > 100
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_the_unvalidated_parse_gives_libcsts_tree_and_validation_comes_back(name: str) -> None:
+    from fusionlint.engine import _parse_module
+
+    text = LAYOUTS[name].lstrip("\n")
+    module = _parse_module(text)
+    assert module.deep_equals(cst.parse_module(text))
+    assert module.code == text
+    with pytest.raises(cst.CSTValidationError):  # the nodes a fix makes are still checked
+        cst.SimpleWhitespace("not whitespace")
