@@ -44,6 +44,8 @@ _COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None
 _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
 # `if denom > 0:` or `float(denom)` on a name a few lines above computed
 _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
+# a word _NAME_READ needs: searched first, it spares most statements _NAME_READ's backtracking `.*`
+_NAME_READ_WORD = re.compile(r"(?:if|bool|float|int)\b")
 
 
 class HostSyncInTensorWork(Rule):
@@ -385,7 +387,7 @@ def report(x: torch.Tensor) -> list:
             _op_call_text(ops).search(block[later]) for later in range(index + 1, min(index + 4, len(block)))
         ):
             return True
-        read = _NAME_READ.match(text)
+        read = _NAME_READ.match(text) if _NAME_READ_WORD.search(text) else None
         if read is None:
             return False
         if index == 0 and not text.lstrip().startswith(("if", "elif")):
