@@ -529,6 +529,7 @@ class _Texts:
         self.body = body
         self.lines = lines
         self.texts: list[str | None] = [None] * len(body)  # a rule's test may read every statement
+        self.spans: list[tuple[int, int] | None] = [None] * len(body)
 
     def __len__(self) -> int:
         return len(self.body)
@@ -542,12 +543,15 @@ class _Texts:
 
     def span(self, index: int) -> tuple[int, int]:
         """The first and last line of the statement's text."""
-        node = self.body[index]
-        last = node.end_lineno or node.lineno
-        inner = _blocks(node)
-        if inner:
-            last = max(node.lineno, min(b[0].lineno for b in inner) - 1)
-        return node.lineno, last
+        span = self.spans[index]
+        if span is None:
+            node = self.body[index]
+            last = node.end_lineno or node.lineno
+            inner = _blocks(node)
+            if inner:
+                last = max(node.lineno, min(b[0].lineno for b in inner) - 1)
+            span = self.spans[index] = node.lineno, last
+        return span
 
 
 class _TextTests:
