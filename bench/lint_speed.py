@@ -114,6 +114,7 @@ def main() -> int:
     parser.add_argument("--result", type=Path, default=RESULT, help=f"where the report goes (default: {RESULT})")
     result = parser.parse_args().result
     models = ensure_corpus()
+    load_before = os.getloadavg()[0]
     files = sorted(p for p in models.rglob("*") if p.suffix in (".py", ".pyi", ".ipynb"))
     lines = sum(p.read_bytes().count(b"\n") for p in files)
     mention_torch = sum(b"torch" in p.read_bytes() for p in files)
@@ -149,7 +150,10 @@ def main() -> int:
     per_rule = collections.Counter(f["code"] for f in findings)
     random.seed(0)
     sample = random.sample(findings, min(12, len(findings)))
-    report = render(files, lines, mention_torch, runs, (large_lines, memory), startup, engine_import, no_files, per_rule, sample)
+    report = render(
+        files, lines, mention_torch, runs, (large_lines, memory), startup, engine_import, no_files, per_rule, sample,
+        load_before,
+    )
     result.parent.mkdir(parents=True, exist_ok=True)
     result.write_text(report)
     print(report)
@@ -167,7 +171,7 @@ def verdicts(kind: str, values: list[tuple[float, float]], memory: float) -> tup
     return text, all(ok for _, ok in checks)
 
 
-def render(files, lines, mention_torch, runs, large, startup, engine_import, no_files, per_rule, sample) -> str:
+def render(files, lines, mention_torch, runs, large, startup, engine_import, no_files, per_rule, sample, load_before) -> str:
     cpu_model = next(
         (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
         platform.processor(),
@@ -178,7 +182,8 @@ def render(files, lines, mention_torch, runs, large, startup, engine_import, no_
         "",
         f"- Date: {datetime.date.today().isoformat()}; commit {commit or 'unknown'}",
         f"- Machine: {cpu_model}, {len(os.sched_getaffinity(0))} cores usable, {platform.system()} {platform.release()};"
-        f" load average {os.getloadavg()[0]:.1f} when the runs ended (other work on the machine inflates wall times)",
+        f" load average {load_before:.1f} when the runs began, {os.getloadavg()[0]:.1f} when they ended (other work on the"
+        " machine inflates wall times, and CPU seconds less so)",
         f"- Python {platform.python_version()}, libcst {metadata.version('libcst')}, fusionlint {metadata.version('fusionlint')}",
         f"- Corpus: transformers {WHEEL_VERSION} wheel, {len(files)} files, {lines:,} lines, {mention_torch} mention torch",
         "- Command: `fusionlint check --output-format json transformers/models` (default config: every rule)",
