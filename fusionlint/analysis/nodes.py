@@ -224,3 +224,20 @@ class _NameUse(Walker):
 
 def is_method_call(expr: cst.BaseExpression, name: str) -> bool:
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == name
+
+
+def code_of(expr: cst.BaseExpression) -> str:
+    """An expression's source without its outer parentheses: how a message quotes it, and how
+    two expressions are told to be the same."""
+    return cst.Module([]).code_for_node(expr.with_changes(lpar=[], rpar=[]))
+
+
+def same_expression(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    return code_of(a) == code_of(b)
+
+
+def factors_of(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a * b * c`` -> [a, b, c], parenthesized products flattened too; anything else is one factor."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return [*factors_of(expr.left), *factors_of(expr.right)]
+    return [expr]

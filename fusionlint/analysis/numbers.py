@@ -48,3 +48,18 @@ class NumberNames:
         if isinstance(expr, cst.Name):
             return self.holds_number(expr.value)
         return False
+
+
+def is_one(expr: cst.BaseExpression) -> bool:
+    """The literal 1 (``1``, ``1.0``)."""
+    return isinstance(expr, (cst.Integer, cst.Float)) and expr.evaluated_value == 1
+
+
+def one_plus(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``x`` of ``1 + x`` or ``x + 1``."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        if is_one(expr.left):
+            return expr.right
+        if is_one(expr.right):
+            return expr.left
+    return None

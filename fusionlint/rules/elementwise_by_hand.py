@@ -10,7 +10,8 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, own_parts, scope_statements
-from fusionlint.analysis.nodes import Walker
+from fusionlint.analysis.nodes import Walker, code_of, factors_of, same_expression
+from fusionlint.analysis.numbers import is_one, one_plus
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
@@ -187,22 +188,22 @@ def _silu(scope: Scope, node: cst.BinaryOperation) -> Match | None:
         return None
     for x, gate in ((node.left, node.right), (node.right, node.left)):
         operand = _applied(scope, gate, "sigmoid")
-        if operand is not None and _same(operand, x):
+        if operand is not None and same_expression(operand, x):
             return "SiLU", "F.silu"
     return None
 
 
 def _gelu(scope: Scope, node: cst.BinaryOperation) -> Match | None:
     """A product of ``0.5``, ``x`` and ``1 + erf(x / sqrt(2))`` or ``1 + tanh(...0.044715...)``."""
-    factors = _factors(node)
+    factors = factors_of(node)
     if len(factors) != 3 or not isinstance(node.operator, cst.Multiply):
         return None
     halves = [f for f in factors if isinstance(f, cst.Float) and f.evaluated_value == 0.5]
-    for one_plus in factors:
-        inner = _one_plus(one_plus)
+    for offset in factors:
+        inner = one_plus(offset)
         if not halves or inner is None:
             continue
-        rest = [f for f in factors if f is not one_plus and f is not halves[0]]
+        rest = [f for f in factors if f is not offset and f is not halves[0]]
         if len(rest) != 1:
             continue
         x = rest[0]
@@ -210,14 +211,14 @@ def _gelu(scope: Scope, node: cst.BinaryOperation) -> Match | None:
         if erf is not None and _is_over_sqrt_two(erf, x):
             return "GELU", "F.gelu"
         tanh = _applied(scope, inner, "tanh")
-        if tanh is not None and _GELU_TANH_CONSTANT in _code(tanh) and _code(x) in _code(tanh):
+        if tanh is not None and _GELU_TANH_CONSTANT in code_of(tanh) and code_of(x) in code_of(tanh):
             return "GELU's tanh approximation", 'F.gelu(..., approximate="tanh")'
     return None
 
 
 def _expm1(scope: Scope, node: cst.BinaryOperation) -> Match | None:
     """``exp(x) - 1``."""
-    if isinstance(node.operator, cst.Subtract) and _is_one(node.right) and _applied(scope, node.left, "exp") is not None:
+    if isinstance(node.operator, cst.Subtract) and is_one(node.right) and _applied(scope, node.left, "exp") is not None:
         return "`exp(x) - 1`", "torch.expm1"
     return None
 
@@ -225,7 +226,7 @@ def _expm1(scope: Scope, node: cst.BinaryOperation) -> Match | None:
 def _softplus_or_log1p(scope: Scope, node: cst.Call) -> Match | None:
     """``log(1 + exp(x))`` / ``log1p(exp(x))``: ``F.softplus``; ``log(1 + x)``: ``torch.log1p``."""
     argument = _applied(scope, node, "log")
-    inner = _one_plus(argument) if argument is not None else None
+    inner = one_plus(argument) if argument is not None else None
     if inner is None:
         inner = _applied(scope, node, "log1p")
         if inner is None:
@@ -246,42 +247,15 @@ def _applied(scope: Scope, expr: cst.BaseExpression, op: str) -> cst.BaseExpress
     return None
 
 
-def _one_plus(expr: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``x`` of ``1 + x`` or ``x + 1``."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-        if _is_one(expr.left):
-            return expr.right
-        if _is_one(expr.right):
-            return expr.left
-    return None
-
 
 def _is_over_sqrt_two(argument: cst.BaseExpression, x: cst.BaseExpression) -> bool:
     """``x / sqrt(2)``, ``x / 1.4142...``, ``x * 0.7071...`` (either order)."""
     if not isinstance(argument, cst.BinaryOperation):
         return False
     if isinstance(argument.operator, cst.Divide):
-        return _same(argument.left, x) and _SQRT_TWO.match(_code(argument.right)) is not None
+        return same_expression(argument.left, x) and _SQRT_TWO.match(code_of(argument.right)) is not None
     if isinstance(argument.operator, cst.Multiply):
-        return any(_same(a, x) and _INVERSE_SQRT_TWO.match(_code(b)) is not None
+        return any(same_expression(a, x) and _INVERSE_SQRT_TWO.match(code_of(b)) is not None
                    for a, b in ((argument.left, argument.right), (argument.right, argument.left)))
     return False
 
-
-def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """``a * b * c`` -> [a, b, c] (parenthesized products too); anything else is one factor."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return [*_factors(expr.left), *_factors(expr.right)]
-    return [expr]
-
-
-def _is_one(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, (cst.Integer, cst.Float)) and expr.evaluated_value == 1
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node.with_changes(lpar=[], rpar=[]))
-
-
-def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-    return _code(a) == _code(b)

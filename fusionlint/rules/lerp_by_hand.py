@@ -8,7 +8,8 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, own_parts, scope_statements
-from fusionlint.analysis.nodes import Walker
+from fusionlint.analysis.nodes import Walker, code_of, same_expression
+from fusionlint.analysis.numbers import is_one
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
@@ -152,7 +153,7 @@ def g(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, w: torch.Tensor):
                 found = _interpolation(total)
                 if found is None or not all(scope.is_tensor(end) for end in found[:2]):
                     continue
-                start, end, weight = (_code(node.with_changes(lpar=[], rpar=[])) for node in found)
+                start, end, weight = (code_of(node) for node in found)
                 lerp = f"torch.lerp({start}, {end}, {weight})"
                 yield Violation(total, message=f"linear interpolation written out: `{lerp}` computes it in one kernel")
 
@@ -189,7 +190,7 @@ def _blend(start_term: cst.BaseExpression, end_term: cst.BaseExpression) -> Inte
         if weight is None:
             continue
         for w, end in _factor_orders(end_term):
-            if _same(w, weight):
+            if same_expression(w, weight):
                 return start, end, weight
     return None
 
@@ -198,7 +199,7 @@ def _step(start: cst.BaseExpression, product: cst.BaseExpression) -> Interpolati
     """``start + w * (end - start)``."""
     for weight, difference in _factor_orders(product):
         if isinstance(difference, cst.BinaryOperation) and isinstance(difference.operator, cst.Subtract):
-            if _same(difference.right, start):
+            if same_expression(difference.right, start):
                 return start, difference.left, weight
     return None
 
@@ -210,7 +211,7 @@ def _extrapolation(end_term: cst.BaseExpression, start_term: cst.BaseExpression)
         if weight is None:
             continue
         for w, start in _factor_orders(start_term):
-            if _same(w, weight):
+            if same_expression(w, weight):
                 return start, end, one_plus
     return None
 
@@ -224,26 +225,13 @@ def _factor_orders(expr: cst.BaseExpression) -> list[tuple[cst.BaseExpression, c
 
 def _one_and(expr: cst.BaseExpression, operator: type) -> cst.BaseExpression | None:
     """``w`` of ``1 - w`` (``operator`` Subtract) or ``1 + w`` (Add); ``1.0`` too."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, operator) and _is_one(expr.left):
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, operator) and is_one(expr.left):
         return expr.right
     return None
 
 
 def _and_one(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     """``w`` of ``w + 1``."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add) and _is_one(expr.right):
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add) and is_one(expr.right):
         return expr.left
     return None
-
-
-def _is_one(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, (cst.Integer, cst.Float)) and expr.evaluated_value == 1
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
-
-
-def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-    """The same expression, outer parentheses aside."""
-    return _code(a.with_changes(lpar=[], rpar=[])) == _code(b.with_changes(lpar=[], rpar=[]))

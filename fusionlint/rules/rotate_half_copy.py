@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import ModuleFacts, Scope, own_parts, scope_statements
-from fusionlint.analysis.nodes import Walker
+from fusionlint.analysis.nodes import Walker, code_of, factors_of
 from fusionlint.analysis.views import ast_view, dotted_path
 from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import OpTables
@@ -174,21 +174,15 @@ class _Sums(Walker):
 def _rotated_term(facts: ModuleFacts, total: cst.BinaryOperation) -> str | None:
     """The name of the rotation in ``x * cos + rotate(x) * sin`` (either order), else None."""
     for plain, rotated in ((total.left, total.right), (total.right, total.left)):
-        plain_factors = [_code(f) for f in _factors(plain)]
-        for factor in _factors(rotated):
+        plain_factors = [code_of(f) for f in factors_of(plain)]
+        for factor in factors_of(rotated):
             if not (isinstance(factor, cst.Call) and isinstance(factor.func, cst.Name) and len(factor.args) == 1):
                 continue
             name = factor.func.value
-            if _code(factor.args[0].value) in plain_factors and _is_rotation(facts, name):
+            if code_of(factor.args[0].value) in plain_factors and _is_rotation(facts, name):
                 return name
     return None
 
-
-def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """``a * b * c`` -> [a, b, c]; anything else is one factor."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return [*_factors(expr.left), *_factors(expr.right)]
-    return [expr]
 
 
 def _is_rotation(facts: ModuleFacts, name: str) -> bool:
@@ -208,7 +202,3 @@ def _joins_negated(facts: ModuleFacts, node: ast.AST) -> bool:
         dotted is not None and facts.canonical(dotted) in _JOINS and len(parts) == 2
         and isinstance(parts[0], ast.UnaryOp) and isinstance(parts[0].op, ast.USub)
     )
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node.with_changes(lpar=[], rpar=[]))

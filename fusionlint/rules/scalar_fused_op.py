@@ -10,7 +10,7 @@ import libcst as cst
 
 from fusionlint.analysis import Scope, own_parts, scope_statements
 from fusionlint.analysis.numbers import NumberNames
-from fusionlint.analysis.nodes import Walker
+from fusionlint.analysis.nodes import Walker, factors_of
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, fused_call, replace_nodes
@@ -193,12 +193,6 @@ class _Sums(Walker):
         return False  # an in-place update: the fused op would be ``add_``, not this rewrite
 
 
-def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """``a * b * v`` -> [a, b, v] (a product, flattened; anything else is one factor)."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return [*_factors(expr.left), *_factors(expr.right)]
-    return [expr]
-
 
 def _rewrite(scope: Scope, numbers: NumberNames, total: cst.BinaryOperation):
     """(fused op, its tensor arguments, its scale or None) for ``total``, or None."""
@@ -207,7 +201,7 @@ def _rewrite(scope: Scope, numbers: NumberNames, total: cst.BinaryOperation):
     for term, other in sides:
         if not _is_scaled(term) or _is_scaled(other) or not scope.is_tensor(other) or _is_batched_product(scope, term):
             continue
-        factors = _factors(term)
+        factors = factors_of(term)
         tensors = [f for f in factors if scope.is_tensor(f)]
         scales = [f for f in factors if not scope.is_tensor(f)]
         if len(scales) > 1 or not all(numbers.is_number(s) for s in scales):
@@ -237,7 +231,7 @@ def _is_quotient(scope: Scope, expr: cst.BaseExpression) -> bool:
 
 def _is_batched_product(scope: Scope, term: cst.BaseExpression) -> bool:
     """A factor that is ``bmm``/``mm``: FL012 fuses the whole sum into the GEMM."""
-    for factor in _factors(term):
+    for factor in factors_of(term):
         op = scope.op(factor)
         if op is not None and op[0] in ("bmm", "mm"):
             return True

@@ -8,7 +8,8 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, own_parts, scope_statements
-from fusionlint.analysis.nodes import Walker
+from fusionlint.analysis.nodes import Walker, code_of
+from fusionlint.analysis.numbers import one_plus
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
@@ -123,7 +124,7 @@ def f(x: torch.Tensor, gamma: torch.Tensor, shift: torch.Tensor, eps: float):
             for product in products.found:
                 found = _scaled(scope, product)
                 if found is not None:
-                    x, s = (_code(node) for node in found)
+                    x, s = (code_of(node) for node in found)
                     yield Violation(product, message=f"`{x}` scaled by one plus `{s}`: `torch.addcmul({x}, {x}, {s})` is one kernel")
 
 
@@ -144,27 +145,9 @@ class _Products(Walker):
 def _scaled(scope: Scope, product: cst.BinaryOperation) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
     """(x, s) of ``x * (1 + s)`` (either order), both tensors, ``x`` no product and not ``s``."""
     for x, factor in ((product.left, product.right), (product.right, product.left)):
-        s = _one_plus(factor)
-        if s is None or isinstance(x, cst.BinaryOperation) or _code(s) == _code(x):
+        s = one_plus(factor)
+        if s is None or isinstance(x, cst.BinaryOperation) or code_of(s) == code_of(x):
             continue
         if scope.is_tensor(x) and scope.is_tensor(s):
             return x, s
     return None
-
-
-def _one_plus(expr: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``s`` of ``1 + s`` or ``s + 1`` (``1.0`` too)."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-        if _is_one(expr.left):
-            return expr.right
-        if _is_one(expr.right):
-            return expr.left
-    return None
-
-
-def _is_one(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, (cst.Integer, cst.Float)) and expr.evaluated_value == 1
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node.with_changes(lpar=[], rpar=[]))
