@@ -373,3 +373,51 @@ def test_whole_models_at_small_sizes(name, executor):
     graphs = new_graphs(before)
     assert graphs and all(g.stats.replays >= 1 for g in graphs), [g.stats for g in graphs]
     assert sum(g.report.writes for g in graphs) < sum(g.report.eager_writes for g in graphs)
+
+
+class Mlp(nn.Module):
+    """A transformer MLP on (batch, tokens, dim): AOTAutograd gives ``view -> addmm -> view``."""
+
+    def __init__(self, dim: int = 32) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        h = torch.nn.functional.gelu(self.up(x), approximate="tanh")
+        return (self.down(h * 0.5 + h.sigmoid()) + residual).square()
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_the_activation_after_a_linear_layer_joins_its_matmul(executor):
+    """The activation of a 3-d linear layer runs in the matmul's epilogue: no kernel of its own,
+    and the hidden tensor is written once, not twice; the results are eager's."""
+    model = Mlp().eval()
+    compiled = compile_(model, executor)
+    before = len(compiled_graphs())
+    with torch.no_grad():
+        for _ in range(2):
+            x, residual = torch.randn(4, 8, 32), torch.randn(4, 8, 32)
+            torch.testing.assert_close(compiled(x, residual), model(x, residual), rtol=1e-4, atol=1e-5)
+    (graph,) = new_graphs(before)
+    names = [k.name for k in graph.report.kernel_records]
+    assert any(name.startswith("addmm") and "gelu" in name and "sigmoid" in name for name in names), names
+    # the second matmul takes the residual add; the returned square keeps its own kernel
+    assert any(name.startswith("addmm") and name.endswith("add") for name in names), names
+    assert graph.report.kernels == 3, names
+
+
+def test_views_are_not_moved_where_an_operand_is_shaped_like_the_view():
+    """A bias of the last dim's size moves onto the rows with the matmul's result, a residual of
+    the viewed shape too (read through a view); an operand that broadcasts over other dims does
+    not, and what the graph returns keeps its form."""
+    from fusionrt.sink_views import sink_views
+
+    def f(x, w, bias, residual, per_token):
+        h = (torch.nn.functional.linear(x, w) + bias).relu() + residual
+        return (h * per_token).exp()
+
+    args = (torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5), torch.randn(2, 3, 5), torch.randn(2, 3, 1))
+    gm = torch.fx.experimental.proxy_tensor.make_fx(f, tracing_mode="fake")(*args)
+    moved = sink_views(gm)
+    assert moved == 3  # bias add, relu, residual add; not the per-token scale, not the returned exp
+    torch.testing.assert_close(gm(*args), f(*args))
