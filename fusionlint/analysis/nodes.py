@@ -241,3 +241,22 @@ def factors_of(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
         return [*factors_of(expr.left), *factors_of(expr.right)]
     return [expr]
+
+
+def operations(node: cst.CSTNode, operators: tuple[type, ...],
+               skip: tuple[type, ...] = ()) -> list[cst.BinaryOperation]:
+    """The binary operations under ``node`` whose operator is one of ``operators``, outermost
+    first; what is under a node of a ``skip`` type (a lambda, an augmented assignment) is not
+    looked at."""
+    found: list[cst.BinaryOperation] = []
+
+    def visit(n: cst.CSTNode) -> None:
+        if isinstance(n, skip):
+            return
+        if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, operators):
+            found.append(n)
+        for child in children(n):
+            visit(child)
+
+    visit(node)
+    return found

@@ -8,7 +8,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, own_parts, scope_statements
-from fusionlint.analysis.nodes import Walker, code_of, same_expression
+from fusionlint.analysis.nodes import code_of, operations, same_expression
 from fusionlint.analysis.numbers import is_one
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
@@ -146,10 +146,9 @@ def g(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, w: torch.Tensor):
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
-            sums = _Sums()
-            for part in own_parts(ref.node):
-                sums.walk(part)
-            for total in sums.found:
+            sums = [op for part in own_parts(ref.node)
+                    for op in operations(part, (cst.Add, cst.Subtract), skip=(cst.Lambda,))]
+            for total in sums:
                 found = _interpolation(total)
                 if found is None or not all(scope.is_tensor(end) for end in found[:2]):
                     continue
@@ -157,19 +156,6 @@ def g(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, w: torch.Tensor):
                 lerp = f"torch.lerp({start}, {end}, {weight})"
                 yield Violation(total, message=f"linear interpolation written out: `{lerp}` computes it in one kernel")
 
-
-class _Sums(Walker):
-    """The ``+`` and ``-`` operations of a statement (not of its lambdas)."""
-
-    def __init__(self) -> None:
-        self.found: list[cst.BinaryOperation] = []
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, (cst.Add, cst.Subtract)):
-            self.found.append(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
 
 
 def _interpolation(total: cst.BinaryOperation) -> Interpolation | None:

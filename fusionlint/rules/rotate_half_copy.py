@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import ModuleFacts, Scope, own_parts, scope_statements
-from fusionlint.analysis.nodes import Walker, code_of, factors_of
+from fusionlint.analysis.nodes import code_of, factors_of, operations
 from fusionlint.analysis.views import ast_view, dotted_path
 from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import OpTables
@@ -150,25 +150,13 @@ def f(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
-            sums = _Sums()
-            for part in own_parts(ref.node):
-                sums.walk(part)
-            for total in sums.found:
+            sums = [op for part in own_parts(ref.node) for op in operations(part, (cst.Add,))]
+            for total in sums:
                 rotated = _rotated_term(scope.facts, total)
                 if rotated is not None:
                     yield Violation(total, message=f"rotary embedding through a rotated copy (`{rotated}` concatenates): "
                                                    "rotate the halves element-wise and concatenate once")
 
-
-class _Sums(Walker):
-    """The ``+`` operations of a statement."""
-
-    def __init__(self) -> None:
-        self.found: list[cst.BinaryOperation] = []
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, cst.Add):
-            self.found.append(node)
 
 
 def _rotated_term(facts: ModuleFacts, total: cst.BinaryOperation) -> str | None:

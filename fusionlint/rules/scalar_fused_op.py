@@ -10,7 +10,7 @@ import libcst as cst
 
 from fusionlint.analysis import Scope, own_parts, scope_statements
 from fusionlint.analysis.numbers import NumberNames
-from fusionlint.analysis.nodes import Walker, factors_of
+from fusionlint.analysis.nodes import factors_of, operations
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, fused_call, replace_nodes
@@ -160,11 +160,10 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
         numbers = NumberNames(scope)
         for ref in scope_statements(scope):
             statement = ref.node
-            sums = _Sums()
-            for part in own_parts(statement):
-                sums.walk(part)
+            sums = [op for part in own_parts(statement)
+                    for op in operations(part, (cst.Add, cst.Subtract), skip=(cst.AugAssign,))]
             rewritten: set[int] = set()  # operands of a reported sum: reported with it
-            for total in sums.found:
+            for total in sums:
                 rewrite = None if id(total) in rewritten else _rewrite(scope, numbers, total)
                 if rewrite is None:
                     continue
@@ -178,19 +177,6 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
                     fix = (StatementEdit(statement, (replace_nodes(statement, {total: fused}),)),)
                 yield Violation(total, fix=fix, message=f"written-out arithmetic that `{func}` does in one kernel")
 
-
-class _Sums(Walker):
-    """The ``+`` and ``-`` operations of an expression, outermost first (the walk is pre-order)."""
-
-    def __init__(self) -> None:
-        self.found: list[cst.BinaryOperation] = []
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, (cst.Add, cst.Subtract)):
-            self.found.append(node)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> bool:
-        return False  # an in-place update: the fused op would be ``add_``, not this rewrite
 
 
 

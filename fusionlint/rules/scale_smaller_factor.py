@@ -8,7 +8,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
-from fusionlint.analysis.nodes import Walker
+from fusionlint.analysis.nodes import operations
 from fusionlint.analysis.numbers import NumberNames
 from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later
 from fusionlint.model import EAGER, FixSafety
@@ -146,11 +146,10 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
-            products = _Products()
-            for part in own_parts(ref.node):
-                products.walk(part)
+            products = [op for part in own_parts(ref.node)
+                        for op in operations(part, (cst.Multiply, cst.Divide), skip=(cst.Lambda,))]
             reported: set[int] = set()
-            for node in products.found:
+            for node in products:
                 if id(node) in reported:
                     continue
                 regrouped = _regrouped(scope, node)
@@ -168,19 +167,6 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
                     fix = fix and (*fix, StatementEdit(later.statement.node, ()))
                 yield Violation(later.node, fix=fix)
 
-
-class _Products(Walker):
-    """The ``*`` and ``/`` operations of an expression, outermost first."""
-
-    def __init__(self) -> None:
-        self.found: list[cst.BinaryOperation] = []
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, (cst.Multiply, cst.Divide)):
-            self.found.append(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
 
 
 def _regrouped(scope: Scope, node: cst.BinaryOperation) -> cst.BaseExpression | None:

@@ -8,7 +8,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, own_parts, scope_statements
-from fusionlint.analysis.nodes import Walker, code_of
+from fusionlint.analysis.nodes import code_of, operations
 from fusionlint.analysis.numbers import one_plus
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
@@ -118,28 +118,14 @@ def f(x: torch.Tensor, gamma: torch.Tensor, shift: torch.Tensor, eps: float):
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
-            products = _Products()
-            for part in own_parts(ref.node):
-                products.walk(part)
-            for product in products.found:
+            products = [op for part in own_parts(ref.node)
+                        for op in operations(part, (cst.Multiply,), skip=(cst.Lambda,))]
+            for product in products:
                 found = _scaled(scope, product)
                 if found is not None:
                     x, s = (code_of(node) for node in found)
                     yield Violation(product, message=f"`{x}` scaled by one plus `{s}`: `torch.addcmul({x}, {x}, {s})` is one kernel")
 
-
-class _Products(Walker):
-    """The ``*`` operations of a statement (not of its lambdas)."""
-
-    def __init__(self) -> None:
-        self.found: list[cst.BinaryOperation] = []
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, cst.Multiply):
-            self.found.append(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
 
 
 def _scaled(scope: Scope, product: cst.BinaryOperation) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
