@@ -33,6 +33,7 @@ from .attention import route_attention
 from .capture import COMPOSITE_OPS, EXTERN_KINDS, REDUCTION_OPS, recorded_from
 from .kernel_ir import POINTWISE_OPS
 from .replay import Jitted, global_state, jit
+from .sink_views import sink_views
 
 __all__ = ["fusionrt_backend", "decompositions", "compiled_graphs", "cuda_graphed", "CudaGraphed", "HeldResults"]
 
@@ -92,6 +93,7 @@ def compiled_graphs() -> list[Jitted]:
 def _compiler(executor: str, policy: str,
               graphed: bool) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        sink_views(gm)
         jitted = jit(SourcedGraph(gm), executor=executor, policy=policy)
         _GRAPHS[:] = [ref for ref in _GRAPHS[-_MAX_GRAPHS + 1:] if ref() is not None]
         _GRAPHS.append(weakref.ref(jitted))

@@ -118,8 +118,13 @@ class FusedStep(_KernelStep):
         super().__init__(planned, home)
         self._aside: Optional[int] = None  # the first output computed aside (len(outputs): none)
         self._relaunch: Any = None
+        self._by_address: Optional[_ByAddress] = None
 
     def bind(self, env: Env) -> Bound:
+        if self._by_address is not None and self._by_address.launch.ready():
+            bound = self._by_address.bind(env)
+            if bound is not None:
+                return bound
         planned, kernel = self.planned, self.planned.kernel
         inputs = self.inputs(env)
         device = inputs[0].device if inputs else _device(planned.outputs)
@@ -135,6 +140,8 @@ class FusedStep(_KernelStep):
         outputs = [_viewed_as(t, kernel.output_shape(j)) if j < aside else None for j, t in enumerate(targets)]
         compute = self._launch(env, device, inputs, outputs)
         if aside == len(targets):
+            if self._relaunch is not None and self._by_address is None:
+                self._by_address = _ByAddress.of(self, env, inputs, device)
             return compute, inputs
 
         def compute_and_copy() -> None:
@@ -157,6 +164,50 @@ class FusedStep(_KernelStep):
         if env.replays and hasattr(bound, "relauncher"):  # the reference executor evaluates anew
             self._relaunch = bound.relauncher()
         return bound
+
+
+class _ByAddress:
+    """A replayed ``FusedStep`` launched over addresses: each input is read at the byte offset
+    from the tensor it is viewed from that the first replay found, so no view is made. A replay's
+    guards fix every layout; where one differs anyway (or an address is less aligned than the
+    kernel was compiled for) ``bind`` returns None and the step binds as before."""
+
+    __slots__ = ("reads", "outputs", "launch", "device")
+
+    def __init__(self, reads: list[tuple[Any, bool, tuple, int]], outputs: list[tuple[Node, bool]],
+                 launch: Any, device: torch.device) -> None:
+        self.reads, self.outputs, self.launch, self.device = reads, outputs, launch, device
+
+    @classmethod
+    def of(cls, step: FusedStep, env: Env, inputs: list[torch.Tensor], device: torch.device) -> Optional[_ByAddress]:
+        launch = step._relaunch.by_address()
+        if launch is None:
+            return None
+        reads = []
+        for inp, view in zip(step.planned.inputs, inputs):
+            src = inp.view or inp.src
+            base = src.root if isinstance(src, View) else src
+            t = env.leaves[base] if isinstance(base, Leaf) else env.buffers[base]
+            if t.untyped_storage().data_ptr() != view.untyped_storage().data_ptr():
+                return None
+            delta = (view.storage_offset() - t.storage_offset()) * view.element_size()
+            reads.append((base, isinstance(base, Leaf), (t.stride(), t.storage_offset()), delta))
+        return cls(reads, [(node, node in step.home) for node in step.planned.outputs], launch, device)
+
+    def bind(self, env: Env) -> Optional[Bound]:
+        leaves, buffers = env.leaves, env.buffers
+        addresses = []
+        for base, is_leaf, layout, delta in self.reads:
+            t = leaves[base] if is_leaf else buffers[base]
+            if (t.stride(), t.storage_offset()) != layout:
+                return None
+            addresses.append(t.data_ptr() + delta)
+        for node, home in self.outputs:
+            target = buffers[node] = env.destination(node, home, self.device)
+            addresses.append(target.data_ptr())
+        if any(aligned and address % 16 for address, aligned in zip(addresses, self.launch.aligned)):
+            return None
+        return functools.partial(self.launch, addresses), ()
 
 
 @register(FusedLaunch, "cublaslt")

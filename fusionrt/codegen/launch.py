@@ -192,6 +192,39 @@ class Relauncher:
         _launch(launch, self.kernel, inputs, outs)
         return outs
 
+    def by_address(self) -> AddressLaunch | None:
+        """The compiled kernel's launch over raw device addresses, or None where a launch must
+        go through ``Launch`` (interpreted, nothing to launch, not compiled yet)."""
+        spec = self.spec
+        kernel = None if spec is None or spec.interpret else spec._compiled.get(self.key)
+        return None if kernel is None else AddressLaunch(spec, kernel, self.key)
+
+
+class AddressLaunch:
+    """A compiled kernel launched over addresses: what a replay that fixed every tensor's layout
+    needs to pass, without a tensor view per argument. Triton's launcher takes an int as a
+    pointer as it is (it checks nothing), so the caller keeps the guarantees ``Launch`` checks:
+    the device is the current one, and each address is as aligned as the compiled kernel assumed
+    (``aligned``). A launch hook (a profiler) sends the caller back to ``Launch``."""
+
+    __slots__ = ("spec", "run", "function", "metadata", "grid", "tail", "device", "aligned")
+
+    def __init__(self, spec: Spec, kernel: Any, key: tuple) -> None:
+        self.spec, self.run, self.function, self.metadata = spec, kernel.run, kernel.function, kernel.packed_metadata
+        self.grid, self.tail = spec.grid3, (*spec.scalars, *spec.constexprs)
+        self.device, self.aligned = key[0], key[1]
+
+    def ready(self) -> bool:
+        """Launching by address is what a ``Launch`` would do now: same device, no hook."""
+        hooks = self.spec.hooks
+        return (torch.cuda.current_device() == self.device and not _hooked(hooks.launch_enter_hook)
+                and not _hooked(hooks.launch_exit_hook))
+
+    def __call__(self, addresses: Sequence[int]) -> None:
+        g0, g1, g2 = self.grid
+        self.run(g0, g1, g2, self.spec.driver.active.get_current_stream(self.device), self.function,
+                 self.metadata, None, None, None, *addresses, *self.tail)
+
 
 def _launch(launch: Launch | None, kernel: FusedKernel | MatmulKernel, inputs: Sequence[torch.Tensor],
             outputs: list[torch.Tensor]) -> None:

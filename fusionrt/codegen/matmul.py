@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ..bounded import LRUCache
-from ..kernel_ir import FusedKernel, Input, MatmulKernel, Value
+from ..kernel_ir import FusedKernel, Input, MatmulKernel, Value, plain_operand
 from .cache import write_atomic
 from .emit import indent, module_source
 from .launch import BoundKernel, Spec, compile_new
@@ -223,7 +223,8 @@ def _shape_class(m: int, n: int, k: int, batch: int) -> tuple[int, ...]:
 
 
 class _Tuning:
-    """Tuned configs per (kernel structure, shape class), remembered on disk as JSON."""
+    """Tuned configs per (matmul family, shape class), remembered on disk as JSON: a family is
+    the operands' dtypes, rank and prologues, whatever the epilogue."""
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / "matmul-tuning.json"
@@ -323,20 +324,23 @@ class MatmulRunner:
                 grid = (math.ceil(m / config.block_m) * math.ceil(n / config.block_n), batch)
                 return Spec(variant(config), grid, scalars, config.constants(), self.interpret)
 
-            config = self._config(spec_of, kernel, inputs, outs, (m, n, k, batch), source)
+            # epilogues share a tuned config: tuning each would compile every candidate again
+            family = ("matmul", _SOURCE_HASH, kernel.operand_dtype, kernel.product_dtype, plain_operand(kernel.a),
+                      plain_operand(kernel.b), len(kernel.shape), wide, _matmul_precision(kernel.operand_dtype))
+            config = self._config(spec_of, kernel, inputs, outs, (m, n, k, batch), family)
             spec = spec_of(config)
             self._specs.put(key, spec)
         return spec
 
     def _config(self, spec_of: Callable[[MatmulConfig], Spec], kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
-                outs: list[torch.Tensor], sizes: tuple[int, int, int, int], source_key: tuple) -> MatmulConfig:
+                outs: list[torch.Tensor], sizes: tuple[int, int, int, int], family: tuple) -> MatmulConfig:
         """The interpreter's one config, or the fastest candidate for this shape class."""
         if self.interpret:
             return self.configs[0] if self.configs else INTERPRETER_CONFIG
         candidates = tuple(self.configs or configs_for(kernel.operand_dtype))
         if len(candidates) == 1:
             return candidates[0]
-        tuning_key = repr((hashlib.sha256(repr(source_key).encode()).hexdigest()[:16], _shape_class(*sizes),
+        tuning_key = repr((hashlib.sha256(repr(family).encode()).hexdigest()[:16], _shape_class(*sizes),
                            torch.cuda.get_device_name(inputs[0].device)))
         config = self.tuning.get(tuning_key)
         if config not in candidates:  # not tuned yet (or the file names a config we do not run)

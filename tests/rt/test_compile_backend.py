@@ -373,3 +373,59 @@ def test_whole_models_at_small_sizes(name, executor):
     graphs = new_graphs(before)
     assert graphs and all(g.stats.replays >= 1 for g in graphs), [g.stats for g in graphs]
     assert sum(g.report.writes for g in graphs) < sum(g.report.eager_writes for g in graphs)
+
+
+class Mlp(nn.Module):
+    """A transformer MLP on (batch, tokens, dim): AOTAutograd gives ``view -> addmm -> view``."""
+
+    def __init__(self, dim: int = 32) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        h = torch.nn.functional.gelu(self.up(x), approximate="tanh")
+        return (self.down(h * 0.5 + h.sigmoid()) + residual).square()
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_the_activation_between_two_linear_layers_joins_the_first_matmul(executor):
+    """The activation between two 3-d linear layers runs in the first matmul's epilogue: no
+    kernel of its own, and the hidden tensor is written once, not twice; the residual add that
+    a returned value reads stays in the viewed form. The results are eager's."""
+    model = Mlp().eval()
+    compiled = compile_(model, executor)
+    before = len(compiled_graphs())
+    with torch.no_grad():
+        for _ in range(2):
+            x, residual = torch.randn(4, 8, 32), torch.randn(4, 8, 32)
+            torch.testing.assert_close(compiled(x, residual), model(x, residual), rtol=1e-4, atol=1e-5)
+    (graph,) = new_graphs(before)
+    names = [k.name for k in graph.report.kernel_records]
+    assert any(name.startswith("addmm") and "gelu" in name and "sigmoid" in name for name in names), names
+    assert graph.report.kernels == 3, names
+
+
+def _traced(f, *args):
+    return torch.fx.experimental.proxy_tensor.make_fx(f, tracing_mode="fake")(*args)
+
+
+def test_only_work_that_goes_back_to_rows_moves():
+    """Element-wise work between two linear layers moves onto the rows (a bias of the last dim's
+    size and a second rows value included); the same work also read in the viewed form by a
+    reduction, or returned, stays where it is."""
+    from fusionrt.sink_views import sink_views
+
+    def between(x, w1, b1, w2, w3):
+        h = torch.nn.functional.linear(x, w1) + b1
+        g = h.relu() * torch.nn.functional.linear(x, w3)
+        return torch.nn.functional.linear(g, w2)
+
+    def also_read_whole(x, w1, b1, w2, w3):
+        h = (torch.nn.functional.linear(x, w1) + b1).relu()
+        return torch.nn.functional.linear(h, w2), h.sum(-1)
+
+    args = (torch.randn(2, 3, 4), torch.randn(5, 4), torch.randn(5), torch.randn(6, 5), torch.randn(5, 4))
+    for f, moved in ((between, 3), (also_read_whole, 0)):
+        gm = _traced(f, *args)
+        assert sink_views(gm) == moved, f.__name__
+        torch.testing.assert_close(gm(*args), f(*args))
