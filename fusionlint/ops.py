@@ -87,6 +87,7 @@ NN_MODULE_OPS = {
     "GELU": "gelu", "ReLU": "relu", "SiLU": "silu", "Sigmoid": "sigmoid", "Tanh": "tanh",
     "Linear": "linear", "Conv1d": "conv1d", "Conv2d": "conv2d", "Conv3d": "conv3d", "GroupNorm": "group_norm",
     "BatchNorm1d": "batch_norm", "BatchNorm2d": "batch_norm", "BatchNorm3d": "batch_norm", "Dropout": "dropout",
+    "CrossEntropyLoss": "cross_entropy",
 }
 
 _DEFAULTS = {VIEW: _VIEWS, ELEMENTWISE: _ELEMENTWISE, COMPUTE: _COMPUTE}

@@ -42,6 +42,7 @@ from fusionlint.analysis.facts import ModuleFacts, module_facts
 from fusionlint.analysis.flow import inner_blocks, own_parts, scope_statements, statements_after, statements_before
 from fusionlint.analysis.nodes import (
     ancestors,
+    bound_names,
     children,
     count_name,
     dotted_name,
@@ -61,6 +62,7 @@ __all__ = [
     "Site",
     "StatementRef",
     "ancestors",
+    "bound_names",
     "children",
     "collect_scopes",
     "compute_statements",

@@ -222,6 +222,18 @@ class _NameUse(Walker):
         return False
 
 
+def bound_names(target: cst.BaseExpression) -> list[str]:
+    """The names an assignment target binds: ``a`` of ``a``, ``a, b`` of ``a, (b, *c)``... (not
+    ``x[i]`` or ``x.y``, which write into a value)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in bound_names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return bound_names(target.value)
+    return []
+
+
 def is_method_call(expr: cst.BaseExpression, name: str) -> bool:
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == name
 

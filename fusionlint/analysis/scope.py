@@ -10,7 +10,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 import libcst as cst
 
 from fusionlint.analysis.facts import ModuleFacts
-from fusionlint.analysis.nodes import names_of
+from fusionlint.analysis.nodes import bound_names, names_of
 from fusionlint.analysis.tensors import TORCH_OP_MODULES, Typing
 from fusionlint.analysis.views import cst_view
 from fusionlint.ops import COMPUTE, NN_MODULE_OPS, VIEW, VIEW_ATTRIBUTES, OpTables
@@ -137,17 +137,39 @@ class Scope:
         return name, self.ops.op_class(name), first
 
     def module_op(self, call: cst.CSTNode) -> tuple[str, str | None, cst.BaseExpression | None] | None:
-        """``self.softmax(x)`` where ``self.softmax = nn.Softmax(...)``: (the op the module runs,
-        its class, its input), as ``op`` gives them for ``torch.softmax(x)``; else None."""
-        if self.class_name is None or not isinstance(call, cst.Call):
+        """``self.softmax(x)`` where ``self.softmax = nn.Softmax(...)``, or ``loss_fct(x, y)`` where
+        the function assigns ``loss_fct = CrossEntropyLoss(...)``: (the op the module runs, its
+        class, its input), as ``op`` gives them for ``torch.softmax(x)``; else None."""
+        if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword is not None or call.args[0].star:
             return None
         func = call.func
-        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        if isinstance(func, cst.Name):
+            nn_class = self._local_nn_class(func.value)
+        elif self.class_name is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
+                and func.value.value == "self":
+            nn_class = self.facts.nn_class(self.class_name, func.attr.value)
+        else:
             return None
-        if not call.args or call.args[0].keyword is not None or call.args[0].star:
-            return None
-        name = NN_MODULE_OPS.get(self.facts.nn_class(self.class_name, func.attr.value) or "")
+        name = NN_MODULE_OPS.get(nn_class or "")
         return (name, self.ops.op_class(name), call.args[0].value) if name else None
+
+    def _local_nn_class(self, name: str) -> str | None:
+        """``CrossEntropyLoss`` for a local that every assignment of the scope binds to
+        ``CrossEntropyLoss(...)`` (a torch.nn class, not in place)."""
+        if name in self.params or name in self.untyped or name in self.typed or name in self.escaped:
+            return None
+        if any(name in bound_names(target) for target, _ in self.loops):
+            return None
+        classes = set()
+        for target, value in self.assignments:
+            if name not in bound_names(target):
+                continue
+            canonical = self.torch_name(value.func) if isinstance(value, cst.Call) else None
+            if not isinstance(target, cst.Name) or canonical is None or not canonical.startswith("torch.nn.") \
+                    or _in_place(value):  # type: ignore[arg-type]
+                return None
+            classes.add(canonical.rpartition(".")[2])
+        return classes.pop() if len(classes) == 1 else None
 
     def is_tensor(self, expr: cst.BaseExpression) -> bool:
         return self.typing.is_tensor(expr)
@@ -203,6 +225,19 @@ class Scope:
                 if name in _reads_after_block(owner, ref.block.node):
                     return True
             ref = parent
+
+
+def _in_place(call: cst.Call) -> bool:
+    """``nn.ReLU(inplace=True)``, ``nn.ReLU(True)``: a module that writes its input."""
+    for i, arg in enumerate(call.args):
+        flag = arg.keyword.value == "inplace" if arg.keyword is not None else i == 0 and _is_bool(arg.value)
+        if flag and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+            return True
+    return False
+
+
+def _is_bool(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("True", "False")
 
 
 _T = TypeVar("_T")

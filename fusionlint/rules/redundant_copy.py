@@ -10,7 +10,8 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import (
-    Scope, Site, StatementRef, children, is_method_call, names_of, per_scope, reaching_assignment, root_name,
+    Scope, Site, StatementRef, bound_names, children, is_method_call, names_of, per_scope, reaching_assignment,
+    root_name,
 )
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
@@ -37,6 +38,9 @@ _NEEDS_CONTIGUOUS = frozenset({"view", "view_as", "reshape", "reshape_as", "flat
 # handed to them is only read.
 _READS_INTO_NEW = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "flip", "roll", "gather",
                              "index_select", "pad", "repeat", "tile", "fft", "ifft", "rfft", "irfft"})
+# Views that keep a strided tensor strided, and ops that cut a tensor into pieces (views).
+_KEEP_STRIDES = frozenset({"squeeze", "unsqueeze"})
+_SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split"})
 _STRIDE_FREE = frozenset({"sum", "nansum", "mean", "amax", "amin", "max", "min", "prod", "matmul", "mm", "bmm",
                           "einsum", "@"})
 
@@ -59,8 +63,9 @@ class RedundantCopy(Rule):
         fuses.
 
         Flagged: `.clone()`, `.detach().clone()`, `.clone().detach()`, `torch.clone(x)`, and
-        `.contiguous()` of a transposed, permuted or expanded view or of a slice past the first
-        dimension (`x[:, :n]`), of a tensor, when every use of the copy only reads it
+        `.contiguous()` of a transposed, permuted or expanded view, of a slice past the first
+        dimension (`x[:, :n]`) or of a piece of a split along a later one (`start, end =
+        logits.split(1, dim=-1)`), squeezed or not, of a tensor, when every use of the copy only reads it
         (arithmetic, comparisons, a tensor op that is not in place, `torch.cat`, metadata; a
         view or a cast of it used the same way), its source is a local name or a fresh value
         that is never written in place in the function once copied (what the statements
@@ -71,18 +76,24 @@ class RedundantCopy(Rule):
         such as `nn.Linear`, a gather, a copy, also when `+=` updated it in place since; not a
         parameter or an attribute): the caller gets a tensor nobody else holds either way
         (`self.proj(x).transpose(1, 2).contiguous()`: 2 -> 1 writes and kernels, fusionrt and
-        eager). And `g =
+        eager); so is one handed out as an argument of a record of outputs that the function
+        returns (`return QAOutput(start_logits=start_logits)`), where no `return` hands out its
+        source too (a transformers question-answering head: the squeezed halves of the logits,
+        copied only to be returned). And `g =
         g.clone()`, where `g` alone holds a tensor the function made, is flagged whatever is
         done with the copy: once `g` is rebound nothing reaches the original. Not flagged: a
-        copy that is yielded, stored on `self` or in a container, returned with other values,
+        copy that is yielded, stored on `self` or in a container, returned in a bare tuple
+        with other values (an attention helper's transposed heads, which its caller merges
+        with a reshape that copies them anyway),
         passed to a function the rule does not know (it may mutate it) or viewed with
         `.view()`, which needs a contiguous tensor, or `.reshape()`/`.flatten()`, which would
         copy a strided one themselves; a returned copy of a parameter's data or
         of a channels-last to channels-first permute (`permute(0, 3, 1, 2)`, the layout a
         convolution wants, which copies a strided input itself); a copy or source written in
         place (`add_`, `x[i] = ...`, `+=`, `out=`); `.contiguous()` of a value that already is
-        contiguous (eager returns it as is: nothing to save) or that feeds an op that makes its
-        input contiguous itself (`softmax`, norms, convolutions); copies with arguments
+        contiguous (eager returns it as is: nothing to save) or that only feeds ops that make
+        their input contiguous themselves (`softmax`, norms, convolutions, `cross_entropy`: no
+        worse without it, and no better); copies with arguments
         (`memory_format=`).
     """
     use_instead = """
@@ -376,7 +387,10 @@ def f(x: torch.Tensor) -> torch.Tensor:
                 if not _source_is_stable(scope, source, site):
                     continue
                 fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source)
-                if not _only_read(scope, site.node, "copy", strided=key != "contiguous", returnable=fresh):
+                reading = _Reading(strided=key != "contiguous", returnable=fresh)
+                if not _only_read(scope, site.node, "copy", reading) or not (reading.strided or reading.saves):
+                    continue
+                if reading.bundled and _lineage_returned(scope, source, site):
                     continue
                 yield Violation(site.node, fix=_fix(site, kept))
 
@@ -403,9 +417,18 @@ def _copy(scope: Scope, call: cst.Call, at: StatementRef) -> tuple[cst.BaseExpre
         if is_method_call(receiver, "detach"):  # `x.detach().clone()`
             return receiver, receiver.func.value  # type: ignore[union-attr]
         return receiver, receiver
-    if name == "contiguous" and (_strided(scope, receiver) or _strided_name(scope, receiver, at)):
+    if name == "contiguous" and _strided_at(scope, receiver, at):
         return receiver, receiver
     return None
+
+
+def _strided_at(scope: Scope, expr: cst.BaseExpression, at: StatementRef) -> bool:
+    """Is ``expr`` surely strided at ``at``: a strided view, a name holding one, or such a value
+    squeezed or unsqueezed (``start.squeeze(-1)`` of a piece of ``logits.split(1, dim=-1)``)?"""
+    op = scope.op(expr)
+    if op is not None and op[0] in _KEEP_STRIDES and op[2] is not None:
+        return _strided_at(scope, op[2], at)
+    return _strided(scope, expr) or _strided_name(scope, expr, at)
 
 
 def _strided_name(scope: Scope, expr: cst.BaseExpression, at: StatementRef) -> bool:
@@ -425,8 +448,28 @@ def _strided_name(scope: Scope, expr: cst.BaseExpression, at: StatementRef) -> b
         if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and small.value is not None):
             return False
         target = small.targets[0].target
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return _inner_split(scope, small.value) is not None
         return isinstance(target, cst.Name) and target.value == expr.value and _strided(scope, small.value)
     return False
+
+
+def _inner_split(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor that ``expr`` splits into pieces along a dimension other than the first
+    (``x.split(1, dim=-1)``, ``torch.chunk(x, 2, 2)``, ``x.unbind(-1)``), whose pieces are
+    strided views of it; else None."""
+    op = scope.op(expr)
+    if op is None or op[0] not in _SPLITS or op[2] is None or not isinstance(expr, cst.Call):
+        return None
+    positional = [arg.value for arg in expr.args if arg.keyword is None and not arg.star]
+    if isinstance(expr.func, cst.Attribute) and expr.func.value is op[2]:
+        positional = [op[2], *positional]  # `x.split(...)` as `torch.split(x, ...)`
+    dims = [arg.value for arg in expr.args if arg.keyword is not None and arg.keyword.value == "dim"]
+    dim_at = 1 if op[0] == "unbind" else 2
+    dim = dims[0] if dims else positional[dim_at] if len(positional) > dim_at else None
+    if isinstance(dim, cst.UnaryOperation) and isinstance(dim.operator, cst.Minus):
+        dim = dim.expression  # a negative dimension counts from the last, never the first of a matrix
+    return op[2] if isinstance(dim, cst.Integer) and dim.evaluated_value != 0 else None
 
 
 def _detached(source: cst.BaseExpression) -> cst.Call:
@@ -517,12 +560,65 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
         if isinstance(target, cst.Name):
             if target.value == name and not isinstance(parents.get(id(value)), cst.AugAssign):
                 values.append(value)  # a tensor's `+=` writes in place: the tensor stays where it came from
-        elif name in _names_in(target):
-            return _SHARED  # unpacked: its value is unknown
-    if not values or any(name in _names_in(target) for target, _ in scope.loops):
+        elif name in bound_names(target):
+            whole = _split_tensor(scope, value)
+            if whole is None:
+                return _SHARED  # unpacked: its value is unknown
+            values.append(whole)  # a piece of a split is a view of the tensor split
+    if not values or any(name in bound_names(target) for target, _ in scope.loops):
         return _SHARED
     origins = {_origin(scope, value, None, seen | {name}) for value in values}
     return _INDEX if _INDEX in origins else _MADE if origins == {_MADE} else _SHARED
+
+
+def _split_tensor(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``x`` of ``x.split(...)``, ``torch.chunk(x, ...)``, ``x.unbind()``: the tensor whose views the pieces are."""
+    op = scope.op(expr)
+    return op[2] if op is not None and op[0] in _SPLITS else None
+
+
+def _lineage_returned(scope: Scope, source: cst.BaseExpression, site: Site) -> bool:
+    """Does a ``return`` of the function read a name that holds the copied tensor or a tensor it
+    views (``logits`` for ``start.squeeze(-1)`` of ``start, end = logits.split(1, -1)``)? Then
+    dropping a copy handed out in a container would hand out two views of one tensor. The name
+    the copy's own statement rebinds holds the copy from there on."""
+    names: set[str] = set()
+    todo = [source]
+    while todo:
+        expr = todo.pop()
+        while True:
+            op = scope.op(expr)
+            if isinstance(expr, cst.Subscript):
+                expr = expr.value
+            elif op is not None and op[2] is not None and (op[1] == VIEW or op[0] in _MAY_ALIAS or op[0] == "detach"):
+                expr = op[2]
+            else:
+                break
+        if not isinstance(expr, cst.Name) or expr.value in names:
+            continue
+        names.add(expr.value)
+        for target, value in scope.assignments:
+            if expr.value in bound_names(target):
+                todo.append(value if isinstance(target, cst.Name) else _split_tensor(scope, value) or value)
+    names.discard(_rebound_name(site) or "")
+    returned: set[str] = set()
+    for statement in _returns(scope):
+        returned |= names_of(statement)[0]
+    return bool(names & returned)
+
+
+def _rebound_name(site: Site) -> str | None:
+    """The one name the copy's statement assigns (``x = x.t().contiguous()``), if any."""
+    small = site.statement.simple
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        return small.targets[0].target.value
+    return None
+
+
+@per_scope
+def _returns(scope: Scope) -> list[cst.Return]:
+    found = {id(node): node for node in _index(scope).parents.values() if isinstance(node, cst.Return)}
+    return list(found.values())
 
 
 def _integer_type_argument(call: cst.BaseExpression) -> bool:
@@ -580,13 +676,19 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site) -> b
     if name == "self" or name in scope.escaped:
         return False
     copied_at = _body_position(scope, site.node)
+    # `x = x.t().contiguous()` in the function's own body: from there on `x` holds the copy,
+    # whose uses are the copy's to judge
+    last = copied_at if copied_at is not None and _rebound_name(site) == name else None
     for use in _uses(scope, name):
-        earlier = copied_at is not None and (_body_position(scope, use) or copied_at) < copied_at
+        position = _body_position(scope, use)
+        if last is not None and position is not None and position > last:
+            continue
+        earlier = copied_at is not None and (position or copied_at) < copied_at
         if earlier and not _aliased(scope, use):
             continue
         if not _only_read(scope, use, "source"):
             return False
-    return name not in scope.inplace or _written_only_before(scope, name, copied_at)
+    return name not in scope.inplace or _written_only_before(scope, name, copied_at, last)
 
 
 def _body_position(scope: Scope, node: cst.CSTNode) -> int | None:
@@ -624,13 +726,16 @@ def _aliased(scope: Scope, use: cst.Name) -> bool:
     return True
 
 
-def _written_only_before(scope: Scope, name: str, copied_at: int | None) -> bool:
+def _written_only_before(scope: Scope, name: str, copied_at: int | None, last: int | None = None) -> bool:
     """Are all in-place writes of ``name`` (``name.add_()``, ``name[i] = v``, ``name += v``) in
-    statements of the function's body before the copy's own?"""
+    statements of the function's body before the copy's own (or after ``last``, where the name
+    holds another value)?"""
     if copied_at is None:
         return False
     for use in _uses(scope, name):
         position = _body_position(scope, use)
+        if last is not None and position is not None and position > last:
+            continue
         if position is None or position >= copied_at:
             if _writes_in_place(scope, use):
                 return False
@@ -650,15 +755,34 @@ def _writes_in_place(scope: Scope, use: cst.Name) -> bool:
     return any(isinstance(p, cst.Arg) and p.keyword is not None and p.keyword.value == "out" for p in path[:1])
 
 
-def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True, returnable: bool = False) -> bool:
+@dataclass
+class _Reading:
+    """How the uses of a copy are judged, and what they were found to do. ``strided``: may a use
+    read a strided tensor (not so for ``.contiguous()``, whose users must not need its layout)?
+    ``returnable``: the copy is of a tensor the function made, so handing it out hands out a
+    tensor no one else holds, as the copy would (a caller that needs a contiguous layout is the
+    fix's risk). ``saves``: some use reads the strided tensor as fast as the copy, or hands it
+    out, so dropping a ``.contiguous()`` saves its kernel (a ``softmax`` or ``conv2d`` copies a
+    strided input itself: no worse, no better). ``bundled``: the copy is handed out in a
+    container with other values."""
+
+    strided: bool = True
+    returnable: bool = False
+    saves: bool = False
+    bundled: bool = False
+
+    def read(self, fast: bool = True) -> bool:
+        self.saves |= fast
+        return True
+
+
+def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | None = None) -> bool:
     """Is the value of ``node`` only read: used by tensor arithmetic, as an index, or by a tensor
     op that is not in place (through views and casts, which may alias it, used the same way)?
     ``role``: "copy" may be assigned to a name only read in turn, "alias" (a read of that name)
-    may not, and neither may be handed out; "source" may be returned, once the copy is dead.
-    ``strided``: may the op read a strided tensor as fast (a copy made contiguous: not
-    ``softmax`` or ``conv2d``, which copy a strided input themselves)? ``returnable``: the copy
-    is of a tensor the function made, so returning it hands out a tensor no one else holds,
-    as the copy would: a caller that needs a contiguous layout is the fix's risk."""
+    may not, and neither may be handed out unless ``reading.returnable``; "source" may be
+    returned, once the copy is dead."""
+    reading = reading or _Reading()
     path = _path(scope, node)
     below: cst.CSTNode = node
     for i, parent in enumerate(path):
@@ -666,9 +790,9 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True,
             continue  # the call of a method whose attribute was seen
         after = path[i + 1] if i + 1 < len(path) else None
         if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
-            return True
+            return reading.read()
         if isinstance(parent, (cst.SubscriptElement, cst.Index, cst.Slice)):
-            return True  # used as an index
+            return reading.read(fast=False)  # used as an index
         if isinstance(parent, cst.Element) and isinstance(after, (cst.List, cst.Tuple)) and isinstance(
             path[i + 2] if i + 2 < len(path) else None, cst.Arg
         ):
@@ -680,43 +804,75 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, strided: bool = True,
         if isinstance(parent, cst.Attribute) and parent.value is below:
             name = parent.attr.value
             if name in _METADATA or name == "clone":
-                return True
+                return reading.read(fast=False)
             if name in VIEW_ATTRIBUTES:
                 below = parent
                 continue
             if not (isinstance(after, cst.Call) and after.func is parent) or name.endswith("_"):
                 return False
-            if not strided and name in _NEEDS_CONTIGUOUS:
+            if not reading.strided and name in _NEEDS_CONTIGUOUS:
                 return False
             if name in _MAY_ALIAS or name == "detach" or scope.ops.op_class(name) == VIEW:
                 below = after  # an alias: its own uses decide
                 continue
             known = scope.ops.op_class(name) is not None or name in _READS_INTO_NEW
-            return known and (strided or _reads_strided(scope, name))
+            return known and reading.read(fast=_reads_strided(scope, name))
         if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is None:
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
                 return False
             op = scope.op(after) or scope.module_op(after)
             if op is None or op[0].endswith("_"):
-                return False
-            if not strided and op[0] in _NEEDS_CONTIGUOUS:
+                return _handed_out(scope, parent, role, reading)
+            if not reading.strided and op[0] in _NEEDS_CONTIGUOUS:
                 return False
             if op[1] == VIEW or op[0] in _MAY_ALIAS:
                 below = after
                 continue
             if op[1] is None and op[0] not in _READS_INTO_NEW:
                 return False
-            return strided or _reads_strided(scope, op[0])
+            return reading.read(fast=_reads_strided(scope, op[0]))
         if isinstance(parent, cst.Assign) and role == "copy" and parent.value is below:
-            return _only_read_name(scope, parent, strided, returnable)
+            return _only_read_name(scope, parent, reading)
         if isinstance(parent, cst.Assign) and role == "source" and parent.value is below:
             return _rebinds(parent, root_name(node))  # `x = x.view(...)`: the name's other uses decide
         if isinstance(parent, (cst.Return, cst.Expr)) and role == "source":
             return True  # the source handed out or dropped: the copy is dead by then
-        if isinstance(parent, cst.Return) and returnable:
-            return True
-        return False
+        if isinstance(parent, cst.Return) and reading.returnable:
+            return reading.read()
+        return _handed_out(scope, parent, role, reading)
     return False
+
+
+def _handed_out(scope: Scope, parent: cst.CSTNode, role: str, reading: _Reading) -> bool:
+    """Is the copy (``parent`` holds it) an argument of a class's constructor that the function
+    returns (``return QuestionAnsweringModelOutput(start_logits=start_logits)``, maybe inside a
+    tuple, list or dict)? A record of outputs goes to the model's user, and a copy of a tensor
+    the function made, handed out so, is a tensor no one else holds, as long as its source is not
+    handed out too. A bare tuple goes back to a caller that may need the layout (the transposed
+    heads of an attention helper, merged by its caller's reshape, which copies them anyway)."""
+    if role == "source" or not reading.returnable:
+        return False
+    node, recorded = parent, False
+    for above in _path(scope, parent):
+        if isinstance(node, cst.Arg) and isinstance(above, cst.Call) and _constructor(scope, above):
+            recorded = True
+        elif isinstance(above, cst.Return):
+            reading.bundled = True
+            return recorded and reading.read()
+        elif not (isinstance(above, (cst.Element, cst.DictElement, cst.Arg)) or isinstance(
+            node, (cst.Element, cst.DictElement)) and isinstance(above, (cst.Tuple, cst.List, cst.Dict))):
+            return False
+        node = above
+    return False
+
+
+def _constructor(scope: Scope, call: cst.Call) -> bool:
+    """``ModelOutput(...)``, ``outputs.Result(...)``: the call of a class (a CapWords name) that
+    is no torch or same-file module class; it keeps what it is given, as a container does."""
+    name = call.func.attr.value if isinstance(call.func, cst.Attribute) else getattr(call.func, "value", "")
+    if not (isinstance(name, str) and name[:1].isupper() and not name.isupper()):
+        return False
+    return scope.torch_name(call.func) is None and not scope.facts.is_module_class(name)
 
 
 def _reads_strided(scope: Scope, op: str) -> bool:
@@ -728,7 +884,7 @@ def _rebinds(assign: cst.Assign, name: str | None) -> bool:
     return isinstance(target, cst.Name) and target.value == name
 
 
-def _only_read_name(scope: Scope, assign: cst.Assign, strided: bool, returnable: bool) -> bool:
+def _only_read_name(scope: Scope, assign: cst.Assign, reading: _Reading) -> bool:
     """``y = <copy>``: is ``y`` a plain local, assigned once, read at least once, only read?"""
     if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
         return False
@@ -741,7 +897,7 @@ def _only_read_name(scope: Scope, assign: cst.Assign, strided: bool, returnable:
         uses = _uses(scope, name)
     else:  # an in-place write of the copy before it is rebound is a use that is not a read
         uses = _uses_until_rebound(scope, assign, name)
-    return bool(uses) and all(_only_read(scope, use, "alias", strided, returnable) for use in uses)
+    return bool(uses) and all(_only_read(scope, use, "alias", reading) for use in uses)
 
 
 def _uses_until_rebound(scope: Scope, assign: cst.Assign, name: str) -> list[cst.Name]:
@@ -790,7 +946,7 @@ def _index(scope: Scope) -> _Index:
             return  # a closure's reads make the name `escaped`
         if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.AsName)):
             target = node.name if isinstance(node, cst.AsName) else node.target
-            index.stores.update(_names_in(target))
+            index.stores.update(bound_names(target))
         if isinstance(node, cst.Name) and reading:
             index.reads[node.value].append(node)
         for child in children(node):
@@ -823,16 +979,6 @@ def _uses(scope: Scope, name: str) -> list[cst.Name]:
 
 def _assigned_once(scope: Scope, name: str) -> bool:
     return _index(scope).stores[name] == 1
-
-
-def _names_in(target: cst.CSTNode) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for element in target.elements for n in _names_in(element.value)]
-    if isinstance(target, cst.StarredElement):
-        return _names_in(target.value)
-    return []
 
 
 def _fix(site: Site, kept: cst.BaseExpression) -> tuple[StatementEdit, ...] | None:

@@ -9,6 +9,7 @@ import libcst as cst
 
 from fusionlint.analysis import Scope
 from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later
+from fusionlint.analysis.strings import string_values
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
@@ -211,8 +212,9 @@ def _similarity(scope: Scope, matmul: cst.CSTNode) -> bool:
         return False
     if op[0] in ("matmul", "bmm"):
         return len(matmul.args) == 2 and _transposed(scope, matmul.args[1].value)
-    if op[0] == "einsum" and len(matmul.args) == 3 and isinstance(matmul.args[0].value, cst.SimpleString):
-        return _gram(matmul.args[0].value.evaluated_value)
+    if op[0] == "einsum" and len(matmul.args) == 3:
+        equations = string_values(scope, matmul.args[0].value)  # an f-string may be one of a few
+        return bool(equations) and all(_gram(equation) for equation in equations)
     return False
 
 
@@ -224,15 +226,13 @@ def _transposed(scope: Scope, expr: cst.BaseExpression) -> bool:
 
 
 def _gram(equation: str | bytes) -> bool:
-    """Is ``a, b -> out`` rows of ``a`` against rows of ``b``: operands of one rank, summed over
-    their shared last index, each keeping its own next-to-last one (``b i d, b j d -> b i j``)?"""
+    """Is ``a, b -> out`` rows of ``a`` against rows of ``b``: summed over their shared last index,
+    each keeping its own next-to-last one (``b i d, b j d -> b i j``; ``b h i d, b j d -> b h i j``)?"""
     if not isinstance(equation, str) or "->" not in equation:
         return False
     inputs, out = equation.replace(" ", "").split("->")
     parts = [p.replace("...", "") for p in inputs.split(",")]
-    if len(parts) != 2 or not all(parts) or len(parts[0]) != len(parts[1]):
-        return False
-    if len(parts[0]) < 2:
+    if len(parts) != 2 or not all(parts) or min(map(len, parts)) < 2:
         return False
     kept = set(out.replace("...", ""))
     (row_a, last), (row_b, last_b) = parts[0][-2:], parts[1][-2:]

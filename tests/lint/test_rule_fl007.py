@@ -157,8 +157,26 @@ class Block(nn.Module):
         z = self.fc(self.drop(y))
         return z + h
 """,
+    "squeezed pieces of a split along the last dim, handed out in an output record": """\
+import torch
+from torch.nn import CrossEntropyLoss
+
+
+def qa_head(h: torch.Tensor, w: torch.Tensor, start_positions: torch.Tensor | None):
+    logits = h @ w
+    start_logits, end_logits = logits.split(1, dim=-1)
+    start_logits = start_logits.squeeze(-1).contiguous()
+    end_logits = end_logits.squeeze(-1).contiguous()
+    total_loss = None
+    if start_positions is not None:
+        ignored_index = start_logits.size(1)
+        loss_fct = CrossEntropyLoss(ignore_index=ignored_index)
+        total_loss = loss_fct(start_logits, start_positions)
+    return QuestionAnsweringOutput(loss=total_loss, start_logits=start_logits, end_logits=end_logits)
+""",
 }
 EXPECTED = {
+    "squeezed pieces of a split along the last dim, handed out in an output record": [(8, 20), (9, 18)],
     "a copy only read by nn.Linear through nn.Dropout": [(13, 13)],
     "contiguous of a name a statement above made a transposed view (an in-place add between)": [(8, 9)],
     "a copy only read by an element-wise torch.nn module (nn.ReLU)": [(12, 13)],
@@ -417,6 +435,57 @@ class Block(nn.Module):
         z = self.drop(y)
         z[:, 0] = 0.0
         return z + h
+""",
+    "pieces of a split of a parameter, handed out in an output record (the caller holds the logits)": """\
+import torch
+from torch.nn import CrossEntropyLoss
+
+
+def qa_head(logits: torch.Tensor, start_positions: torch.Tensor | None):
+    start_logits, end_logits = logits.split(1, dim=-1)
+    start_logits = start_logits.squeeze(-1).contiguous()
+    end_logits = end_logits.squeeze(-1).contiguous()
+    total_loss = None
+    if start_positions is not None:
+        ignored_index = start_logits.size(1)
+        loss_fct = CrossEntropyLoss(ignore_index=ignored_index)
+        total_loss = loss_fct(start_logits, start_positions)
+    return QuestionAnsweringOutput(loss=total_loss, start_logits=start_logits, end_logits=end_logits)
+""",
+    "a piece of a split along the first dim is contiguous already": """\
+import torch
+
+
+def f(h: torch.Tensor, w: torch.Tensor):
+    a, b = (h @ w).split(1, dim=0)
+    return a.squeeze(0).contiguous() + b
+""",
+    "a copy in an output record whose source is handed out too": """\
+import torch
+
+
+def f(h: torch.Tensor, w: torch.Tensor):
+    logits = h @ w
+    start = logits.t().contiguous()
+    return Output(logits=logits, start=start)
+""",
+    "a copy returned in a bare tuple, to a caller that may need its layout": """\
+import torch
+
+
+def f(h: torch.Tensor, w: torch.Tensor):
+    weights = torch.softmax(h @ w.t(), -1)
+    out = (weights @ w).transpose(1, 2).contiguous()
+    return out, weights
+""",
+    "a contiguous copy only read by ops that copy a strided input themselves": """\
+import torch
+import torch.nn.functional as F
+
+
+def f(h: torch.Tensor, target: torch.Tensor):
+    x = (h * 2).transpose(1, 2).contiguous()
+    return F.softmax(x, -1), F.cross_entropy(x, target)
 """,
 }
 

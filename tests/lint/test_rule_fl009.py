@@ -38,6 +38,7 @@ def test_fix_scales_the_query():
     [
         ("... i d, ... j d -> ... i j", True),
         ("bhqd, bhkd -> bhqk", True),
+        ("b h i d, b j d -> b h i j", True),  # keys shared by the heads
         ("v b ... d, l b ... d -> v l b ...", False),  # the result drops d but keeps the leading dims
         ("b n d, d e -> b n e", False),  # a projection
         ("b i d, b j d -> b i j d", False),  # nothing summed
@@ -49,6 +50,28 @@ import torch
 
 def f(q: torch.Tensor, k: torch.Tensor):
     return torch.einsum("{equation}", q, k) * 0.5
+"""
+    assert bool(positions(source)) is flagged
+
+
+@pytest.mark.parametrize(
+    "kv,flagged",
+    [
+        ("'b h j d'", True),
+        ("'b j d' if k.ndim == 3 else 'b h j d'", True),
+        ("'b j d' if k.ndim == 3 else 'b h d j'", False),  # one of the equations is no similarity
+        ("str(k.ndim)", False),  # unknown
+    ],
+)
+def test_einsum_equation_built_by_an_f_string(kv, flagged):
+    source = f"""\
+import torch
+
+def f(q: torch.Tensor, k: torch.Tensor, scale: float):
+    kv = {kv}
+    sim = torch.einsum(f'b h i d, {{kv}} -> b h i j', q, k)
+    sim = sim * scale
+    return sim.softmax(-1)
 """
     assert bool(positions(source)) is flagged
 
