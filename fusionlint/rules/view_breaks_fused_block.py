@@ -10,6 +10,7 @@ are metadata either way, and an input of a matmul is written anyway: neither is 
 """
 from __future__ import annotations
 
+import keyword
 import re
 from typing import Iterator, Sequence
 
@@ -28,6 +29,17 @@ _PERMUTING_VIEWS = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes"
 # reads back.
 _CATS = frozenset({"cat", "concat", "concatenate"})
 _TRIGGER = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS | _CATS)))
+_VIEW_CALL = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS)))
+_CAT_CALL = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(_CATS)))
+# The text tests read a statement's text as code: brackets, operators, names.
+_SPACE = " \t\r\n\\"
+_UNRELIABLE = re.compile(r"[\"'#]")  # strings and comments may hold anything
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_NAME_AT_END = re.compile(r"([A-Za-z_]\w*)$")
+_DOTTED_AT_END = re.compile(r"(?:[A-Za-z_]\w*\s*\.\s*)*$")
+_RETURN_AT_END = re.compile(r"(?:^|[^\w.])return$")
+_NUMBER = re.compile(r"[-+]?[\d.]+")
+_OPERATOR = re.compile(r"[-+*/%&|^~<>]")
 _METADATA = frozenset({"shape", "dtype", "device", "ndim", "size", "dim"})
 # Casts: a no-op where the tensor has the dtype already, so no work surely follows a cat.
 _CASTS = frozenset({"to", "type", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short", "bool",
@@ -373,7 +385,15 @@ def f(x, c):
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return _TRIGGER.search(block[index]) is not None
+        """A merging view whose operand may be an element-wise result (written inline, or a name
+        assigned one earlier in the block), or a concatenation of a literal list or tuple that is
+        not just returned: ``check`` reports nothing else, and most views in model code reshape
+        a layer's output."""
+        text = block[index]
+        earlier = [block[i] for i in range(index + 1)]
+        return any(_may_view_computed(text, call, earlier, ops) for call in _VIEW_CALL.finditer(text)) or any(
+            _cat_may_feed_work(text, call) for call in _CAT_CALL.finditer(text)
+        )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for name in sorted(MERGING_VIEWS):
@@ -388,6 +408,130 @@ def f(x, c):
                 if violation is not None and id(violation.node) not in reported:
                     reported.add(id(violation.node))
                     yield violation
+
+
+def _may_view_computed(text: str, call: re.Match[str], earlier: Sequence[str], ops: OpTables) -> bool:
+    """Can the view ``call`` in a statement's text read an element-wise result? As a method, its
+    receiver may be one (written inline, or a name assigned one in the block: ``earlier`` holds
+    the texts of the statements up to this one); as a function (``torch.flatten(h * 2, 1)``), so
+    may its first argument."""
+    before = text[: call.start()].rstrip(_SPACE)
+    if before.endswith("."):
+        receiver = before[:-1].rstrip(_SPACE)
+        if receiver.endswith(")") and _call_may_be_elementwise(receiver, ops):
+            return True
+        name = _NAME_AT_END.search(receiver)
+        if name is not None and _assigned_elementwise(name.group(1), earlier, ops):
+            return True
+    argument = _expression_at(text, call.end())
+    if _NAME.fullmatch(argument):
+        return _assigned_elementwise(argument, earlier, ops)
+    return _may_be_elementwise(argument, ops)
+
+
+def _cat_may_feed_work(text: str, call: re.Match[str]) -> bool:
+    """Can the concatenation ``call`` (``torch.cat(`` in a statement's text) of a literal list or
+    tuple be read by more work? Not where the statement only returns it."""
+    if text[call.end() :].lstrip(_SPACE)[:1] not in ("(", "["):
+        return False
+    head = _DOTTED_AT_END.sub("", text[: call.start()]).rstrip(_SPACE)
+    if _UNRELIABLE.search(text) or not _RETURN_AT_END.search(head):
+        return True
+    closing = _closing_bracket(text, text.index("(", call.start()))
+    return closing is None or text[closing + 1 :].strip(_SPACE) != ""
+
+
+def _assigned_elementwise(name: str, texts: Sequence[str], ops: OpTables) -> bool:
+    """Does one of ``texts`` assign ``name`` a value that may be element-wise work?"""
+    assignment = re.compile(r"(?:^|;)\s*%s\s*=(?!=)" % re.escape(name), re.M)
+    return any(
+        _may_be_elementwise(_expression_at(text, found.end()), ops)
+        for text in texts
+        for found in assignment.finditer(text)
+    )
+
+
+def _expression_at(text: str, start: int) -> str:
+    """The text of the expression that starts at ``start``: up to the first ``,``, ``;``, closing
+    bracket or line end outside brackets."""
+    depth = 0
+    for i in range(start, len(text)):
+        char = text[i]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            if depth == 0:
+                return text[start:i].strip(_SPACE)
+            depth -= 1
+        elif depth == 0 and (char in ",;" or char == "\n" and text[i - 1] != "\\"):
+            return text[start:i].strip(_SPACE)
+    return text[start:].strip(_SPACE)
+
+
+def _may_be_elementwise(expression: str, ops: OpTables) -> bool:
+    """Can this expression's text be element-wise work: an operator outside its brackets, or a
+    call of an element-wise op last? Not a number or a starred argument."""
+    if _UNRELIABLE.search(expression):
+        return True
+    if not expression or _NUMBER.fullmatch(expression) or expression.startswith("*"):
+        return False
+    if _OPERATOR.search(_outside_brackets(expression)):
+        return True
+    return expression.endswith(")") and _call_may_be_elementwise(expression, ops)
+
+
+def _call_may_be_elementwise(text: str, ops: OpTables) -> bool:
+    """Does ``text`` end (in ``)``) with a call of an element-wise op, or with a parenthesized
+    expression that may be element-wise work?"""
+    if _UNRELIABLE.search(text):
+        return True
+    opening = _opening_bracket(text)
+    if opening is None:
+        return True
+    callee = _NAME_AT_END.search(text[:opening].rstrip(_SPACE))
+    if callee is not None and not keyword.iskeyword(callee.group(1)):
+        return ops.op_class(callee.group(1)) == ELEMENTWISE
+    inner = text[opening + 1 : -1].strip(_SPACE)
+    return "," not in _outside_brackets(inner) and _may_be_elementwise(inner, ops)
+
+
+def _outside_brackets(text: str) -> str:
+    """``text`` without what its brackets hold."""
+    kept, depth = [], 0
+    for char in text:
+        if char in ")]}":
+            depth -= 1
+        if depth == 0:
+            kept.append(char)
+        if char in "([{":
+            depth += 1
+    return "".join(kept)
+
+
+def _opening_bracket(text: str) -> int | None:
+    """Where the bracket closed by the last character of ``text`` opens."""
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] in ")]}":
+            depth += 1
+        elif text[i] in "([{":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _closing_bracket(text: str, opening: int) -> int | None:
+    """Where the bracket opened at ``opening`` closes."""
+    depth = 0
+    for i in range(opening, len(text)):
+        if text[i] in "([{":
+            depth += 1
+        elif text[i] in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
 
 
 def _merging_view(scope: Scope, site: Site) -> Violation | None:

@@ -1,10 +1,14 @@
 """FL001 beyond its own examples: views that merge dims known from an earlier view, names rebound."""
 from __future__ import annotations
 
+import ast
+
 import pytest
 
-from fusionlint.engine import lint_source
+from fusionlint.engine import _LINE, _Texts, lint_source
 from fusionlint.model import LintOptions
+from fusionlint.ops import op_tables
+from fusionlint.rules.view_breaks_fused_block import ViewBreaksFusedBlock
 
 OPTIONS = LintOptions(codes=frozenset({"FL001"}))
 
@@ -94,3 +98,33 @@ def f(x: torch.Tensor, b: torch.Tensor):
 @pytest.mark.parametrize("name", sorted(SILENT))
 def test_silent(name):
     assert positions(SILENT[name]) == []
+
+
+TEXT_TESTS = {  # a function's body, and the text test's answer on each of its statements
+    "a view of a name assigned element-wise work": ("h = torch.sigmoid(x)\ng = h.flatten(1)", [False, True]),
+    "a view of a name assigned a cast": ("h = x.float()\ng = h.reshape(-1, d)", [False, True]),
+    "a view of a name assigned a layer's output": ("h = self.dense(x)\ng = h.view(-1, d)", [False, False]),
+    "a view of a name assigned on the same line": ("a = 1; h = x * 2\ng = h.view(-1)", [False, False, True]),
+    "a view of inline arithmetic": ("g = (x * 2).view(-1)", [True]),
+    "a view of a layer's output": ("g = self.proj(x).view(*shape)", [False]),
+    "a view in a conditional expression": ("g = a if c else (x * y).view(-1)", [True]),
+    "a view of a tuple's item": ("g = (x, y)[0].view(-1)", [False]),
+    "a function view of arithmetic": ("g = torch.flatten(x * y, 1)", [True]),
+    "a function view of an input": ("g = torch.flatten(x, 1)", [False]),
+    "a concatenation returned": ("return torch.cat((-x2, x1), dim=-1)", [False]),
+    "a concatenation returned scaled": ("return torch.cat((a, b), -1) * s", [True]),
+    "a concatenation assigned": ("e = torch.cat([a, b], -1)", [True]),
+    "a concatenation of a list built elsewhere": ("e = torch.cat(pieces, -1)", [False]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_TESTS))
+def test_the_text_test_passes_only_where_a_view_may_read_computed_work(name):
+    body, expected = TEXT_TESTS[name]
+    source = "def f(self, x, y, a, b, c, d, s, shape, pieces, x1, x2):\n" + "".join(
+        f"    {line}\n" for line in body.splitlines()
+    )
+    statements = ast.parse(source).body[0].body
+    texts = _Texts(statements, _LINE.findall(source))
+    tables = op_tables()
+    assert [ViewBreaksFusedBlock.may_match(texts, i, tables) for i in range(len(statements))] == expected
