@@ -36,7 +36,15 @@ _ADVICE = {
     "int": "keep the value on the device as a 0-d tensor and read it once after the work, or before the work "
     "starts if it decides a shape",
     "print": "print after the work",
-    "element": "iterate over `t.tolist()` (one sync, before the loop) instead of over the tensor",
+    "element": "read the tensor once with `.tolist()` before the loop (one sync) and compare host numbers",
+    "arithmetic": "read the tensor once with `.tolist()` before the loop (one sync) and do the arithmetic on the host",
+}
+# Why a sync costs where it is (the keys are _where's answers).
+_COST = {
+    "inside a loop that does tensor work": "every iteration flushes the lazy stream, so no iteration's work fuses "
+    "across it and every live intermediate is written, once per iteration",
+    "between tensor work": "it flushes the lazy stream, so the work before it cannot fuse with the work after it "
+    "and every live intermediate is written, on every call",
 }
 _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]*['\"]cpu")
 # `if idx == self.num_experts:`: a bare name compared for equality with a name, not a constant
@@ -46,6 +54,11 @@ _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or|bool|float|int|p
 _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
 # a word _NAME_READ needs: searched first, it spares most statements _NAME_READ's backtracking `.*`
 _NAME_READ_WORD = re.compile(r"(?:if|bool|float|int)\b")
+# `if sigmas[i] > 0:`, `int(boxes[i, 2] - boxes[i, 0])`: an element compared or computed with
+_OPERATOR = r"(?:[<>=!]=|[-<>+*/%])"
+_ELEMENT_WORK = re.compile(
+    r"\b(?:if|int|float|bool)\b.*(?:\w\[[^\]]*\]\s*" + _OPERATOR + "|" + _OPERATOR + r"\s*\w+\[)"
+)
 
 
 class HostSyncInTensorWork(Rule):
@@ -69,10 +82,14 @@ class HostSyncInTensorWork(Rule):
         do tensor work (`torch.where` can replace it), a scalar read in a step function
         (`forward`, `*step`, `train*`, `fit`, `update`), or a value that goes back into tensor
         work (`x / float(x.max())`) or decides such a branch (`found = m.any(-1).tolist()`,
-        then `if found[0]:`-style flags), and a comparison of an element of a tensor that a
-        working loop iterates over (`for i in hits: if i == n:`, one sync per iteration where
-        `hits.tolist()` syncs once). For `bool`, `float`, `int`, `print` and conditions,
-        the operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), or, in
+        then `if found[0]:`-style flags), and, in a working loop, a comparison of an element of
+        a tensor the loop does not change (`for i in hits: if i == n:`, `sigma = sigmas[i]; if
+        sigma > 0:`) or arithmetic on such elements made a host number (`int(boxes[i, 2] -
+        boxes[i, 0])`): each iteration launches a kernel on 0-d tensors only to make a host value
+        and syncs, where one `.tolist()` before the loop syncs once and launches nothing
+        (torchvision's `paste_mask_in_image` does this per box: one `.tolist()` measured 50 -> 8
+        eager kernels for three boxes). For `bool`, `float`, `int`, `print` and conditions, the
+        operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), or, in
         a loop that does tensor work, be a local name that such ops compute (`denom =
         m.sum()`, then `if denom > 0:`) or the element a `for` takes from a tensor (`for
         sigma in sigmas: s = float(sigma)`), so a bare argument of unknown type is never taken
@@ -91,19 +108,23 @@ class HostSyncInTensorWork(Rule):
         same loop iteration (autograd ran the step's work: nothing is left to fuse); a hand-off to
         host code (`.cpu()`, `.numpy()`, `.tolist()`) outside a step function's loop; code that runs
         once or offline (`__init__`, `process*`, `plot*`, `visualize*`, (de)serialization, `read_*`,
-        `download*`). NumPy arrays, Python numbers, `print(x.shape)` and identity tests (`if mask is
-        None:`) are not syncs.
+        `download*`); an element read bare as a size (`x[i, : int(lengths[i])]`: no kernel to
+        save, and the work it sizes is written anyway). NumPy arrays, Python numbers,
+        `print(x.shape)` and identity tests (`if mask is None:`) are not syncs.
     """
     use_instead = """
         Keep values on the device until the work is done: accumulate into a tensor
         (`total = total + h.sum()`) and call `.item()` once at the end; replace a branch on a
         tensor's value by `torch.where(cond, a, b)` or by an op that needs no branch
-        (`a.clamp(max=3)` instead of `if (a > 3).any(): a = a.clamp(max=3)`); print or log after
+        (`a.clamp(max=3)` instead of `if (a > 3).any(): a = a.clamp(max=3)`); read the elements a
+        loop compares or computes with once, `rows = boxes.tolist()` before it; print or log after
         the computation, or every N steps outside the hot loop.
     """
     fix_notes = """
         No fix: moving a sync changes when Python sees the value, and a branch on it changes
-        which ops run; only the author can say whether the value is needed earlier.
+        which ops run; only the author can say whether the value is needed earlier. `.tolist()`
+        also detaches: where an element feeds work whose gradient is needed as well as a test,
+        test the host copy and keep the tensor's element for the math.
     """
     examples = (
         Example(
@@ -214,6 +235,62 @@ def route(x: torch.Tensor, hits: torch.Tensor, w: torch.Tensor, n: int) -> torch
 """,
             at=((7, 12),),
             fixed=None,
+        ),
+        Example(  # an element of a tensor the loop does not change, compared on the host each iteration
+            bad="""\
+import torch
+
+
+def anneal(x: torch.Tensor, sigmas: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    for i in range(sigmas.shape[0]):
+        sigma = sigmas[i]
+        if sigma > 0.5:
+            x = torch.tanh(x @ w)
+        x = x * 0.9
+    return x
+""",
+            at=((7, 12),),
+            fixed=None,
+            call="anneal(randn(16, 32), randn(6).abs(), randn(32, 32) * 0.2)",
+            good="""\
+import torch
+
+
+def anneal(x: torch.Tensor, sigmas: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    for sigma in sigmas.tolist():
+        if sigma > 0.5:
+            x = torch.tanh(x @ w)
+        x = x * 0.9
+    return x
+""",
+        ),
+        Example(  # arithmetic on elements only to make a host number: kernels on 0-d tensors, then a sync
+            bad="""\
+import torch
+
+
+def crops(image: torch.Tensor, boxes: torch.Tensor) -> list:
+    out = []
+    for i in range(boxes.shape[0]):
+        w = int(boxes[i, 2] - boxes[i, 0]) + 1
+        out.append(torch.tanh(image[:, :w]) * 2)
+    return out
+""",
+            at=((7, 13),),
+            fixed=None,
+            call="crops(randn(8, 64), (randn(4, 4).abs() * 8).cumsum(1))",
+            good="""\
+import torch
+
+
+def crops(image: torch.Tensor, boxes: torch.Tensor) -> list:
+    out = []
+    rows = boxes.tolist()
+    for i in range(boxes.shape[0]):
+        w = int(rows[i][2] - rows[i][0]) + 1
+        out.append(torch.tanh(image[:, :w]) * 2)
+    return out
+""",
         ),
         Example(  # debugging output in a loop: reported, not runnable as a contract pair (it prints)
             bad="""\
@@ -361,6 +438,25 @@ def contrastive(q: torch.Tensor, negatives: torch.Tensor, logits: torch.Tensor) 
         logits[1:][same] = float("-inf")
     return torch.log_softmax(logits * 2, -1)
 """,
+        # an element read as a size, with no arithmetic on it (the per-roi sizes of torchvision's
+        # heatmaps_to_keypoints: one .tolist() before the loop measured paying nowhere); an element
+        # of a tensor the loop rewrites; an element checked to raise
+        """\
+import torch
+
+
+def pad_each(x: torch.Tensor, lengths: torch.Tensor, steps: torch.Tensor) -> list:
+    out = []
+    for i in range(x.shape[0]):
+        if lengths[i] > x.shape[1]:
+            raise ValueError("length beyond the padded size")
+        out.append(torch.tanh(x[i, : int(lengths[i])] * 2))
+    for i in range(steps.shape[0]):
+        if steps[i] > 0:
+            steps = steps - 1
+        x = torch.tanh(x * 2)
+    return out + [x]
+""",
         # a loop that does no tensor work (it only reads results)
         """\
 import torch
@@ -387,37 +483,47 @@ def report(x: torch.Tensor) -> list:
             _op_call_text(ops).search(block[later]) for later in range(index + 1, min(index + 4, len(block)))
         ):
             return True
-        read = _NAME_READ.match(text) if _NAME_READ_WORD.search(text) else None
+        if not _NAME_READ_WORD.search(text):
+            return False
+        if "[" in text and _ELEMENT_WORK.search(text):
+            return True
+        read = _NAME_READ.match(text)
         if read is None:
             return False
         if index == 0 and not text.lstrip().startswith(("if", "elif")):
             return True  # `float(t)` first in a block: `t` may be what a `for` above it takes from a tensor
         assigned = re.compile(r"\s*" + read.group(1) + r"\s*=[^=]")
+        element = re.compile(r"[\w\s,]*\b" + read.group(1) + r"\b[\w\s,]*=[^=].*\w\[")  # `sigma = sigmas[i]`
         return any(
-            assigned.match(block[earlier]) and _op_call_text(ops).search(block[earlier])
+            (assigned.match(block[earlier]) and _op_call_text(ops).search(block[earlier]))
+            or element.match(block[earlier])
             for earlier in range(max(0, index - 4), index)
         )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
             statement = ref.node
+            loop = _enclosing_loop(ref) if _in_working_loop(scope, ref) and not _runs_once(scope) else None
             for part in own_parts(statement):
                 test = isinstance(statement, (cst.If, cst.While)) and part is statement.test
-                if test and isinstance(statement, cst.If) and _tests_tensor_element(scope, ref, part):
+                if test and isinstance(statement, cst.If) and _tests_tensor_element(scope, loop, statement):
                     yield Violation(part, message=f"{_describe('element')}, in a loop that does tensor work: each "
-                                    f"test is a host sync that flushes the lazy stream; {_ADVICE['element']}")
+                                    f"test launches a kernel and is a host sync that flushes the lazy stream, once "
+                                    f"per iteration; {_ADVICE['element']}")
                     continue
                 if test and (isinstance(statement, cst.While) or _needed_branch(scope, statement, ref)):
                     continue  # a loop's exit condition, validation
-                for node, kind in _syncs(scope, part, test, by_name=_in_working_loop(scope, ref)):
+                if loop is not None and not _in_failing_arm(ref):
+                    for cast in _element_casts(scope, loop, part):
+                        yield Violation(cast, message=f"{_describe(_callee(cast))} of arithmetic on a tensor's "
+                                        "elements, in a loop that does tensor work: each iteration launches kernels "
+                                        "on 0-d tensors only to make a host number, and syncs; "
+                                        f"{_ADVICE['arithmetic']}")
+                for node, kind in _syncs(scope, part, test, by_name=loop is not None):
                     where = _where(scope, ref)
                     if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
                         continue
-                    yield Violation(
-                        node,
-                        message=f"{_describe(kind)} {where}: it flushes the lazy stream and writes every live "
-                        f"intermediate; {_ADVICE[kind]}",
-                    )
+                    yield Violation(node, message=f"{_describe(kind)} {where}: {_COST[where]}; {_ADVICE[kind]}")
 
 
 @functools.lru_cache(maxsize=32)
@@ -500,7 +606,7 @@ def _describe(kind: str) -> str:
     if kind == "branch":
         return "a branch on a tensor's value"
     if kind == "element":
-        return "a branch on an element of a tensor the loop iterates over"
+        return "a branch on an element of a tensor the loop does not change"
     return f"`.{kind}()`" if kind in SYNC_METHODS else f"`{kind}(...)`"
 
 
@@ -603,18 +709,95 @@ def _loop_element(target: cst.BaseExpression, iterable: cst.BaseExpression) -> t
     return None
 
 
-def _tests_tensor_element(scope: Scope, ref: StatementRef, test: cst.BaseExpression) -> bool:
-    """``for i in hits: ... if i == n:``: iterating over a tensor yields 0-d tensors, and comparing
-    one on the host syncs once per iteration, in a loop that does tensor work."""
-    loop = _enclosing_loop(ref)
-    if not (isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) and scope.is_tensor(loop.iter)):
-        return False
-    if not isinstance(test, cst.Comparison) or not _in_working_loop(scope, ref):
+def _tests_tensor_element(scope: Scope, loop: cst.For | cst.While | None, statement: cst.If) -> bool:
+    """``for e in hits: if e == n:`` or ``sigma = sigmas[i]; if sigma > 0:`` in a loop that does
+    tensor work (``loop``): each comparison of an element launches a 0-d kernel and syncs, once per
+    iteration, where one ``.tolist()`` before the loop syncs once. Validation (an arm that raises)
+    is left alone."""
+    test = statement.test
+    if loop is None or not isinstance(test, cst.Comparison) or _raises_or_warns(statement):
         return False
     if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
         return False
     operands = [test.left, *(c.comparator for c in test.comparisons)]
-    return any(_element_value(operand, loop.target.value) for operand in operands)
+    if isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) and scope.is_tensor(loop.iter):
+        if any(_element_value(operand, loop.target.value) for operand in operands):
+            return True
+    return _element_work(scope, loop, test)
+
+
+def _element_casts(scope: Scope, loop: cst.For | cst.While, part: cst.CSTNode) -> Iterator[cst.Call]:
+    """``int(boxes[i, 2] - boxes[i, 0])`` under ``part``: a host number made by arithmetic on
+    elements of a tensor the loop does not change (a cast that computes with a tensor op is one
+    of _syncs')."""
+    if isinstance(part, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise, cst.Assert)) or _is_check(part):
+        return
+    if isinstance(part, cst.Call) and isinstance(part.func, cst.Name) and part.func.value in ("int", "float", "bool"):
+        values = [arg.value for arg in part.args if arg.keyword is None and not arg.star]
+        if values and isinstance(values[0], cst.BinaryOperation) and _element_work(scope, loop, values[0]):
+            if part.func.value not in scope.facts.aliases and not _computes_tensor(scope, values[0], by_name=True):
+                yield part
+    for child in children(part):
+        yield from _element_casts(scope, loop, child)
+
+
+def _element_work(scope: Scope, loop: cst.For | cst.While, expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` arithmetic or a comparison on elements of a tensor that ``loop`` does not change
+    (``sigmas[i] > 0``, ``boxes[i, 2] - boxes[i, 0]``)?"""
+    if isinstance(expr, cst.Comparison):
+        operands = [expr.left, *(c.comparator for c in expr.comparisons)]
+    elif isinstance(expr, cst.BinaryOperation):
+        operands = [expr.left, expr.right]
+    else:
+        return False
+    return any(_invariant_element(scope, loop, operand) or _element_work(scope, loop, operand) for operand in operands)
+
+
+def _invariant_element(scope: Scope, loop: cst.For | cst.While, expr: cst.BaseExpression) -> bool:
+    """An element of a tensor name that ``loop`` never rebinds or writes (``sigmas[i]``), or a local
+    name every assignment of which is such an element (``sigma = sigmas[i]``)."""
+    if isinstance(expr, cst.Name):
+        values = list(_assigned_values(scope, expr.value))
+        return bool(values) and all(isinstance(v, cst.Subscript) and _invariant_element(scope, loop, v) for v in values)
+    if not (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and scope.is_tensor(expr.value)):
+        return False
+    if not all(isinstance(element.slice, cst.Index) for element in expr.slice):
+        return False  # a slice is a tensor of its own, not an element
+    return not _writes_name(loop, expr.value.value)
+
+
+def _assigned_values(scope: Scope, name: str) -> Iterator[cst.BaseExpression | None]:
+    """The values the scope assigns to ``name``, pairing tuples (``a, b = x[i], x[i + 1]``);
+    None for one that cannot be told (an unpacked call)."""
+    for target, value in scope.assignments:
+        if isinstance(target, cst.Name):
+            if target.value == name:
+                yield value
+            continue
+        targets, values = _target_elements(target), _target_elements(value)
+        for i, element in enumerate(targets):
+            if isinstance(element, cst.Name) and element.value == name:
+                yield values[i] if len(values) == len(targets) and isinstance(value, (cst.Tuple, cst.List)) else None
+
+
+def _writes_name(node: cst.CSTNode, name: str) -> bool:
+    """Does ``node`` bind ``name``, assign into it (``name[i] = v``) or call an in-place method on it?"""
+    targets: list[cst.BaseExpression] = []
+    if isinstance(node, cst.Assign):
+        targets = [t.target for t in node.targets]
+    elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        targets = [node.target]
+    elif isinstance(node, (cst.For, cst.CompFor)):
+        targets = [node.target]
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_"):
+        targets = [node.func.value]
+    for target in targets:
+        for element in _target_elements(target):
+            while isinstance(element, (cst.Subscript, cst.Attribute)):
+                element = element.value
+            if isinstance(element, cst.Name) and element.value == name:
+                return True
+    return any(_writes_name(child, name) for child in children(node))
 
 
 def _element_value(operand: cst.BaseExpression, element: str) -> bool:
@@ -771,9 +954,9 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
     outside a step function's loop a deliberate hand-off to host code (``.cpu()``, ``.numpy()``,
     ``.tolist()``) or a scalar read between work, unless the value goes back into tensor work or
     decides a branch that does tensor work."""
-    function = scope.node.name.value if isinstance(scope.node, cst.FunctionDef) else None
-    if function is not None and _OFFLINE.match(function):
+    if _runs_once(scope):
         return True
+    function = scope.node.name.value if isinstance(scope.node, cst.FunctionDef) else None
     if _decides_shape(scope, ref, node, kind) or _decides_exit(ref, node) or _in_failing_arm(ref):
         return True
     if kind in _SCALAR_READS and not branch and _after_backward(ref):
@@ -787,6 +970,11 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
     else:
         return False
     return once and not _decides_branch(scope, ref, node)
+
+
+def _runs_once(scope: Scope) -> bool:
+    """Setup, dataset processing, plotting: code that runs once or offline."""
+    return isinstance(scope.node, cst.FunctionDef) and _OFFLINE.match(scope.node.name.value) is not None
 
 
 def _in_failing_arm(ref: StatementRef) -> bool:

@@ -150,8 +150,46 @@ def sample(model, scheduler, latents, guidance: float):
         latents = scheduler.step(noise, t, latents)
     return latents, values
 """,
+    "a diffusion sampler's noise scale read by index and compared each step": """\
+import torch
+
+def sample(model, x: torch.Tensor, sigmas: torch.Tensor):
+    for i in range(len(sigmas) - 1):
+        sigma, sigma_next = sigmas[i], sigmas[i + 1]
+        if sigma_next == 0:
+            x = model(x, sigma)
+        else:
+            x = x + (sigma_next - sigma) * model(x, sigma)
+    return x
+""",
+    "an element compared in a test whose arm only skips the iteration": """\
+import torch
+
+def pool(x: torch.Tensor, counts: torch.Tensor):
+    out = []
+    for i in range(counts.shape[0]):
+        if counts[i] <= 0:
+            continue
+        out.append(torch.tanh(x[i]).sum())
+    return out
+""",
+    "box sizes made by arithmetic on a box tensor's elements, in a loop": """\
+import torch
+import torch.nn.functional as F
+
+def paste(masks: torch.Tensor, boxes: torch.Tensor):
+    out = []
+    for i in range(boxes.shape[0]):
+        w = float(boxes[i, 2] - boxes[i, 0]) * 0.5
+        h = int((boxes[i, 3] - boxes[i, 1]) / 2)
+        out.append(F.interpolate(masks[i][None], size=(h, int(w))))
+    return out
+""",
 }
 EXPECTED = {
+    "a diffusion sampler's noise scale read by index and compared each step": [(6, 12)],
+    "an element compared in a test whose arm only skips the iteration": [(6, 12)],
+    "box sizes made by arithmetic on a box tensor's elements, in a loop": [(7, 13), (8, 13)],
     "a scalar read whose receiver only .item() tells a tensor (a file without numpy)": [(9, 23)],
     "a scalar read of the element a working loop takes from a tensor": [(5, 13)],
     "a scalar read in a working loop's test whose arm only does host work (greedy decoding)": [(7, 12), (8, 24)],
@@ -447,6 +485,37 @@ def paint(masks: torch.Tensor, w: torch.Tensor):
             mask = mask[None]
         out.append(torch.relu(mask * w))
     return out
+""",
+    "an element compared after the loop changed its tensor in place": """\
+import torch
+
+def decay(x: torch.Tensor, budget: torch.Tensor):
+    for i in range(budget.shape[0]):
+        budget[i] -= 1
+        if budget[i] > 0:
+            x = torch.tanh(x * 2)
+    return x
+""",
+    "an element compared in a loop that does no tensor work": """\
+import torch
+
+def count(lengths: torch.Tensor, limit: int):
+    n = 0
+    for i in range(lengths.shape[0]):
+        if lengths[i] > limit:
+            n += 1
+    return n
+""",
+    "arithmetic on elements in __init__ (runs once)": """\
+import torch
+
+class Boxes(torch.nn.Module):
+    def __init__(self, boxes: torch.Tensor):
+        super().__init__()
+        self.sizes = []
+        for i in range(boxes.shape[0]):
+            self.sizes.append(int(boxes[i, 2] - boxes[i, 0]))
+            self.register_buffer(f"b{i}", torch.tanh(boxes[i]))
 """,
 }
 

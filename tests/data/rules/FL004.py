@@ -152,3 +152,55 @@ def report(x: torch.Tensor) -> list:
     for row in probs:
         rows.append(row.max().item())
     return rows
+
+# --- example 6: a loop over a tensor compares each element on the host
+import torch
+
+
+def route(x: torch.Tensor, hits: torch.Tensor, w: torch.Tensor, n: int) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for e in hits:
+        if e == n:
+            continue
+        out = out + torch.tanh(x * e) @ w
+    return out
+
+# --- example 7: an element of a tensor the loop does not change, compared each iteration
+import torch
+
+
+def anneal(x: torch.Tensor, sigmas: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    for i in range(sigmas.shape[0]):
+        sigma = sigmas[i]
+        if sigma > 0.5:
+            x = torch.tanh(x @ w)
+        x = x * 0.9
+    return x
+
+# --- example 8: arithmetic on elements, only to make a host number
+import torch
+
+
+def crops(image: torch.Tensor, boxes: torch.Tensor) -> list:
+    out = []
+    for i in range(boxes.shape[0]):
+        w = int(boxes[i, 2] - boxes[i, 0]) + 1
+        h = int(boxes[i, 3] - boxes[i, 1])
+        out.append(torch.tanh(image[:h, :w]) * 2)
+    return out
+
+# --- look-alike 9: an element read bare as a size, one the loop rewrites, one checked to raise
+import torch
+
+
+def pad_each(x: torch.Tensor, lengths: torch.Tensor, steps: torch.Tensor) -> list:
+    out = []
+    for i in range(x.shape[0]):
+        if lengths[i] > x.shape[1]:
+            raise ValueError("length beyond the padded size")
+        out.append(torch.tanh(x[i, : int(lengths[i])] * 2))
+    for i in range(steps.shape[0]):
+        if steps[i] > 0:
+            steps = steps - 1
+        x = torch.tanh(x * 2)
+    return out + [x]
