@@ -50,6 +50,7 @@ class ModuleFacts:
     # ``self.<attr> = ...`` and ``register_buffer("<name>", ...)`` anywhere, for the classes around them
     members: list[ast.Assign | ast.Call] = field(default_factory=list)
     returns: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by tensors.returns_tensor
+    reads_only: dict[tuple[str | None, str, int], bool] = field(default_factory=dict)  # filled by purity.only_reads
     _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
 
     @property

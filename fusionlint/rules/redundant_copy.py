@@ -13,17 +13,13 @@ from fusionlint.analysis import (
     Scope, Site, StatementRef, bound_names, children, is_method_call, names_of, per_scope, reaching_assignment,
     root_name,
 )
+from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
+from fusionlint.analysis.views import cst_view
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _COPY = re.compile(r"\b(?:clone|contiguous)\s*\(")
-# Ops that may return their input itself (``x.to(x.dtype)`` is ``x``): an alias, like a view.
-_MAY_ALIAS = frozenset({"to", "float", "double", "half", "bfloat16", "int", "long", "bool", "type_as", "contiguous",
-                        "dropout"})
-# Reads of metadata, and factories that take only its dtype and device: no data is touched.
-_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "size", "dim", "numel",
-                       "new_zeros", "new_ones", "new_empty", "new_full"})
 # Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                       "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
@@ -65,12 +61,15 @@ class RedundantCopy(Rule):
         Flagged: `.clone()`, `.detach().clone()`, `.clone().detach()`, `torch.clone(x)`, and
         `.contiguous()` of a transposed, permuted or expanded view, of a slice past the first
         dimension (`x[:, :n]`) or of a piece of a split along a later one (`start, end =
-        logits.split(1, dim=-1)`), squeezed or not, of a tensor, when every use of the copy only reads it
-        (arithmetic, comparisons, a tensor op that is not in place, `torch.cat`, metadata; a
-        view or a cast of it used the same way), its source is a local name or a fresh value
-        that is never written in place in the function once copied (what the statements
-        before the copy's own do to it is past, unless they keep a view of it under another
-        name), and the source is only read too. A
+        logits.split(1, dim=-1)`), squeezed or not, of a tensor, when every use of the copy
+        only reads it (arithmetic, comparisons, a tensor op that is not in place, `torch.cat`,
+        metadata, a same-file function or method whose body only reads that parameter and
+        hands back a new tensor; a view or a cast of it used the same way), its source is a
+        local name or a fresh value that is not written in place while the copy lives (what
+        the statements before the copy's own do to it is past, unless they keep a view of it
+        under another name; what those after the copy's last read do cannot reach it:
+        Gemma 3n's `first = corrected[i].clone()`, read by `self.altup.scale_corrected_output`
+        and a linear layer before `corrected[1:] += ...`), and the source is only read too. A
         copy that is returned (as it is, through a view, or through its name) is flagged too
         when the function made its source (an op result, the output of a `torch.nn` module
         such as `nn.Linear`, a gather, a copy, also when `+=` updated it in place since; not a
@@ -384,11 +383,11 @@ def f(x: torch.Tensor) -> torch.Tensor:
                 if key != "contiguous" and _rebinds_sole_value(scope, site, source):
                     yield Violation(site.node, fix=_drop(site) if kept is source else _fix(site, kept))
                     continue
-                if not _source_is_stable(scope, source, site):
-                    continue
                 fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source)
                 reading = _Reading(strided=key != "contiguous", returnable=fresh)
                 if not _only_read(scope, site.node, "copy", reading) or not (reading.strided or reading.saves):
+                    continue
+                if not _source_is_stable(scope, source, site, reading):
                     continue
                 if reading.bundled and _lineage_returned(scope, source, site):
                     continue
@@ -526,7 +525,7 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
             return _INDEX
         if name == "contiguous" and operand is not None and _strided(scope, operand):
             return _MADE
-        if kind == VIEW or name in _MAY_ALIAS or name == "detach":
+        if kind == VIEW or name in MAY_ALIAS:
             if operand is None:
                 return _SHARED
             expr = operand
@@ -590,7 +589,7 @@ def _lineage_returned(scope: Scope, source: cst.BaseExpression, site: Site) -> b
             op = scope.op(expr)
             if isinstance(expr, cst.Subscript):
                 expr = expr.value
-            elif op is not None and op[2] is not None and (op[1] == VIEW or op[0] in _MAY_ALIAS or op[0] == "detach"):
+            elif op is not None and op[2] is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
                 expr = op[2]
             else:
                 break
@@ -665,11 +664,12 @@ def _rebinds_sole_value(scope: Scope, site: Site, source: cst.BaseExpression) ->
     return reaching is not None and _fresh(scope, reaching[1], reaching[0])
 
 
-def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site) -> bool:
-    """Is the copied tensor a fresh value, or a local name only read in the function? A name
-    of a module attribute (``self.x``) may be written by other code: not stable. What a
-    statement of the function's body before the copy's own does with the name cannot write
-    the copied value after it is copied, unless it keeps it under another name."""
+def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, reading: _Reading) -> bool:
+    """Is the copied tensor a fresh value, or a local name only read in the function while the
+    copy lives? A name of a module attribute (``self.x``) may be written by other code: not
+    stable. What a statement of the function's body before the copy's own does with the name
+    cannot write the copied value after it is copied, unless it keeps it under another name;
+    what one does after the copy's last read cannot change what the copy was used for."""
     name = root_name(source)
     if name is None:
         return not isinstance(source, cst.Attribute)
@@ -679,6 +679,8 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site) -> b
     # `x = x.t().contiguous()` in the function's own body: from there on `x` holds the copy,
     # whose uses are the copy's to judge
     last = copied_at if copied_at is not None and _rebound_name(site) == name else None
+    if last is None and copied_at is not None:
+        last = reading.dead_after if reading.named else copied_at
     for use in _uses(scope, name):
         position = _body_position(scope, use)
         if last is not None and position is not None and position > last:
@@ -716,7 +718,7 @@ def _aliased(scope: Scope, use: cst.Name) -> bool:
             continue
         if isinstance(parent, cst.Call):
             op = scope.op(parent)
-            alias = op is not None and (op[1] == VIEW or op[0] in _MAY_ALIAS or op[0] == "detach")
+            alias = op is not None and (op[1] == VIEW or op[0] in MAY_ALIAS)
             if not alias or not (parent.func is below or (isinstance(below, cst.Arg) and below.value is op[2])):
                 return False  # a new tensor (or an unknown callee's result, taken as one)
             below = parent
@@ -764,12 +766,16 @@ class _Reading:
     fix's risk). ``saves``: some use reads the strided tensor as fast as the copy, or hands it
     out, so dropping a ``.contiguous()`` saves its kernel (a ``softmax`` or ``conv2d`` copies a
     strided input itself: no worse, no better). ``bundled``: the copy is handed out in a
-    container with other values."""
+    container with other values. ``named``: the copy is bound to a name; ``dead_after``: the
+    statement of the function's body after which nothing holds it (the name's last read),
+    None if unknown."""
 
     strided: bool = True
     returnable: bool = False
     saves: bool = False
     bundled: bool = False
+    named: bool = False
+    dead_after: int | None = None
 
     def read(self, fast: bool = True) -> bool:
         self.saves |= fast
@@ -803,7 +809,7 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             continue
         if isinstance(parent, cst.Attribute) and parent.value is below:
             name = parent.attr.value
-            if name in _METADATA or name == "clone":
+            if name in METADATA or name == "clone":
                 return reading.read(fast=False)
             if name in VIEW_ATTRIBUTES:
                 below = parent
@@ -812,7 +818,7 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 return False
             if not reading.strided and name in _NEEDS_CONTIGUOUS:
                 return False
-            if name in _MAY_ALIAS or name == "detach" or scope.ops.op_class(name) == VIEW:
+            if name in MAY_ALIAS or scope.ops.op_class(name) == VIEW:
                 below = after  # an alias: its own uses decide
                 continue
             known = scope.ops.op_class(name) is not None or name in _READS_INTO_NEW
@@ -821,11 +827,13 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
                 return False
             op = scope.op(after) or scope.module_op(after)
+            if op is None and reading.strided and role != "source" and _read_by_same_file_callee(scope, after, parent):
+                return reading.read()
             if op is None or op[0].endswith("_"):
                 return _handed_out(scope, parent, role, reading)
             if not reading.strided and op[0] in _NEEDS_CONTIGUOUS:
                 return False
-            if op[1] == VIEW or op[0] in _MAY_ALIAS:
+            if op[1] == VIEW or op[0] in MAY_ALIAS:
                 below = after
                 continue
             if op[1] is None and op[0] not in _READS_INTO_NEW:
@@ -841,6 +849,16 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             return reading.read()
         return _handed_out(scope, parent, role, reading)
     return False
+
+
+def _read_by_same_file_callee(scope: Scope, call: cst.Call, arg: cst.Arg) -> bool:
+    """``self.altup.scale_corrected_output(copy)``: a same-file function that only reads the
+    argument and hands back a new tensor (``analysis.purity``). Not for a ``.contiguous()``
+    copy: the callee may need the layout."""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if any(a.star for a in call.args) or arg not in positional:
+        return False
+    return callee_only_reads(scope.facts, scope.class_name, cst_view, call.func, positional.index(arg))
 
 
 def _handed_out(scope: Scope, parent: cst.CSTNode, role: str, reading: _Reading) -> bool:
@@ -897,6 +915,9 @@ def _only_read_name(scope: Scope, assign: cst.Assign, reading: _Reading) -> bool
         uses = _uses(scope, name)
     else:  # an in-place write of the copy before it is rebound is a use that is not a read
         uses = _uses_until_rebound(scope, assign, name)
+    positions = [_body_position(scope, use) for use in uses]
+    reading.named = True
+    reading.dead_after = None if None in positions or not positions else max(positions)  # type: ignore[type-var]
     return bool(uses) and all(_only_read(scope, use, "alias", reading) for use in uses)
 
 

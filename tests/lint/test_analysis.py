@@ -189,3 +189,77 @@ def test_nn_class_of_a_module_attribute():
     assert facts.nn_class("Attention", "act") == "GELU"
     assert facts.nn_class("Attention", "softmax") is None  # reassigned: no longer known
     assert facts.nn_class("Attention", "norm") is None  # one of two classes
+
+
+def test_only_reads_follows_same_file_callees():
+    facts = module_facts(ast.parse(textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+
+        def scaled(x, s):
+            return (x.type_as(s) * s).type_as(x)
+
+        def passed_on(x):
+            return x.float()
+
+        def written(x):
+            x[:, 0] = 0
+            return x * 2
+
+        class AltUp(nn.Module):
+            def forward(self, x):
+                return scaled(x, self.scale)
+
+            def scale_output(self, x):
+                return self.forward(x)
+
+            def clears(self, x):
+                return written(x)
+
+            def kept(self, x):
+                self.last = x
+                return x + 1
+        """)))
+    from fusionlint.analysis.purity import only_reads
+
+    assert only_reads(facts, None, "scaled", 0)
+    assert only_reads(facts, "AltUp", "scale_output", 0)  # through self.forward and scaled
+    assert not only_reads(facts, None, "passed_on", 0)  # hands back a cast that may be its input
+    assert not only_reads(facts, "AltUp", "clears", 0)  # a callee writes it in place
+    assert not only_reads(facts, "AltUp", "kept", 0)  # stored on the module
+    assert not only_reads(facts, None, "missing", 0)
+
+
+@pytest.mark.parametrize(
+    "body,values",
+    [
+        ("eq = 'b j d'", ["b h i d, b j d -> b h i j"]),
+        ("eq = 'b j d' if k.ndim == 3 else 'b h j d'", ["b h i d, b j d -> b h i j", "b h i d, b h j d -> b h i j"]),
+        ("eq = 'b j d'\n    eq += ' '", None),  # extended in place: its value is unknown
+        ("eq, _ = 'b j d', 1", None),  # unpacked
+        ("eq = str(k.ndim)", None),
+    ],
+)
+def test_string_values_of_an_f_string(body, values):
+    from fusionlint.analysis.strings import string_values
+
+    scope = scopes(f"import torch\ndef f(q, k):\n    {body}\n    return torch.einsum(f'b h i d, {{eq}} -> b h i j', q, k)\n")["f"]
+    call = scope.sites["einsum"][0].node
+    assert string_values(scope, call.args[0].value) == values
+
+
+def test_module_op_of_a_local_bound_to_a_torch_nn_class():
+    scope = scopes("""
+        import torch
+        from torch import nn
+        def f(x: torch.Tensor, y: torch.Tensor, flag: bool):
+            loss_fct = nn.CrossEntropyLoss(ignore_index=-1)
+            act = nn.ReLU(inplace=True)
+            other = nn.CrossEntropyLoss() if flag else None
+            return loss_fct(x, y), act(x), other(x, y)
+    """)["f"]
+    returned = scope.node.body.body[-1].body[0].value.elements
+    ops = [scope.module_op(element.value) for element in returned]
+    assert ops[0][:2] == ("cross_entropy", COMPUTE)
+    assert ops[1] is None  # in place: not the op of its class
+    assert ops[2] is None  # not surely a module

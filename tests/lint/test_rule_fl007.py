@@ -174,8 +174,40 @@ def qa_head(h: torch.Tensor, w: torch.Tensor, start_positions: torch.Tensor | No
         total_loss = loss_fct(start_logits, start_positions)
     return QuestionAnsweringOutput(loss=total_loss, start_logits=start_logits, end_logits=end_logits)
 """,
+    "a clone read by a same-file method, its source written in place after its last read": """\
+import torch
+from torch import nn
+
+
+class AltUp(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.type_as(self.scale) * self.scale).type_as(x)
+
+    def scale_output(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward(x)
+
+    def keep(self, x: torch.Tensor) -> torch.Tensor:
+        self.kept = x
+        return x * 2
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.altup = AltUp()
+        self.gate = nn.Linear(8, 8)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        corrected = self.altup(h) * 2
+        first = corrected[0].clone()
+        first = self.altup.scale_output(first)
+        first = self.gate(first)
+        corrected[1:] += first
+        return corrected
+""",
 }
 EXPECTED = {
+    "a clone read by a same-file method, its source written in place after its last read": [(25, 17)],
     "squeezed pieces of a split along the last dim, handed out in an output record": [(8, 20), (9, 18)],
     "a copy only read by nn.Linear through nn.Dropout": [(13, 13)],
     "contiguous of a name a statement above made a transposed view (an in-place add between)": [(8, 9)],
@@ -486,6 +518,69 @@ import torch.nn.functional as F
 def f(h: torch.Tensor, target: torch.Tensor):
     x = (h * 2).transpose(1, 2).contiguous()
     return F.softmax(x, -1), F.cross_entropy(x, target)
+""",
+    "a clone handed to a same-file method that keeps it": """\
+import torch
+from torch import nn
+
+
+class AltUp(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.type_as(self.scale) * self.scale).type_as(x)
+
+    def scale_output(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward(x)
+
+    def keep(self, x: torch.Tensor) -> torch.Tensor:
+        self.kept = x
+        return x * 2
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.altup = AltUp()
+        self.gate = nn.Linear(8, 8)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        corrected = self.altup(h) * 2
+        first = corrected[0].clone()
+        first = self.altup.keep(first)
+        first = self.gate(first)
+        corrected[1:] += first
+        return corrected
+""",
+    "a clone whose source is written in place while the clone is still read": """\
+import torch
+from torch import nn
+
+
+class AltUp(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.type_as(self.scale) * self.scale).type_as(x)
+
+    def scale_output(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward(x)
+
+    def keep(self, x: torch.Tensor) -> torch.Tensor:
+        self.kept = x
+        return x * 2
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.altup = AltUp()
+        self.gate = nn.Linear(8, 8)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        corrected = self.altup(h) * 2
+        first = corrected[0].clone()
+        corrected[0] += 1
+        first = self.altup.scale_output(first)
+        first = self.gate(first)
+        corrected[1:] += first
+        return corrected
 """,
 }
 

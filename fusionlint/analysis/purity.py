@@ -1,0 +1,158 @@
+"""Which parameters of a same-file function the function only reads: a tensor handed to it is
+neither written in place nor handed back as it is or as a view, so a copy made for the call is
+not needed (``self.altup.scale_corrected_output(x.clone())``, whose body is ``(x * s).type_as(x)``)."""
+from __future__ import annotations
+
+import ast
+
+from fusionlint.analysis.facts import ModuleFacts
+from fusionlint.analysis.views import ATTR, NAME, View, ast_view, dotted_path
+from fusionlint.ops import VIEW, NN_MODULE_OPS, op_tables
+
+# Ops that may return their input itself (``x.to(x.dtype)`` is ``x``): an alias, like a view.
+MAY_ALIAS = frozenset({"to", "float", "double", "half", "bfloat16", "int", "long", "bool", "type_as", "contiguous",
+                       "dropout", "detach"})
+# Reads of metadata, and factories that take only its dtype and device: no data is touched, and
+# the answer does not depend on the layout (not ``stride``, ``is_contiguous``, ``data_ptr``).
+METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "size", "dim", "numel",
+                      "new_zeros", "new_ones", "new_empty", "new_full"})
+_TORCH_OP_MODULES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg", "torch.fft")
+
+
+def only_reads(facts: ModuleFacts, class_name: str | None, name: str, position: int) -> bool:
+    """Does every definition of the same-file function ``name`` (a method of ``class_name``, or a
+    top-level function when it is None) only read its ``position``-th parameter (``self`` not
+    counted): arithmetic, metadata and known tensor ops that make a new tensor, through views
+    and casts used the same way, or a same-file function that only reads it in turn? Each
+    function is judged once; a call back into one being judged counts as a write."""
+    key = (class_name, name, position)
+    known = facts.reads_only.get(key)
+    if known is not None:
+        return known
+    facts.reads_only[key] = False
+    functions = facts.functions.get(name, []) if class_name is None else facts.methods(class_name, name)
+    result = bool(functions) and all(_reads_only(facts, class_name, function, position) for function in functions)
+    facts.reads_only[key] = result
+    return result
+
+
+def _reads_only(facts: ModuleFacts, class_name: str | None, function: ast.FunctionDef | ast.AsyncFunctionDef,
+                position: int) -> bool:
+    arguments = function.args
+    if arguments.vararg is not None or arguments.kwarg is not None:
+        return False
+    params = [*arguments.posonlyargs, *arguments.args]
+    if class_name is not None:
+        params = params[1:]
+    if position >= len(params):
+        return False
+    param = params[position].arg
+    parents: dict[int, ast.AST] = {}
+    uses: list[ast.Name] = []
+    for node in ast.walk(function):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) and node is not function:
+            if any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(node)):
+                return False  # a closure may do anything with it
+        if isinstance(node, ast.Name) and node.id == param:
+            uses.append(node)
+    return all(_read(facts, class_name, use, param, parents) for use in uses)
+
+
+def _read(facts: ModuleFacts, class_name: str | None, use: ast.Name, param: str, parents: dict[int, ast.AST]) -> bool:
+    """Is this occurrence of the parameter a read whose value, or alias, goes nowhere but into a
+    new tensor?"""
+    if isinstance(use.ctx, ast.Store):
+        parent = parents.get(id(use))
+        return isinstance(parent, ast.Assign)  # rebound: its other uses are judged too
+    ops = op_tables()
+    node: ast.AST = use
+    while True:
+        parent = parents.get(id(node))
+        if isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)):
+            return True
+        if isinstance(parent, ast.Subscript):
+            if parent.value is not node:
+                return True  # used as an index
+            if not isinstance(parent.ctx, ast.Load):
+                return False  # `x[i] = v`
+            node = parent
+            continue
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            call = parents.get(id(parent))
+            if parent.attr in METADATA:
+                return True
+            if not (isinstance(call, ast.Call) and call.func is parent) or parent.attr.endswith("_"):
+                return False
+            if parent.attr in MAY_ALIAS or ops.op_class(parent.attr) == VIEW:
+                node = call
+                continue
+            return ops.op_class(parent.attr) is not None or parent.attr == "clone"
+        if isinstance(parent, ast.Call) and node in parent.args:
+            if any(keyword.arg == "out" for keyword in parent.keywords):
+                return False
+            op = _op(facts, class_name, parent)
+            if op == "alias":
+                node = parent
+                continue
+            if op == "new":
+                return True
+            return callee_only_reads(facts, class_name, ast_view, parent.func, parent.args.index(node))  # type: ignore[arg-type]
+        if isinstance(parent, ast.Assign) and parent.value is node:
+            return all(isinstance(target, ast.Name) and target.id == param for target in parent.targets)
+        if isinstance(parent, ast.Expr):
+            return True
+        return False  # returned, stored, passed to unknown code
+
+
+def _op(facts: ModuleFacts, class_name: str | None, call: ast.Call) -> str | None:
+    """"alias" for a torch view or cast (or a module that runs one), "new" for another known torch
+    op that is not in place, else None."""
+    dotted = dotted_path(ast_view, call.func)
+    canonical = facts.canonical(dotted) if dotted else None
+    name = None
+    ops = op_tables()
+    if canonical is None and isinstance(call.func, ast.Attribute) and not _is_self(call.func.value):
+        # a tensor method's argument (`y.type_as(x)`, `y.add(x)`) is read; the result is not it
+        method = call.func.attr
+        known = method in MAY_ALIAS or ops.op_class(method) is not None
+        receiver = call.func.value
+        imported = isinstance(receiver, ast.Name) and receiver.id in facts.imported  # `np.add(x)`: no method
+        return "new" if known and not method.endswith("_") and not imported else None
+    if canonical is not None:
+        module, _, name = canonical.rpartition(".")
+        if module not in _TORCH_OP_MODULES:
+            return None
+    elif class_name is not None and isinstance(call.func, ast.Attribute) and _is_self(call.func.value):
+        name = NN_MODULE_OPS.get(facts.nn_class(class_name, call.func.attr) or "")
+    if name is None or name.endswith("_"):
+        return None
+    if name in MAY_ALIAS or ops.op_class(name) == VIEW:
+        return "alias"
+    return "new" if ops.op_class(name) is not None else None
+
+
+def callee_only_reads(facts: ModuleFacts, class_name: str | None, view: View, func: object, position: int) -> bool:
+    """Is ``func`` (a callee, in either syntax tree through ``view``) a same-file function that
+    only reads its ``position``-th argument: ``helper(x)``, ``self.forward(x)``,
+    ``self.altup.scale(x)``, or ``self.block(x)`` of a same-file module class (its ``forward``)?"""
+    callee = view(func)
+    if callee[0] == NAME:
+        return callee[1] in facts.functions and only_reads(facts, None, callee[1], position)
+    if callee[0] != ATTR or class_name is None:
+        return False
+    owner = view(callee[1])
+    if owner[0] == NAME and owner[1] == "self":
+        if facts.has_method(class_name, callee[2]):
+            return only_reads(facts, class_name, callee[2], position)
+        kind = facts.module_attr(class_name, callee[2])
+        return kind in facts.classes and only_reads(facts, kind, "forward", position)
+    if owner[0] == ATTR and view(owner[1])[:2] == (NAME, "self"):
+        kind = facts.module_attr(class_name, owner[2])
+        return kind in facts.classes and only_reads(facts, kind, callee[2], position)
+    return False
+
+
+def _is_self(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Name) and expr.id == "self"
