@@ -22,6 +22,9 @@ from fusionlint.analysis import (
 from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+from fusionlint.statement_text import (
+    SPACE, UNRELIABLE, assigned_values, closing_bracket, expression_at, opening_bracket, outside_brackets,
+)
 
 _PERMUTING_VIEWS = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                               "moveaxis", "adjoint"})
@@ -31,9 +34,6 @@ _CATS = frozenset({"cat", "concat", "concatenate"})
 _TRIGGER = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS | _CATS)))
 _VIEW_CALL = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS)))
 _CAT_CALL = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(_CATS)))
-# The text tests read a statement's text as code: brackets, operators, names.
-_SPACE = " \t\r\n\\"
-_UNRELIABLE = re.compile(r"[\"'#]")  # strings and comments may hold anything
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _NAME_AT_END = re.compile(r"([A-Za-z_]\w*)$")
 _DOTTED_AT_END = re.compile(r"(?:[A-Za-z_]\w*\s*\.\s*)*$")
@@ -415,15 +415,15 @@ def _may_view_computed(text: str, call: re.Match[str], earlier: Sequence[str], o
     receiver may be one (written inline, or a name assigned one in the block: ``earlier`` holds
     the texts of the statements up to this one); as a function (``torch.flatten(h * 2, 1)``), so
     may its first argument."""
-    before = text[: call.start()].rstrip(_SPACE)
+    before = text[: call.start()].rstrip(SPACE)
     if before.endswith("."):
-        receiver = before[:-1].rstrip(_SPACE)
+        receiver = before[:-1].rstrip(SPACE)
         if receiver.endswith(")") and _call_may_be_elementwise(receiver, ops):
             return True
         name = _NAME_AT_END.search(receiver)
         if name is not None and _assigned_elementwise(name.group(1), earlier, ops):
             return True
-    argument = _expression_at(text, call.end())
+    argument = expression_at(text, call.end())
     if _NAME.fullmatch(argument):
         return _assigned_elementwise(argument, earlier, ops)
     return _may_be_elementwise(argument, ops)
@@ -432,50 +432,28 @@ def _may_view_computed(text: str, call: re.Match[str], earlier: Sequence[str], o
 def _cat_may_feed_work(text: str, call: re.Match[str]) -> bool:
     """Can the concatenation ``call`` (``torch.cat(`` in a statement's text) of a literal list or
     tuple be read by more work? Not where the statement only returns it."""
-    if text[call.end() :].lstrip(_SPACE)[:1] not in ("(", "["):
+    if text[call.end() :].lstrip(SPACE)[:1] not in ("(", "["):
         return False
-    head = _DOTTED_AT_END.sub("", text[: call.start()]).rstrip(_SPACE)
-    if _UNRELIABLE.search(text) or not _RETURN_AT_END.search(head):
+    head = _DOTTED_AT_END.sub("", text[: call.start()]).rstrip(SPACE)
+    if UNRELIABLE.search(text) or not _RETURN_AT_END.search(head):
         return True
-    closing = _closing_bracket(text, text.index("(", call.start()))
-    return closing is None or text[closing + 1 :].strip(_SPACE) != ""
+    closing = closing_bracket(text, text.index("(", call.start()))
+    return closing is None or text[closing + 1 :].strip(SPACE) != ""
 
 
 def _assigned_elementwise(name: str, texts: Sequence[str], ops: OpTables) -> bool:
     """Does one of ``texts`` assign ``name`` a value that may be element-wise work?"""
-    assignment = re.compile(r"(?:^|;)\s*%s\s*=(?!=)" % re.escape(name), re.M)
-    return any(
-        _may_be_elementwise(_expression_at(text, found.end()), ops)
-        for text in texts
-        for found in assignment.finditer(text)
-    )
-
-
-def _expression_at(text: str, start: int) -> str:
-    """The text of the expression that starts at ``start``: up to the first ``,``, ``;``, closing
-    bracket or line end outside brackets."""
-    depth = 0
-    for i in range(start, len(text)):
-        char = text[i]
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            if depth == 0:
-                return text[start:i].strip(_SPACE)
-            depth -= 1
-        elif depth == 0 and (char in ",;" or char == "\n" and text[i - 1] != "\\"):
-            return text[start:i].strip(_SPACE)
-    return text[start:].strip(_SPACE)
+    return any(_may_be_elementwise(value, ops) for value in assigned_values(name, texts))
 
 
 def _may_be_elementwise(expression: str, ops: OpTables) -> bool:
     """Can this expression's text be element-wise work: an operator outside its brackets, or a
     call of an element-wise op last? Not a number or a starred argument."""
-    if _UNRELIABLE.search(expression):
+    if UNRELIABLE.search(expression):
         return True
     if not expression or _NUMBER.fullmatch(expression) or expression.startswith("*"):
         return False
-    if _OPERATOR.search(_outside_brackets(expression)):
+    if _OPERATOR.search(outside_brackets(expression)):
         return True
     return expression.endswith(")") and _call_may_be_elementwise(expression, ops)
 
@@ -483,55 +461,16 @@ def _may_be_elementwise(expression: str, ops: OpTables) -> bool:
 def _call_may_be_elementwise(text: str, ops: OpTables) -> bool:
     """Does ``text`` end (in ``)``) with a call of an element-wise op, or with a parenthesized
     expression that may be element-wise work?"""
-    if _UNRELIABLE.search(text):
+    if UNRELIABLE.search(text):
         return True
-    opening = _opening_bracket(text)
+    opening = opening_bracket(text)
     if opening is None:
         return True
-    callee = _NAME_AT_END.search(text[:opening].rstrip(_SPACE))
+    callee = _NAME_AT_END.search(text[:opening].rstrip(SPACE))
     if callee is not None and not keyword.iskeyword(callee.group(1)):
         return ops.op_class(callee.group(1)) == ELEMENTWISE
-    inner = text[opening + 1 : -1].strip(_SPACE)
-    return "," not in _outside_brackets(inner) and _may_be_elementwise(inner, ops)
-
-
-def _outside_brackets(text: str) -> str:
-    """``text`` without what its brackets hold."""
-    kept, depth = [], 0
-    for char in text:
-        if char in ")]}":
-            depth -= 1
-        if depth == 0:
-            kept.append(char)
-        if char in "([{":
-            depth += 1
-    return "".join(kept)
-
-
-def _opening_bracket(text: str) -> int | None:
-    """Where the bracket closed by the last character of ``text`` opens."""
-    depth = 0
-    for i in range(len(text) - 1, -1, -1):
-        if text[i] in ")]}":
-            depth += 1
-        elif text[i] in "([{":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
-
-
-def _closing_bracket(text: str, opening: int) -> int | None:
-    """Where the bracket opened at ``opening`` closes."""
-    depth = 0
-    for i in range(opening, len(text)):
-        if text[i] in "([{":
-            depth += 1
-        elif text[i] in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
+    inner = text[opening + 1 : -1].strip(SPACE)
+    return "," not in outside_brackets(inner) and _may_be_elementwise(inner, ops)
 
 
 def _merging_view(scope: Scope, site: Site) -> Violation | None:

@@ -1,10 +1,14 @@
 """FL005 beyond its own examples: which stores keep a fusable value alive, and which do not."""
 from __future__ import annotations
 
+import ast
+
 import pytest
 
-from fusionlint.engine import lint_source
+from fusionlint.engine import _LINE, _Texts, lint_source
 from fusionlint.model import LintOptions
+from fusionlint.ops import op_tables
+from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
 
 OPTIONS = LintOptions(codes=frozenset({"FL005"}))
 
@@ -131,3 +135,24 @@ def f(x: torch.Tensor):
 @pytest.mark.parametrize("name", sorted(SILENT))
 def test_silent(name):
     assert positions(SILENT[name]) == []
+
+
+TEXT_TESTS = {  # a function's body, and the text test's answer on each of its statements
+    "a stored name assigned element-wise work": ("h = torch.sigmoid(x) * 2\ncache.append(h)", [False, True]),
+    "a stored name assigned after a semicolon": ("a = 1; h = -x\nself.last = h", [False, False, True]),
+    "a stored name assigned a layer's output": ("h = self.layer(x)\ncache.append(h)", [False, False]),
+    "a stored name assigned an attribute read": ("h = x.shape\ncache.append(h)", [False, False]),
+    "a stored name assigned a subscript": ("h = x[0] * 2\ncache.append(h)", [False, False]),
+    "a stored name assigned a name": ("h = x\ncache.append(h)", [False, False]),
+    "a stored name assigned a scaled number": ("n = d // 2\nself.n = n", [False, True]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_TESTS))
+def test_the_text_test_passes_only_where_the_block_assigns_the_stored_name_element_wise_work(name):
+    body, expected = TEXT_TESTS[name]
+    source = "def f(self, x, cache, d):\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    statements = ast.parse(source).body[0].body
+    texts = _Texts(statements, _LINE.findall(source))
+    tables = op_tables()
+    assert [KeptAliveByContainer.may_match(texts, i, tables) for i in range(len(statements))] == expected
