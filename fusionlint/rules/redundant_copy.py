@@ -75,8 +75,9 @@ class RedundantCopy(Rule):
         such as `nn.Linear`, a gather, a copy, also when `+=` updated it in place since; not a
         parameter or an attribute): the caller gets a tensor nobody else holds either way
         (`self.proj(x).transpose(1, 2).contiguous()`: 2 -> 1 writes and kernels, fusionrt and
-        eager); so is one handed out as an argument of a record of outputs that the function
-        returns (`return QAOutput(start_logits=start_logits)`), where no `return` hands out its
+        eager); so is one handed out in a record of outputs that the function returns (`return
+        QAOutput(start_logits=start_logits)`, or its tuple form `(start_logits, end_logits) +
+        outputs[1:]`), where no `return` hands out its
         source too (a transformers question-answering head: the squeezed halves of the logits,
         copied only to be returned). And `g =
         g.clone()`, where `g` alone holds a tensor the function made, is flagged whatever is
@@ -862,23 +863,42 @@ def _read_by_same_file_callee(scope: Scope, call: cst.Call, arg: cst.Arg) -> boo
 
 
 def _handed_out(scope: Scope, parent: cst.CSTNode, role: str, reading: _Reading) -> bool:
-    """Is the copy (``parent`` holds it) an argument of a class's constructor that the function
-    returns (``return QuestionAnsweringModelOutput(start_logits=start_logits)``, maybe inside a
-    tuple, list or dict)? A record of outputs goes to the model's user, and a copy of a tensor
-    the function made, handed out so, is a tensor no one else holds, as long as its source is not
-    handed out too. A bare tuple goes back to a caller that may need the layout (the transposed
-    heads of an attention helper, merged by its caller's reshape, which copies them anyway)."""
-    if role == "source" or not reading.returnable:
+    """Is the copy (``parent`` holds it) handed out in a record of outputs that the function
+    returns: an argument of a class's constructor (``QuestionAnsweringModelOutput(start_logits=
+    start_logits)``), or a tuple extended with an inner model's outputs (``(start_logits,
+    end_logits) + outputs[2:]``, the same record as a tuple)? A record goes to the model's user,
+    and a copy of a tensor the function made, handed out so, is a tensor no one else holds, as
+    long as its source is not handed out too. A bare tuple goes back to a caller that may need
+    the layout (the transposed heads of an attention helper, merged by its caller's reshape,
+    which copies them anyway)."""
+    if role == "source" or not reading.returnable or not _returned_in_record(scope, parent, False, 2):
         return False
-    node, recorded = parent, False
-    for above in _path(scope, parent):
-        if isinstance(node, cst.Arg) and isinstance(above, cst.Call) and _constructor(scope, above):
+    reading.bundled = True
+    return reading.read()
+
+
+def _returned_in_record(scope: Scope, node: cst.CSTNode, recorded: bool, names: int) -> bool:
+    """Does ``node`` reach a ``return`` through containers, constructor arguments, tuple
+    concatenations, conditional expressions and up to ``names`` names assigned once, passing a
+    record of outputs on the way?"""
+    for above in _path(scope, node):
+        if isinstance(above, cst.Return):
+            return recorded
+        if isinstance(above, cst.Call):
+            if not (isinstance(node, cst.Arg) and _constructor(scope, above)):
+                return False
             recorded = True
-        elif isinstance(above, cst.Return):
-            reading.bundled = True
-            return recorded and reading.read()
-        elif not (isinstance(above, (cst.Element, cst.DictElement, cst.Arg)) or isinstance(
-            node, (cst.Element, cst.DictElement)) and isinstance(above, (cst.Tuple, cst.List, cst.Dict))):
+        elif isinstance(above, cst.BinaryOperation):
+            if not (isinstance(above.operator, cst.Add) and cst.Tuple in (type(above.left), type(above.right))):
+                return False
+            recorded = True  # outputs extended with an inner model's
+        elif isinstance(above, cst.Assign):
+            target = above.targets[0].target if len(above.targets) == 1 else None
+            if names == 0 or not isinstance(target, cst.Name) or not _assigned_once(scope, target.value):
+                return False
+            uses = _uses(scope, target.value)
+            return bool(uses) and all(_returned_in_record(scope, use, recorded, names - 1) for use in uses)
+        elif not isinstance(above, (cst.Element, cst.DictElement, cst.Arg, cst.Tuple, cst.List, cst.Dict, cst.IfExp)):
             return False
         node = above
     return False

@@ -205,8 +205,19 @@ class Layer(nn.Module):
         corrected[1:] += first
         return corrected
 """,
+    "a squeezed piece of a split handed out in the tuple form of a record of outputs": """\
+import torch
+
+
+def qa_head(h: torch.Tensor, w: torch.Tensor, outputs: tuple, loss: torch.Tensor | None):
+    start_logits, end_logits = (h @ w).split(1, dim=-1)
+    start_logits = start_logits.squeeze(-1).contiguous()
+    output = (start_logits, end_logits) + outputs[1:]
+    return ((loss,) + output) if loss is not None else output
+""",
 }
 EXPECTED = {
+    "a squeezed piece of a split handed out in the tuple form of a record of outputs": [(6, 20)],
     "a clone read by a same-file method, its source written in place after its last read": [(25, 17)],
     "squeezed pieces of a split along the last dim, handed out in an output record": [(8, 20), (9, 18)],
     "a copy only read by nn.Linear through nn.Dropout": [(13, 13)],
