@@ -6,11 +6,18 @@ is left to the caller to treat as unreliable (``UNRELIABLE``).
 """
 from __future__ import annotations
 
+import keyword
 import re
 from typing import Iterator, Sequence
 
+from fusionlint.ops import ELEMENTWISE, OpTables
+
 SPACE = " \t\r\n\\"  # what may stand between two tokens of one statement (line continuations too)
 UNRELIABLE = re.compile(r"[\"'#]")  # strings and comments may hold anything, brackets included
+_ASSIGNMENT = re.compile(r"(?:^|;)[ \t]*([A-Za-z_]\w*)\s*=(?!=)", re.M)  # after a ';' where statements share a line
+_NAME_OR_NUMBER = re.compile(r"[A-Za-z_]\w*|[\d.]+")
+# A name or dotted name (not the exponent of a number like ``1e-5``), and whether a call follows it.
+_DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*(\()?")
 
 
 def expression_at(text: str, start: int) -> str:
@@ -69,10 +76,33 @@ def closing_bracket(text: str, opening: int) -> int | None:
     return None
 
 
+def assignments(text: str) -> Iterator[tuple[str, str]]:
+    """(name, value) of each ``name = value`` in ``text``."""
+    for found in _ASSIGNMENT.finditer(text):
+        yield found.group(1), expression_at(text, found.end())
+
+
 def assigned_values(name: str, texts: Sequence[str]) -> Iterator[str]:
-    """The value of each ``name = value`` in ``texts`` (statements that share a line share their
-    text, so an assignment may follow a ``;``)."""
-    assignment = re.compile(r"(?:^|;)[ \t]*%s\s*=(?!=)" % re.escape(name), re.M)
+    """The value of each ``name = value`` in ``texts``."""
     for text in texts:
-        for found in assignment.finditer(text):
-            yield expression_at(text, found.end())
+        for target, value in assignments(text):
+            if target == name:
+                yield value
+
+
+def may_be_elementwise_expr(value: str, ops: OpTables) -> bool:
+    """Can ``value``'s text be what ``analysis.is_elementwise_expr`` accepts, beyond a bare name or
+    number: names, numbers, operators and calls of element-wise ops only (no attribute read, no
+    subscript, list or dict)?"""
+    if UNRELIABLE.search(value):
+        return True
+    if not value or _NAME_OR_NUMBER.fullmatch(value) or "[" in value or "{" in value:
+        return False
+    for found in _DOTTED.finditer(value):
+        name, call = found.group(1), found.group(2)
+        last = name.rpartition(".")[2].strip()
+        if call and not keyword.iskeyword(last) and ops.op_class(last) != ELEMENTWISE:
+            return False
+        if not call and "." in name:
+            return False
+    return True

@@ -17,7 +17,7 @@ from fusionlint.analysis import (
     names_of,
 )
 from fusionlint.model import FUSIONRT, FixSafety
-from fusionlint.ops import COMPUTE, VIEW, OpTables, compute_call_text
+from fusionlint.ops import COMPUTE, VIEW, OpTables
 from fusionlint.rule import Example, Rule, Violation
 
 # The compute-bound ops fusionrt runs on torch's kernels with nothing fused on either side
@@ -25,6 +25,7 @@ from fusionlint.rule import Example, Rule, Violation
 # Matmuls are not here: fusionrt fuses element-wise work into them on read and on write, which
 # makes the work between two matmuls part of one of them.
 _UNFUSED = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
+_UNFUSED_CALL = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(_UNFUSED)))
 
 
 class ComputeBoundSequence(Rule):
@@ -273,11 +274,14 @@ def f(x: np.ndarray, y: np.ndarray, k: np.ndarray):
 
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str]:
-        return compute_call_text(ops)
+        return _UNFUSED_CALL
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return index < len(block) - 2 and compute_call_text(ops).search(block[index]) is not None
+        """A convolution with another at least two statements later in its block."""
+        return _UNFUSED_CALL.search(block[index]) is not None and any(
+            _UNFUSED_CALL.search(block[k]) for k in range(index + 2, len(block))
+        )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         convs = compute_statements(scope, _UNFUSED)

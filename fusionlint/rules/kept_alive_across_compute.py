@@ -29,6 +29,9 @@ from fusionlint.ops import (
     compute_call_text,
 )
 from fusionlint.rule import Example, Rule, StatementEdit, Violation
+from fusionlint.statement_text import assignments, may_be_elementwise_expr
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 class KeptAliveAcrossCompute(Rule):
@@ -297,7 +300,18 @@ def f(x: np.ndarray, y: np.ndarray):
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return index < len(block) - 1 and compute_call_text(ops).search(block[index]) is not None
+        """A compute-bound op between two element-wise assignments of its block, the later one
+        reading what the earlier one assigns: ``check`` moves such a later one above the op."""
+        if not 0 < index < len(block) - 1 or compute_call_text(ops).search(block[index]) is None:
+            return False
+        before = {
+            name for j in range(index) for name, value in assignments(block[j]) if may_be_elementwise_expr(value, ops)
+        }
+        return any(
+            may_be_elementwise_expr(value, ops) and not before.isdisjoint(_WORD.findall(value))
+            for j in range(index + 1, len(block))
+            for _, value in assignments(block[j])
+        )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.autograd or scope.dynamic:

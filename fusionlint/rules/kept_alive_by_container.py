@@ -1,7 +1,6 @@
 """FL005: an element-wise intermediate stored in a list, dict or attribute while later work fuses it."""
 from __future__ import annotations
 
-import keyword
 import re
 from typing import Iterator, Sequence
 
@@ -23,7 +22,7 @@ from fusionlint.analysis import (
 from fusionlint.model import FUSIONRT
 from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, Violation
-from fusionlint.statement_text import UNRELIABLE, assigned_values
+from fusionlint.statement_text import assigned_values, may_be_elementwise_expr
 
 _STORE_METHODS = frozenset({"append", "appendleft", "insert", "extend"})
 # Tensor attributes and methods that read metadata, not data.
@@ -39,10 +38,6 @@ _STORE_ASSIGN = re.compile(r"^\s*[\w.]*\w(?:\s*\.\s*\w+|\s*\[[^\]]*\])\s*=\s*\(*
 # in the text of each of the three stores above
 _STORE_TEXT = re.compile(r"\.\s*(?:append|appendleft|insert|extend)\s*\(|\+|\]\s*=|\.\s*\w+\s*=")
 _WORD = re.compile(r"[A-Za-z_]\w*")
-# A name, a number: not what ``is_elementwise_expr`` is asked about (``_fresh_elementwise``).
-_NAME_OR_NUMBER = re.compile(r"[A-Za-z_]\w*|[\d.]+")
-# A name or dotted name in an expression's text (not inside a number like ``1e-5``), and whether a call follows.
-_DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*(\()?")
 
 
 class KeptAliveByContainer(Rule):
@@ -259,7 +254,7 @@ def f(x: torch.Tensor, arr: np.ndarray, log: dict) -> torch.Tensor:
         words |= {w for m in _STORE_CONCAT.finditer(text) for w in _WORD.findall(m.group(1))}
         words |= {m.group(1) for m in _STORE_ASSIGN.finditer(text)}
         others = [block[j] for j in range(len(block)) if j != index]
-        return any(_may_be_elementwise(value, ops) for word in words for value in assigned_values(word, others))
+        return any(may_be_elementwise_expr(value, ops) for word in words for value in assigned_values(word, others))
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.dynamic:
@@ -282,24 +277,6 @@ def f(x: torch.Tensor, arr: np.ndarray, log: dict) -> torch.Tensor:
                         "work reads it: fusionrt must write it instead of fusing it away; keep only what "
                         "you need, after the work",
                     )
-
-
-def _may_be_elementwise(value: str, ops: OpTables) -> bool:
-    """Can ``value``'s text be what ``is_elementwise_expr`` accepts beyond a name or a number:
-    names, numbers, operators and calls of element-wise ops only (no attribute read, subscript,
-    list or dict)?"""
-    if UNRELIABLE.search(value):
-        return True
-    if not value or _NAME_OR_NUMBER.fullmatch(value) or "[" in value or "{" in value:
-        return False
-    for found in _DOTTED.finditer(value):
-        name, call = found.group(1), found.group(2)
-        last = name.rpartition(".")[2].strip()
-        if call and not keyword.iskeyword(last) and ops.op_class(last) != ELEMENTWISE:
-            return False
-        if not call and "." in name:
-            return False
-    return True
 
 
 # --------------------------------------------------------------------------- stores
