@@ -750,6 +750,8 @@ def _element_work(scope: Scope, loop: cst.For | cst.While, expr: cst.BaseExpress
         operands = [expr.left, expr.right]
     else:
         return False
+    if any(isinstance(operand, cst.BaseString) for operand in operands):
+        return False  # `names[i] == "skip"`: no tensor holds strings
     return any(_invariant_element(scope, loop, operand) or _element_work(scope, loop, operand) for operand in operands)
 
 

@@ -506,6 +506,17 @@ def count(lengths: torch.Tensor, limit: int):
             n += 1
     return n
 """,
+    "an element of an untyped argument compared with a string": """\
+import torch
+
+class Net(torch.nn.Module):
+    def forward(self, x, names):
+        for i in range(len(names)):
+            if names[i] == "skip":
+                continue
+            x = torch.relu(x * 2)
+        return x
+""",
     "arithmetic on elements in __init__ (runs once)": """\
 import torch
 
