@@ -6,9 +6,9 @@ is left to the caller to treat as unreliable (``UNRELIABLE``).
 """
 from __future__ import annotations
 
+import functools
 import keyword
 import re
-from typing import Iterator, Sequence
 
 from fusionlint.ops import ELEMENTWISE, OpTables
 
@@ -76,18 +76,11 @@ def closing_bracket(text: str, opening: int) -> int | None:
     return None
 
 
-def assignments(text: str) -> Iterator[tuple[str, str]]:
-    """(name, value) of each ``name = value`` in ``text``."""
-    for found in _ASSIGNMENT.finditer(text):
-        yield found.group(1), expression_at(text, found.end())
-
-
-def assigned_values(name: str, texts: Sequence[str]) -> Iterator[str]:
-    """The value of each ``name = value`` in ``texts``."""
-    for text in texts:
-        for target, value in assignments(text):
-            if target == name:
-                yield value
+@functools.lru_cache(maxsize=4096)
+def assignments(text: str) -> tuple[tuple[str, str], ...]:
+    """(name, value) of each ``name = value`` in ``text`` (kept: a rule's text test reads the
+    statements of a block again for each statement it is asked about)."""
+    return tuple((found.group(1), expression_at(text, found.end())) for found in _ASSIGNMENT.finditer(text))
 
 
 def may_be_elementwise_expr(value: str, ops: OpTables) -> bool:

@@ -26,12 +26,13 @@ from fusionlint.ops import (
     SYNC_METHODS,
     VIEW,
     OpTables,
-    compute_call_text,
 )
 from fusionlint.rule import Example, Rule, StatementEdit, Violation
 from fusionlint.statement_text import assignments, may_be_elementwise_expr
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
+# In a statement's text, the ops whose statements ``check`` moves work above (its ``compute_statements``).
+_COMPUTE_CALL = re.compile(r"@|\b(?:%s)\s*\(" % "|".join(sorted(FUSED_REDUCTIONS | MATMULS)))
 
 
 class KeptAliveAcrossCompute(Rule):
@@ -296,13 +297,13 @@ def f(x: np.ndarray, y: np.ndarray):
 
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str]:
-        return compute_call_text(ops)
+        return _COMPUTE_CALL
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         """A compute-bound op between two element-wise assignments of its block, the later one
         reading what the earlier one assigns: ``check`` moves such a later one above the op."""
-        if not 0 < index < len(block) - 1 or compute_call_text(ops).search(block[index]) is None:
+        if not 0 < index < len(block) - 1 or _COMPUTE_CALL.search(block[index]) is None:
             return False
         before = {
             name for j in range(index) for name, value in assignments(block[j]) if may_be_elementwise_expr(value, ops)

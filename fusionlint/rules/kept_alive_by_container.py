@@ -22,7 +22,7 @@ from fusionlint.analysis import (
 from fusionlint.model import FUSIONRT
 from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, Violation
-from fusionlint.statement_text import assigned_values, may_be_elementwise_expr
+from fusionlint.statement_text import assignments, may_be_elementwise_expr
 
 _STORE_METHODS = frozenset({"append", "appendleft", "insert", "extend"})
 # Tensor attributes and methods that read metadata, not data.
@@ -253,8 +253,12 @@ def f(x: torch.Tensor, arr: np.ndarray, log: dict) -> torch.Tensor:
         words = {w for m in _STORE_CALL.finditer(text) for w in _WORD.findall(m.group(1))}
         words |= {w for m in _STORE_CONCAT.finditer(text) for w in _WORD.findall(m.group(1))}
         words |= {m.group(1) for m in _STORE_ASSIGN.finditer(text)}
-        others = [block[j] for j in range(len(block)) if j != index]
-        return any(may_be_elementwise_expr(value, ops) for word in words for value in assigned_values(word, others))
+        return any(
+            name in words and may_be_elementwise_expr(value, ops)
+            for j in range(len(block))
+            if j != index
+            for name, value in assignments(block[j])
+        )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.dynamic:

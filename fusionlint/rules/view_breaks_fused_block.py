@@ -23,7 +23,7 @@ from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 from fusionlint.statement_text import (
-    SPACE, UNRELIABLE, assigned_values, closing_bracket, expression_at, opening_bracket, outside_brackets,
+    SPACE, UNRELIABLE, assignments, closing_bracket, expression_at, opening_bracket, outside_brackets,
 )
 
 _PERMUTING_VIEWS = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
@@ -443,7 +443,7 @@ def _cat_may_feed_work(text: str, call: re.Match[str]) -> bool:
 
 def _assigned_elementwise(name: str, texts: Sequence[str], ops: OpTables) -> bool:
     """Does one of ``texts`` assign ``name`` a value that may be element-wise work?"""
-    return any(_may_be_elementwise(value, ops) for value in assigned_values(name, texts))
+    return any(target == name and _may_be_elementwise(value, ops) for text in texts for target, value in assignments(text))
 
 
 def _may_be_elementwise(expression: str, ops: OpTables) -> bool:
