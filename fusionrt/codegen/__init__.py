@@ -113,6 +113,7 @@ class TritonExecutor:
         (Triton would compile each at its first launch, one after another)."""
         if not self.interpret:
             compile_new()
+            self.matmul.finish_tuning()
 
     def _entry(self, kernel: FusedKernel) -> _KernelEntry:
         """Found by identity first: hashing a kernel's instructions costs more than the rest of

@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from ..bounded import LRUCache
 from ..kernel_ir import FusedKernel, Input, MatmulKernel, Value, plain_operand
 from .cache import write_atomic
 from .emit import indent, module_source
-from .launch import BoundKernel, Spec, compile_new
+from .launch import BoundKernel, Launch, Spec, compile_new
 from .lowering import Operand, cast, lower, tl_type
 
 KERNEL_NAME = "matmul_kernel"
@@ -261,6 +262,8 @@ class MatmulRunner:
         self.configs = configs
         self.tuning = _Tuning(cache.directory)
         self._specs: LRUCache[Spec] = LRUCache(MAX_SPECS)
+        self._jobs: dict[str, _Job] = {}  # tuning key -> its tuning, started but not finished
+        self._waiting: list[weakref.ref[_TunedLaunch]] = []
 
     def run(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
             outputs: Sequence[torch.Tensor | None] | None = None) -> list[torch.Tensor]:
@@ -303,7 +306,7 @@ class MatmulRunner:
         return call
 
     def _spec(self, kernel: MatmulKernel, inputs: Sequence[torch.Tensor], outs: list[torch.Tensor],
-              m: int, n: int, k: int, batch: int) -> Spec:
+              m: int, n: int, k: int, batch: int) -> Spec | _Untuned:
         wide = max([_reach(t) for t in (*inputs, *outs)]) >= 2**31
         key = (kernel, wide, tuple(t.stride() for t in inputs), tuple(t.stride() for t in outs), m, n, k, batch)
         spec = self._specs.get(key)
@@ -328,13 +331,16 @@ class MatmulRunner:
             family = ("matmul", _SOURCE_HASH, kernel.operand_dtype, kernel.product_dtype, plain_operand(kernel.a),
                       plain_operand(kernel.b), len(kernel.shape), wide, _matmul_precision(kernel.operand_dtype))
             config = self._config(spec_of, kernel, inputs, outs, (m, n, k, batch), family)
+            if isinstance(config, _Job):
+                return _Untuned(self, config, spec_of, key)
             spec = spec_of(config)
             self._specs.put(key, spec)
         return spec
 
     def _config(self, spec_of: Callable[[MatmulConfig], Spec], kernel: MatmulKernel, inputs: Sequence[torch.Tensor],
-                outs: list[torch.Tensor], sizes: tuple[int, int, int, int], family: tuple) -> MatmulConfig:
-        """The interpreter's one config, or the fastest candidate for this shape class."""
+                outs: list[torch.Tensor], sizes: tuple[int, int, int, int], family: tuple) -> MatmulConfig | _Job:
+        """The interpreter's one config, the tuned one for this shape class, or the class's
+        tuning: its candidates bound, waiting to compile with the plan's other kernels."""
         if self.interpret:
             return self.configs[0] if self.configs else INTERPRETER_CONFIG
         candidates = tuple(self.configs or configs_for(kernel.operand_dtype))
@@ -343,18 +349,94 @@ class MatmulRunner:
         tuning_key = repr((hashlib.sha256(repr(family).encode()).hexdigest()[:16], _shape_class(*sizes),
                            torch.cuda.get_device_name(inputs[0].device)))
         config = self.tuning.get(tuning_key)
-        if config not in candidates:  # not tuned yet (or the file names a config we do not run)
+        if config in candidates:  # else not tuned yet (or the file names a config we do not run)
+            return config
+        job = self._jobs.get(tuning_key)
+        if job is None:
+            aside = [torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=o.device) for o in outs]
+            # timed into outputs of their own: the real ones may hold data the plan still reads
+            job = self._jobs[tuning_key] = _Job(tuning_key, {c: spec_of(c).bind((*inputs, *aside)) for c in candidates})
+        return job
+
+    def choose(self, job: _Job) -> MatmulConfig:
+        """The fastest candidate of ``job``, timed once its candidates are compiled."""
+        if job.config is None:
             from triton.runtime.errors import OutOfResources
             from triton.testing import do_bench
 
-            launches = {c: spec_of(c).bind((*inputs, *outs)) for c in candidates}
-            compile_new()  # every candidate compiles at once, not each at its first timed launch
+            compile_new()  # whatever is still uncompiled, all at once (normally done already)
             timings = {}
-            for c, launch in launches.items():
+            for c, launch in job.launches.items():
                 try:  # timed as they will run: direct launches, so the host never sets the pace
                     timings[c] = do_bench(launch, warmup=5, rep=25)
                 except OutOfResources:  # a config the chip cannot hold (shared memory, registers)
                     continue
-            config = min(timings, key=timings.get)
-            self.tuning.put(tuning_key, config)
-        return config
+            job.config = min(timings, key=timings.get)
+            job.launches = {}
+            self.tuning.put(job.key, job.config)
+            self._jobs.pop(job.key, None)
+        return job.config
+
+    def finish_tuning(self) -> None:
+        """Choose the config of every matmul bound while its shape class was untuned, then
+        compile the chosen kernels together: a plan's first run tunes all its classes after one
+        compile of every candidate, not class after class."""
+        waiting = [launch for launch in (ref() for ref in self._waiting) if launch is not None]
+        self._waiting.clear()
+        for launch in waiting:
+            launch.resolve()
+        if waiting:
+            compile_new()
+
+
+class _Job:
+    """One shape class's tuning: each candidate config bound to the first matmul of the class."""
+
+    def __init__(self, key: str, launches: dict[MatmulConfig, Launch]) -> None:
+        self.key, self.launches = key, launches
+        self.config: MatmulConfig | None = None
+
+
+class _Untuned:
+    """A matmul's spec whose config its shape class's tuning has yet to choose."""
+
+    def __init__(self, runner: MatmulRunner, job: _Job, spec_of: Callable[[MatmulConfig], Spec], key: tuple) -> None:
+        self.runner, self.job, self.spec_of, self.key = runner, job, spec_of, key
+
+    def bind(self, tensors: Sequence[torch.Tensor]) -> _TunedLaunch:
+        launch = _TunedLaunch(self, tuple(tensors))
+        self.runner._waiting.append(weakref.ref(launch))
+        return launch
+
+
+class _TunedLaunch:
+    """A ``Launch`` once its config is chosen: by ``MatmulRunner.finish_tuning`` when the plan
+    that bound it compiles, or else at the first use."""
+
+    __slots__ = ("untuned", "tensors", "device", "_launch", "__weakref__")
+
+    def __init__(self, untuned: _Untuned, tensors: tuple[torch.Tensor, ...]) -> None:
+        self.untuned, self.tensors, self.device = untuned, tensors, tensors[0].device
+        self._launch: Launch | None = None
+
+    def resolve(self) -> Launch:
+        if self._launch is None:
+            untuned = self.untuned
+            runner = untuned.runner
+            spec = runner._specs.get(untuned.key)
+            if spec is None:
+                spec = untuned.spec_of(runner.choose(untuned.job))
+                runner._specs.put(untuned.key, spec)
+            self._launch = spec.bind(self.tensors)
+        return self._launch
+
+    @property
+    def spec(self) -> Spec:
+        return self.resolve().spec
+
+    @property
+    def _key(self) -> tuple:
+        return self.resolve()._key
+
+    def __call__(self) -> None:
+        self.resolve()()

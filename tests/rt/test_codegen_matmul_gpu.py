@@ -107,3 +107,43 @@ def test_bias_activation_runs_as_cublaslt_epilogue(shape, dtype):
             torch.testing.assert_close(fused(*args), fn(*args), **TOL[dtype])
         assert [k.backend for k in fused.report.kernel_records] == ["cublaslt"]
         assert fused.stats.replays == 1
+
+
+def test_a_plan_tunes_its_shape_classes_after_one_compile(tmp_path, monkeypatch):
+    """Matmuls of untuned shape classes, bound by one plan, are tuned once every candidate is
+    compiled (one batch for all classes), each class once whatever its epilogues; the results
+    are eager's, and a matmul run on its own (no plan) tunes at its first use."""
+    from fusionrt.codegen import launch, matmul
+
+    batches = []
+    compile_new = launch.compile_new
+
+    def counted() -> None:
+        batches.append(len(launch._UNCOMPILED))
+        compile_new()
+
+    monkeypatch.setattr(matmul, "compile_new", counted)
+    monkeypatch.setattr("fusionrt.codegen.compile_new", counted)
+    executor = TritonExecutor(interpret=False, cache=KernelCache(tmp_path))
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    dtype = torch.bfloat16
+    bound, expected = [], []
+    for m, n, k in [(256, 512, 128), (256, 512, 128), (1024, 64, 256)]:
+        kernel = _gelu_prologue_bias_relu(m, n, k, dtype)
+        a, b = (torch.randn(m, k, device="cuda", generator=gen).to(dtype),
+                torch.randn(k, n, device="cuda", generator=gen).to(dtype))
+        bias = torch.randn(n, device="cuda", generator=gen).to(dtype).expand(m, n)
+        bound.append(executor.bind(kernel, [a, b, bias]))
+        expected.append(torch.relu(F.gelu(a) @ b + bias))
+    executor.compile_bound()
+    assert len(executor.matmul.tuning.table) == 2  # two shape classes, one tuning each
+    assert batches[0] >= 2 * len(configs_for(dtype))  # every class's candidates in the first batch
+    for call, want in zip(bound, expected):
+        (got,) = call()
+        torch.testing.assert_close(got, want, **TOL[dtype])
+    kernel = _gelu_prologue_bias_relu(64, 2048, 32, dtype)
+    a, b = torch.randn(64, 32, device="cuda").to(dtype), torch.randn(32, 2048, device="cuda").to(dtype)
+    bias = torch.randn(2048, device="cuda").to(dtype).expand(64, 2048)
+    (got,) = executor.run(kernel, [a, b, bias])
+    torch.testing.assert_close(got, torch.relu(F.gelu(a) @ b + bias), **TOL[dtype])
+    assert len(executor.matmul.tuning.table) == 3
