@@ -8,7 +8,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from fusionlint.analysis.views import ast_view, dotted_path
+from fusionlint.analysis.views import ATTR, NAME, View, ast_view, dotted_path
 
 _LIBRARIES = ("torch", "einops")
 _NON_TENSOR_TORCH_PREFIXES = tuple(
@@ -51,6 +51,7 @@ class ModuleFacts:
     members: list[ast.Assign | ast.Call] = field(default_factory=list)
     returns: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by tensors.returns_tensor
     reads_only: dict[tuple[str | None, str, int], bool] = field(default_factory=dict)  # filled by purity.only_reads
+    returns_new: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by fresh.returns_new
     _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
 
     @property
@@ -98,6 +99,26 @@ class ModuleFacts:
 
     def has_method(self, class_name: str, name: str) -> bool:
         return bool(self.methods(class_name, name))
+
+    def callee(self, class_name: str | None, view: View, func: object) -> tuple[str | None, str] | None:
+        """(class or None, function) of a same-file callee, in either syntax tree through
+        ``view``: ``helper(x)``, ``self.forward(x)``, ``self.altup.scale(x)`` (a method of a
+        same-file module attribute), ``self.block(x)`` (its same-file class's ``forward``)."""
+        callee = view(func)
+        if callee[0] == NAME:
+            return (None, callee[1]) if callee[1] in self.functions else None
+        if callee[0] != ATTR or class_name is None:
+            return None
+        owner = view(callee[1])
+        if owner[0] == NAME and owner[1] == "self":
+            if self.has_method(class_name, callee[2]):
+                return class_name, callee[2]
+            kind = self.module_attr(class_name, callee[2])
+            return (kind, "forward") if kind in self.classes and self.has_method(kind, "forward") else None
+        if owner[0] == ATTR and view(owner[1])[:2] == (NAME, "self"):
+            kind = self.module_attr(class_name, owner[2])
+            return (kind, callee[2]) if kind in self.classes and self.has_method(kind, callee[2]) else None
+        return None
 
     def is_module_class(self, class_name: str) -> bool:
         """Does the class derive (through same-file classes) from a torch.nn class?"""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 from fusionlint.analysis.facts import ModuleFacts
-from fusionlint.analysis.views import ATTR, NAME, View, ast_view, dotted_path
+from fusionlint.analysis.views import View, ast_view, dotted_path
 from fusionlint.ops import VIEW, NN_MODULE_OPS, op_tables
 
 # Ops that may return their input itself (``x.to(x.dtype)`` is ``x``): an alias, like a view.
@@ -107,51 +107,47 @@ def _read(facts: ModuleFacts, class_name: str | None, use: ast.Name, param: str,
 
 
 def _op(facts: ModuleFacts, class_name: str | None, call: ast.Call) -> str | None:
-    """"alias" for a torch view or cast (or a module that runs one), "new" for another known torch
-    op that is not in place, else None."""
-    dotted = dotted_path(ast_view, call.func)
-    canonical = facts.canonical(dotted) if dotted else None
-    name = None
-    ops = op_tables()
-    if canonical is None and isinstance(call.func, ast.Attribute) and not _is_self(call.func.value):
+    """What a call makes of an argument: "alias" (a view or a cast of it), "new" (another tensor),
+    None when unknown."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and not _is_self(func.value) and _torch_name(facts, func) is None:
         # a tensor method's argument (`y.type_as(x)`, `y.add(x)`) is read; the result is not it
-        method = call.func.attr
-        known = method in MAY_ALIAS or ops.op_class(method) is not None
-        receiver = call.func.value
-        imported = isinstance(receiver, ast.Name) and receiver.id in facts.imported  # `np.add(x)`: no method
-        return "new" if known and not method.endswith("_") and not imported else None
+        known = func.attr in MAY_ALIAS or op_tables().op_class(func.attr) is not None
+        imported = isinstance(func.value, ast.Name) and func.value.id in facts.imported  # `np.add(x)`: no method
+        return "new" if known and not func.attr.endswith("_") and not imported else None
+    return op_kind(facts, class_name, call)
+
+
+def op_kind(facts: ModuleFacts, class_name: str | None, call: ast.Call) -> str | None:
+    """"alias" for a torch function, or a torch.nn module attribute, that runs a view or a cast
+    of its input, "new" for one that runs another known op (not in place), else None."""
+    canonical = _torch_name(facts, call.func)
     if canonical is not None:
         module, _, name = canonical.rpartition(".")
         if module not in _TORCH_OP_MODULES:
             return None
     elif class_name is not None and isinstance(call.func, ast.Attribute) and _is_self(call.func.value):
         name = NN_MODULE_OPS.get(facts.nn_class(class_name, call.func.attr) or "")
-    if name is None or name.endswith("_"):
+    else:
         return None
+    if not name or name.endswith("_"):
+        return None
+    ops = op_tables()
     if name in MAY_ALIAS or ops.op_class(name) == VIEW:
         return "alias"
     return "new" if ops.op_class(name) is not None else None
 
 
+def _torch_name(facts: ModuleFacts, func: ast.expr) -> str | None:
+    dotted = dotted_path(ast_view, func)
+    return facts.canonical(dotted) if dotted else None
+
+
 def callee_only_reads(facts: ModuleFacts, class_name: str | None, view: View, func: object, position: int) -> bool:
     """Is ``func`` (a callee, in either syntax tree through ``view``) a same-file function that
-    only reads its ``position``-th argument: ``helper(x)``, ``self.forward(x)``,
-    ``self.altup.scale(x)``, or ``self.block(x)`` of a same-file module class (its ``forward``)?"""
-    callee = view(func)
-    if callee[0] == NAME:
-        return callee[1] in facts.functions and only_reads(facts, None, callee[1], position)
-    if callee[0] != ATTR or class_name is None:
-        return False
-    owner = view(callee[1])
-    if owner[0] == NAME and owner[1] == "self":
-        if facts.has_method(class_name, callee[2]):
-            return only_reads(facts, class_name, callee[2], position)
-        kind = facts.module_attr(class_name, callee[2])
-        return kind in facts.classes and only_reads(facts, kind, "forward", position)
-    if owner[0] == ATTR and view(owner[1])[:2] == (NAME, "self"):
-        kind = facts.module_attr(class_name, owner[2])
-        return kind in facts.classes and only_reads(facts, kind, callee[2], position)
-    return False
+    only reads its ``position``-th argument (``ModuleFacts.callee`` says which callees are)?"""
+    callee = facts.callee(class_name, view, func)
+    return callee is not None and only_reads(facts, callee[0], callee[1], position)
 
 
 def _is_self(expr: ast.AST) -> bool:

@@ -13,6 +13,7 @@ from fusionlint.analysis import (
     Scope, Site, StatementRef, bound_names, children, is_method_call, names_of, per_scope, reaching_assignment,
     root_name,
 )
+from fusionlint.analysis.fresh import returns_new
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
 from fusionlint.analysis.views import cst_view
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
@@ -72,8 +73,9 @@ class RedundantCopy(Rule):
         and a linear layer before `corrected[1:] += ...`), and the source is only read too. A
         copy that is returned (as it is, through a view, or through its name) is flagged too
         when the function made its source (an op result, the output of a `torch.nn` module
-        such as `nn.Linear`, a gather, a copy, also when `+=` updated it in place since; not a
-        parameter or an attribute): the caller gets a tensor nobody else holds either way
+        such as `nn.Linear` or of a same-file module or function that returns a tensor it
+        made, a gather, a copy, also when `+=` updated it in place since; not a parameter or
+        an attribute): the caller gets a tensor nobody else holds either way
         (`self.proj(x).transpose(1, 2).contiguous()`: 2 -> 1 writes and kernels, fusionrt and
         eager); so is one handed out in a record of outputs that the function returns (`return
         QAOutput(start_logits=start_logits)`, or its tuple form `(start_logits, end_logits) +
@@ -509,7 +511,8 @@ _INTEGER_TYPES = frozenset({"long", "int", "short", "bool", "int64", "int32", "i
 
 def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, seen: frozenset[str] = frozenset()) -> str:
     """Where the tensor that ``expr`` views comes from: made by the function (an op result, a
-    torch.nn module's output, a gather, a copy), so that no caller holds it; shared (a parameter, an attribute, the result of
+    torch.nn module's output, a gather, a copy, what a same-file function that makes its result
+    returns), so that no caller holds it; shared (a parameter, an attribute, the result of
     an unknown call); or an index tensor (cast to an integer type), whose layout is often what
     its users expect (``edge_index.t().contiguous()``). Data movement keeps its first operand's type."""
     while True:
@@ -544,6 +547,9 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
         return _SHARED if name.endswith("_") else _MADE
     if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
         return _MADE if scope.is_tensor(expr) else _SHARED
+    if isinstance(expr, cst.Call):  # `self.qa_classifier(h)`: a same-file module or function
+        callee = scope.facts.callee(scope.class_name, cst_view, expr.func)
+        return _MADE if callee is not None and returns_new(scope.facts, *callee) else _SHARED
     if not isinstance(expr, cst.Name):
         return _SHARED
     name = expr.value

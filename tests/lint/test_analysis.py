@@ -263,3 +263,48 @@ def test_module_op_of_a_local_bound_to_a_torch_nn_class():
     assert ops[0][:2] == ("cross_entropy", COMPUTE)
     assert ops[1] is None  # in place: not the op of its class
     assert ops[2] is None  # not surely a module
+
+
+def test_returns_new_of_same_file_functions():
+    facts = module_facts(ast.parse(textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+
+        def scores(x, w):
+            h = torch.tanh(x)
+            return h @ w
+
+        def passthrough(x, flag):
+            if flag:
+                x = x * 2
+            return x
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.drop = nn.Dropout(0.1)
+                self.out = nn.Linear(8, 2)
+
+            def forward(self, h):
+                h = self.drop(h)
+                h = self.out(h)
+                return h
+
+            def weight_view(self):
+                return self.out.weight.t()
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = Head()
+
+            def logits(self, h):
+                return self.head(h).transpose(1, 2)
+        """)))
+    from fusionlint.analysis.fresh import returns_new
+
+    assert returns_new(facts, None, "scores")
+    assert returns_new(facts, "Head", "forward")  # the last value of `h` reaches the return
+    assert returns_new(facts, "Model", "logits")  # a view of a same-file module's new output
+    assert not returns_new(facts, None, "passthrough")  # may return its parameter
+    assert not returns_new(facts, "Head", "weight_view")  # a view of a parameter

@@ -215,8 +215,36 @@ def qa_head(h: torch.Tensor, w: torch.Tensor, outputs: tuple, loss: torch.Tensor
     output = (start_logits, end_logits) + outputs[1:]
     return ((loss,) + output) if loss is not None else output
 """,
+    "a squeezed piece of the logits a same-file head made, handed out in a record": """\
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = self.drop(h)
+        h = self.out(h)
+        return h
+
+
+class QA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = Head()
+
+    def forward(self, h: torch.Tensor):
+        start, end = self.head(h).split(1, dim=-1)
+        start = start.squeeze(-1).contiguous()
+        return Output(start_logits=start, end_logits=end)
+""",
 }
 EXPECTED = {
+    "a squeezed piece of the logits a same-file head made, handed out in a record": [(24, 17)],
     "a squeezed piece of a split handed out in the tuple form of a record of outputs": [(6, 20)],
     "a clone read by a same-file method, its source written in place after its last read": [(25, 17)],
     "squeezed pieces of a split along the last dim, handed out in an output record": [(8, 20), (9, 18)],
