@@ -584,14 +584,28 @@ def _split_tensor(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression 
 
 
 def _lineage_returned(scope: Scope, source: cst.BaseExpression, site: Site) -> bool:
-    """Does a ``return`` of the function read a name that holds the copied tensor or a tensor it
-    views (``logits`` for ``start.squeeze(-1)`` of ``start, end = logits.split(1, -1)``)? Then
-    dropping a copy handed out in a container would hand out two views of one tensor. The name
-    the copy's own statement rebinds holds the copy from there on."""
-    names: set[str] = set()
-    todo = [source]
+    """Does a ``return`` of the function read a name whose tensor shares memory with the copied
+    one (``logits`` for ``start.squeeze(-1)`` of ``start, end = logits.split(1, -1)``)? Then
+    dropping a copy handed out in a record would hand out two views of one tensor. Pieces of one
+    split are disjoint (``end`` may go out with ``start``); the name the copy's own statement
+    rebinds holds the copy from there on."""
+    mine = _lineage(scope, source)
+    mine.pop(_rebound_name(site) or "", None)
+    for statement in _returns(scope):
+        for name in _names_read(statement, site.node):
+            theirs = _lineage(scope, cst.Name(name))
+            if any(shared in mine and (mine[shared] is None or mine[shared] is not via) for shared, via in theirs.items()):
+                return True
+    return False
+
+
+def _lineage(scope: Scope, expr: cst.BaseExpression) -> dict[str, cst.CSTNode | None]:
+    """The names that hold the tensor ``expr`` views, each with the split whose piece leads to
+    it (None: reached whole)."""
+    found: dict[str, cst.CSTNode | None] = {}
+    todo: list[tuple[cst.BaseExpression, cst.CSTNode | None]] = [(expr, None)]
     while todo:
-        expr = todo.pop()
+        expr, via = todo.pop()
         while True:
             op = scope.op(expr)
             if isinstance(expr, cst.Subscript):
@@ -600,17 +614,25 @@ def _lineage_returned(scope: Scope, source: cst.BaseExpression, site: Site) -> b
                 expr = op[2]
             else:
                 break
-        if not isinstance(expr, cst.Name) or expr.value in names:
+        if not isinstance(expr, cst.Name) or expr.value in found:
             continue
-        names.add(expr.value)
+        found[expr.value] = via
         for target, value in scope.assignments:
             if expr.value in bound_names(target):
-                todo.append(value if isinstance(target, cst.Name) else _split_tensor(scope, value) or value)
-    names.discard(_rebound_name(site) or "")
-    returned: set[str] = set()
-    for statement in _returns(scope):
-        returned |= names_of(statement)[0]
-    return bool(names & returned)
+                whole = None if isinstance(target, cst.Name) else _split_tensor(scope, value)
+                todo.append((value, via) if whole is None else (whole, value))
+    return found
+
+
+def _names_read(node: cst.CSTNode, copy: cst.CSTNode) -> Iterator[str]:
+    """The names ``node`` reads, outside the copy itself (``return Out(k=k.contiguous())``)."""
+    if node is copy or isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+        return
+    if isinstance(node, cst.Name):
+        yield node.value
+    for child in children(node):
+        if not (isinstance(node, cst.Attribute) and child is node.attr or isinstance(node, cst.Arg) and child is node.keyword):
+            yield from _names_read(child, copy)
 
 
 def _rebound_name(site: Site) -> str | None:
@@ -677,9 +699,12 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
     stable. What a statement of the function's body before the copy's own does with the name
     cannot write the copied value after it is copied, unless it keeps it under another name;
     what one does after the copy's last read cannot change what the copy was used for."""
-    name = root_name(source)
+    root = source  # `x` of `x.t()`: a name written in place while the copy lives is no stable source
+    while (op := scope.op(root)) is not None and op[2] is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
+        root = op[2]
+    name = root_name(root)
     if name is None:
-        return not isinstance(source, cst.Attribute)
+        return not isinstance(root, cst.Attribute)
     if name == "self" or name in scope.escaped:
         return False
     copied_at = _body_position(scope, site.node)
@@ -690,8 +715,8 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
         last = reading.dead_after if reading.named else copied_at
     for use in _uses(scope, name):
         position = _body_position(scope, use)
-        if last is not None and position is not None and position > last:
-            continue
+        if last is not None and position is not None and position > last or site.node in _path(scope, use):
+            continue  # after the copy's life, or the copy itself
         earlier = copied_at is not None and (position or copied_at) < copied_at
         if earlier and not _aliased(scope, use):
             continue
@@ -987,6 +1012,7 @@ class _Index:
 @per_scope
 def _index(scope: Scope) -> _Index:
     index = _Index()
+    unpacked: set[int] = set()  # the names of `a, b = ...`: bound, not read
 
     def walk(node: cst.CSTNode, reading: bool) -> None:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope.node:
@@ -994,7 +1020,9 @@ def _index(scope: Scope) -> _Index:
         if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.AsName)):
             target = node.name if isinstance(node, cst.AsName) else node.target
             index.stores.update(bound_names(target))
-        if isinstance(node, cst.Name) and reading:
+            if isinstance(node, cst.AssignTarget):
+                unpacked.update(map(id, _unpacked_names(target)))
+        if isinstance(node, cst.Name) and reading and id(node) not in unpacked:
             index.reads[node.value].append(node)
         for child in children(node):
             index.parents[id(child)] = node
@@ -1008,6 +1036,17 @@ def _index(scope: Scope) -> _Index:
 
     walk(scope.node, True)
     return index
+
+
+def _unpacked_names(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names a tuple or list target binds (``a, (b, *c) = ...``)."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return []
+    found: list[cst.Name] = []
+    for element in target.elements:
+        value = element.value.value if isinstance(element.value, cst.StarredElement) else element.value
+        found += [value] if isinstance(value, cst.Name) else _unpacked_names(value)
+    return found
 
 
 def _path(scope: Scope, node: cst.CSTNode) -> list[cst.CSTNode]:

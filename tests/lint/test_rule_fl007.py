@@ -621,6 +621,27 @@ class Layer(nn.Module):
         corrected[1:] += first
         return corrected
 """,
+    "a contiguous copy of a view of a name written in place while the copy lives": """\
+import torch
+
+
+def f(x0: torch.Tensor):
+    x = torch.tanh(x0)
+    y = x.t().contiguous()
+    x.add_(1)
+    return y * x
+""",
+    "copies of overlapping pieces of one tensor, handed out in one record": """\
+import torch
+
+
+def f(x0: torch.Tensor, d: int):
+    x = torch.tanh(x0)
+    k, l = torch.chunk(x, 2, -1)
+    m, n = x.tensor_split(3, 1)
+    g, h = x.unbind(1)
+    return Out(k=k.squeeze(-1).contiguous(), m=m.contiguous(), g=g.contiguous())
+""",
 }
 
 
