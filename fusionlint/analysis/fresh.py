@@ -80,9 +80,9 @@ class _Body:
             stores = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
             if name not in stores:
                 continue
-            if isinstance(statement, ast.Assign) and [t.id for t in statement.targets if isinstance(t, ast.Name)] == [name] \
-                    and len(statement.targets) == 1:
-                return statement.value, i
+            targets = statement.targets if isinstance(statement, ast.Assign) else []
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == name:
+                return statement.value, i  # type: ignore[union-attr]
             return None
         return None
 

@@ -98,7 +98,8 @@ def _read(facts: ModuleFacts, class_name: str | None, use: ast.Name, param: str,
                 continue
             if op == "new":
                 return True
-            return callee_only_reads(facts, class_name, ast_view, parent.func, parent.args.index(node))  # type: ignore[arg-type]
+            position = parent.args.index(node)  # type: ignore[arg-type]
+            return callee_only_reads(facts, class_name, ast_view, parent.func, position)
         if isinstance(parent, ast.Assign) and parent.value is node:
             return all(isinstance(target, ast.Name) and target.id == param for target in parent.targets)
         if isinstance(parent, ast.Expr):

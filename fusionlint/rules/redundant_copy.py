@@ -594,8 +594,9 @@ def _lineage_returned(scope: Scope, source: cst.BaseExpression, site: Site) -> b
     for statement in _returns(scope):
         for name in _names_read(statement, site.node):
             theirs = _lineage(scope, cst.Name(name))
-            if any(shared in mine and (mine[shared] is None or mine[shared] is not via) for shared, via in theirs.items()):
-                return True
+            for shared, via in theirs.items():
+                if shared in mine and (mine[shared] is None or mine[shared] is not via):
+                    return True
     return False
 
 
@@ -606,14 +607,7 @@ def _lineage(scope: Scope, expr: cst.BaseExpression) -> dict[str, cst.CSTNode | 
     todo: list[tuple[cst.BaseExpression, cst.CSTNode | None]] = [(expr, None)]
     while todo:
         expr, via = todo.pop()
-        while True:
-            op = scope.op(expr)
-            if isinstance(expr, cst.Subscript):
-                expr = expr.value
-            elif op is not None and op[2] is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
-                expr = op[2]
-            else:
-                break
+        expr = _viewed(scope, expr)
         if not isinstance(expr, cst.Name) or expr.value in found:
             continue
         found[expr.value] = via
@@ -624,6 +618,18 @@ def _lineage(scope: Scope, expr: cst.BaseExpression) -> dict[str, cst.CSTNode | 
     return found
 
 
+def _viewed(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``x`` of ``x.t()``, ``x[:, 0]``, ``x.float()``: what a view, an index or a cast may alias."""
+    while True:
+        op = scope.op(expr)
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif op is not None and op[2] is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
+            expr = op[2]
+        else:
+            return expr
+
+
 def _names_read(node: cst.CSTNode, copy: cst.CSTNode) -> Iterator[str]:
     """The names ``node`` reads, outside the copy itself (``return Out(k=k.contiguous())``)."""
     if node is copy or isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
@@ -631,7 +637,8 @@ def _names_read(node: cst.CSTNode, copy: cst.CSTNode) -> Iterator[str]:
     if isinstance(node, cst.Name):
         yield node.value
     for child in children(node):
-        if not (isinstance(node, cst.Attribute) and child is node.attr or isinstance(node, cst.Arg) and child is node.keyword):
+        named = isinstance(node, cst.Attribute) and child is node.attr or isinstance(node, cst.Arg) and child is node.keyword
+        if not named:
             yield from _names_read(child, copy)
 
 
@@ -699,9 +706,7 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
     stable. What a statement of the function's body before the copy's own does with the name
     cannot write the copied value after it is copied, unless it keeps it under another name;
     what one does after the copy's last read cannot change what the copy was used for."""
-    root = source  # `x` of `x.t()`: a name written in place while the copy lives is no stable source
-    while (op := scope.op(root)) is not None and op[2] is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
-        root = op[2]
+    root = _viewed(scope, source)  # `x` of `x.t()`: written in place while the copy lives, no stable source
     name = root_name(root)
     if name is None:
         return not isinstance(root, cst.Attribute)

@@ -243,7 +243,8 @@ def test_only_reads_follows_same_file_callees():
 def test_string_values_of_an_f_string(body, values):
     from fusionlint.analysis.strings import string_values
 
-    scope = scopes(f"import torch\ndef f(q, k):\n    {body}\n    return torch.einsum(f'b h i d, {{eq}} -> b h i j', q, k)\n")["f"]
+    equation = "f'b h i d, {eq} -> b h i j'"
+    scope = scopes(f"import torch\ndef f(q, k):\n    {body}\n    return torch.einsum({equation}, q, k)\n")["f"]
     call = scope.sites["einsum"][0].node
     assert string_values(scope, call.args[0].value) == values
 
