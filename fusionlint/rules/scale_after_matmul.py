@@ -35,7 +35,9 @@ class ScaleAfterMatmul(Rule):
         Flagged: `*` or `/` by a value not known to be a tensor (a number, a float attribute
         such as `self.scale`, `math.sqrt(d)`) applied directly to a matmul (`@`, `matmul`,
         `bmm`) whose second operand is a transposed view, or to a two-operand `einsum` whose
-        output keeps one index of each operand and sums over a shared one; also where the
+        output keeps one index of each operand and sums over a shared one (keys shared by the
+        heads too, `b h i d, b j d -> b h i j`; an equation an f-string builds from known
+        strings must be one in every form it may take); also where the
         matmul's result is assigned to a name that the next statement reading it rescales
         (`sim = einsum(...)`, then `sim = sim * scale`, in the same block or after the `if`
         whose arm made it: there the other arms' values are scaled too, so no fix is offered). Not flagged: other
