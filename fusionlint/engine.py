@@ -6,9 +6,9 @@ engine narrows the text before parsing it:
 1. a file that never mentions ``torch`` only gets its syntax checked (stdlib ``ast``, ~10x faster);
 2. the ``ast`` gives the file's torch imports and the line ranges of its functions; a function
    (or module-level statement) is a candidate when the text test of an enabled rule matches it;
-3. every other line is blanked out (kept as an empty line, so line and column numbers do not
-   move), only the headers of enclosing classes stay, and libcst parses that masked text. When
-   the masked text does not parse, the whole file is parsed instead.
+3. every other line is left out (only the headers of enclosing classes stay) and libcst parses
+   the lines kept; a finding's line is mapped back to the file's (a blank line costs libcst
+   three nodes). When the kept lines do not parse, the whole file is parsed instead.
 
 Fixes are rendered per statement and spliced into the original text as whole-line edits, so the
 lines a fix does not touch stay byte for byte what they were (CRLF included). A fix is kept only
@@ -325,6 +325,8 @@ class _Positions:
     def __init__(self, module, masked: "_Masked | None", lines: list[str]) -> None:
         self.module = module
         self.lines = lines
+        self.numbers = masked.numbers if masked is not None else None  # the file's line of each parsed line
+        self.parsed_line = {number: i for i, number in enumerate(self.numbers or (), start=1)}
         self.first_lines: dict[int, int] = {}  # id(statement) -> its first line, for units and class members
         if masked is not None and masked.units is not None and len(masked.units) == len(module.body):
             for unit, node in zip(module.body, masked.units):
@@ -367,16 +369,27 @@ class _Positions:
             self.cache[key] = self._render(statement)
         recorded, shift = self.cache[key]
         where = recorded.get(node)
-        if where is None or not shift:
+        if where is None or not shift and self.numbers is None:
             return where
-        from libcst.metadata import CodePosition, CodeRange
+        from libcst.metadata import CodeRange
 
-        return CodeRange(CodePosition(where.start.line + shift, where.start.column),
-                         CodePosition(where.end.line + shift, where.end.column))
+        return CodeRange(self._in_file(where.start, shift), self._in_file(where.end, shift, end=True))
+
+    def _in_file(self, position, shift: int, end: bool = False):
+        """A position in the parsed text (``shift`` lines down), in the file. A range that ends at
+        the start of a line ends after the line before, which the next parsed line may not follow."""
+        from libcst.metadata import CodePosition
+
+        line = position.line + shift
+        if self.numbers is None:
+            return CodePosition(line, position.column)
+        if end and position.column == 0 and line > 1:
+            return CodePosition(self.numbers[line - 2] + 1, 0)
+        return CodePosition(self.numbers[line - 1], position.column)
 
     def _render(self, statement) -> tuple[dict, int]:
         """The positions of the nodes of ``statement`` (None: the whole module) rendered alone, and
-        the lines to add to them."""
+        the lines to add to them to place them in the text parsed."""
         from libcst.metadata.position_provider import PositionProvidingCodegenState
 
         recorded = _Recorded()
@@ -390,7 +403,7 @@ class _Positions:
         line = self.lines[first - 1]
         state.increase_indent(line[: len(line) - len(line.lstrip(" \t"))])
         statement.with_changes(leading_lines=())._codegen(state)
-        return recorded._computed, first - 1
+        return recorded._computed, self.parsed_line.get(first, first) - 1
 
 
 class _Recorded:
@@ -454,9 +467,10 @@ def _describe(exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class _Masked:
-    """The text libcst parses: the file with every line blanked that cannot hold a finding."""
+    """The text libcst parses: the file's lines that may hold a finding."""
 
     text: str
+    numbers: list[int] | None = None  # the file's line of each line of ``text`` (None: all its lines)
     # The top-level statements kept, in order, which place each parsed one without rendering the
     # module before it (None: the whole text is kept), and the codes of the rules whose text test
     # passed in each, by its first line.
@@ -472,13 +486,12 @@ class _Masked:
 
 
 def _mask(lines: list[str], tree: ast.Module, matching: Callable[["_Texts", int], set[str]]) -> _Masked | None:
-    """The text with every line blanked that cannot hold a finding; None if nothing is left.
+    """The lines that may hold a finding; None if there are none.
 
     The rules' text tests (``Rule.may_match``) run on every statement. A function holding a
     candidate statement is kept whole (with its decorators), classes around it keep their
     header lines; a candidate at module level keeps the whole file (module-level analysis
-    needs all of it). Blank lines keep their line ending, so every kept token sits at the same
-    line and column as in the original text.
+    needs all of it). Kept lines are kept whole, so every kept token keeps its column.
     """
     keep = [False] * (len(lines) + 1)
 
@@ -517,8 +530,9 @@ def _mask(lines: list[str], tree: ast.Module, matching: Callable[["_Texts", int]
             codes[_start_line(node) if keep[_start_line(node)] else node.lineno] = found
     if not codes:
         return None
-    text = "".join(line if keep[i] else line[len(line.rstrip("\r\n")) :] for i, line in enumerate(lines, start=1))
-    return _Masked(text, [node for node in tree.body if keep[node.lineno]], codes, keep)
+    numbers = [i for i in range(1, len(lines) + 1) if keep[i]]
+    text = "".join(lines[i - 1] for i in numbers)
+    return _Masked(text, numbers, [node for node in tree.body if keep[node.lineno]], codes, keep)
 
 
 class _Texts:

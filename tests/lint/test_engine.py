@@ -116,14 +116,15 @@ def test_masked_parse_keeps_positions_of_methods_in_classes():
     assert [(f.code, f.line, f.column) for f in result.findings] == [("FL002", line, 13)]
 
 
-def test_masking_blanks_lines_but_keeps_line_count():
+def test_masking_keeps_the_lines_of_candidates_and_their_numbers():
     import ast
 
     source = "import torch\r\nX = 1\r\nclass A:\r\n    y = 2\r\n    def f(self):\r\n        hit()\r\n"
     lines = engine._LINE.findall(source)
     tree = ast.parse(source)
     masked = engine._mask(lines, tree, lambda block, index: {"FL1"} if "hit" in block[index] else set())
-    assert masked.text == "\r\n\r\nclass A:\r\n\r\n    def f(self):\r\n        hit()\r\n"
+    assert masked.text == "class A:\r\n    def f(self):\r\n        hit()\r\n"
+    assert masked.numbers == [3, 5, 6]
     assert [masked.first_line(unit) for unit in masked.units] == [3]
     assert masked.codes == {3: {"FL1"}}
     module_level = engine._mask(lines, tree, lambda block, index: {"FL1"} if "X" in block[index] else set())

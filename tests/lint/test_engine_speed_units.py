@@ -10,7 +10,7 @@ import ast
 
 import libcst as cst
 import pytest
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from fusionlint.analysis import collect_scopes, module_facts
 from fusionlint.engine import _LINE, _mask, _Positions
@@ -82,7 +82,15 @@ def test_a_node_is_placed_where_the_whole_module_places_it(name: str) -> None:
     masked = _mask(lines, tree, lambda block, index: {"FL000"} if "torch." in block[index] else set())
     assert masked is not None and masked.units is not None, "only functions hold candidates"
     module = cst.parse_module(masked.text)
-    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    def in_file(position: CodePosition, end: bool = False) -> CodePosition:
+        if end and position.column == 0 and position.line > 1:  # after the line before
+            return CodePosition(masked.numbers[position.line - 2] + 1, 0)
+        return CodePosition(masked.numbers[position.line - 1], position.column)
+
+    expected = {  # the whole parsed module rendered, its lines mapped back to the file's
+        node: CodeRange(in_file(where.start), in_file(where.end, end=True))
+        for node, where in MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider).items()
+    }
     positions = _Positions(module, masked, lines)
     scopes = [s for s in collect_scopes(module, module_facts(tree), op_tables(())) if not s.is_module]
     checked = 0
