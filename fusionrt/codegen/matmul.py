@@ -29,6 +29,7 @@ import torch
 from ..bounded import LRUCache
 from ..kernel_ir import FusedKernel, Input, MatmulKernel, Value, plain_operand
 from .cache import write_atomic
+from .config import pow2
 from .emit import indent, module_source
 from .launch import BoundKernel, Launch, Spec, compile_new
 from .lowering import Operand, cast, lower, tl_type
@@ -77,6 +78,13 @@ def configs_for(dtype: torch.dtype) -> tuple[MatmulConfig, ...]:
         return GPU_CONFIGS
     return tuple(dict.fromkeys(MatmulConfig(c.block_m, c.block_n, c.block_k // 2, c.group_m, c.num_warps,
                                             min(c.num_stages, 3)) for c in GPU_CONFIGS))
+
+
+def _fitting(configs: tuple[MatmulConfig, ...], m: int, n: int) -> tuple[MatmulConfig, ...]:
+    """The configs whose tile is no larger than the product needs (as Inductor prunes its mm
+    configs): a 256-wide tile over 96 columns computes 160 of them for nothing."""
+    fit = tuple(c for c in configs if c.block_m <= max(32, pow2(m)) and c.block_n <= max(32, pow2(n)))
+    return fit or configs[-1:]
 
 
 def _matmul_precision(dtype: torch.dtype) -> str:
@@ -343,7 +351,7 @@ class MatmulRunner:
         tuning: its candidates bound, waiting to compile with the plan's other kernels."""
         if self.interpret:
             return self.configs[0] if self.configs else INTERPRETER_CONFIG
-        candidates = tuple(self.configs or configs_for(kernel.operand_dtype))
+        candidates = _fitting(tuple(self.configs or configs_for(kernel.operand_dtype)), *sizes[:2])
         if len(candidates) == 1:
             return candidates[0]
         tuning_key = repr((hashlib.sha256(repr(family).encode()).hexdigest()[:16], _shape_class(*sizes),
@@ -368,7 +376,7 @@ class MatmulRunner:
             timings = {}
             for c, launch in job.launches.items():
                 try:  # timed as they will run: direct launches, so the host never sets the pace
-                    timings[c] = do_bench(launch, warmup=5, rep=25)
+                    timings[c] = do_bench(launch, warmup=2, rep=10)
                 except OutOfResources:  # a config the chip cannot hold (shared memory, registers)
                     continue
             job.config = min(timings, key=timings.get)
