@@ -589,13 +589,16 @@ class _TextTests:
             else:
                 self.searched.append((rule, bits.setdefault(_file_search(needle), len(bits))))
         starts = list(itertools.accumulate(map(len, lines), initial=0))
-        self.found_on = [0] * (len(lines) + 1)  # by line number: the bits of the needles found
+        self.found_on = found_on = [0] * (len(lines) + 1)  # by line number: the bits of the needles found
         for search, bit in bits.items():
+            flag = 1 << bit
             for match in search.finditer(text):
-                first = bisect_right(starts, match.start())
-                last = bisect_right(starts, max(match.start(), match.end() - 1))
-                for line in range(first, last + 1):
-                    self.found_on[line] |= 1 << bit
+                start, end = match.span()
+                first = bisect_right(starts, start)
+                found_on[first] |= flag
+                if end - start > 1:  # it may run onto the lines after
+                    for line in range(first + 1, bisect_right(starts, end - 1) + 1):
+                        found_on[line] |= flag
         self.asked: dict[int, list[Rule]] = {}  # by the bits found on a statement's lines
 
     def __call__(self, block: _Texts, index: int) -> set[str]:
@@ -619,6 +622,8 @@ def _file_search(needle: re.Pattern[str]) -> re.Pattern[str]:
 
 def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
     """The statement lists nested directly in a compound statement."""
+    if not hasattr(node, "body"):  # a simple statement, most of them
+        return []
     blocks = [getattr(node, f, None) for f in ("body", "orelse", "finalbody")]
     blocks += [h.body for h in getattr(node, "handlers", ())]
     blocks += [c.body for c in getattr(node, "cases", ())]
