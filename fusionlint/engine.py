@@ -26,7 +26,10 @@ import threading
 import tokenize
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, TypeVar
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator, TypeVar
+
+from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from fusionlint.model import Finding, FixMode, FixSafety, LineEdit, LintOptions, LintResult, internal_error
 from fusionlint.ops import OpTables, op_tables
@@ -277,7 +280,8 @@ def _run_rules(
             problems.append(internal_error(f"{path} ({rule.code})", exc))
     if not found:
         return [], problems
-    positions = _Positions(module, masked, lines)
+    located = [n for _, _, v in found for n in (v.node, *v.spans, *(e.statement for e in v.fix or ()))]
+    positions = _Positions(module, masked, lines, {id(node) for node in located})
     reports = []
     kept_lines: dict[str, list[int]] = {}  # the first line of each finding kept so far, by code
     for rule, scope, violation in found:  # in the order of ``rules``: a rule after those it yields to
@@ -322,9 +326,11 @@ class _Positions:
     (both known from the stdlib ast), costs a fraction of that: a class is mostly other methods.
     """
 
-    def __init__(self, module, masked: "_Masked | None", lines: list[str]) -> None:
+    def __init__(self, module, masked: "_Masked | None", lines: list[str], wanted: set[int] | None = None) -> None:
+        """``wanted``: the ids of the nodes that will be located (None: any node)."""
         self.module = module
         self.lines = lines
+        self.wanted = wanted
         self.numbers = masked.numbers if masked is not None else None  # the file's line of each parsed line
         self.parsed_line = {number: i for i, number in enumerate(self.numbers or (), start=1)}
         self.first_lines: dict[int, int] = {}  # id(statement) -> its first line, for units and class members
@@ -390,10 +396,8 @@ class _Positions:
     def _render(self, statement) -> tuple[dict, int]:
         """The positions of the nodes of ``statement`` (None: the whole module) rendered alone, and
         the lines to add to them to place them in the text parsed."""
-        from libcst.metadata.position_provider import PositionProvidingCodegenState
-
-        recorded = _Recorded()
-        state = PositionProvidingCodegenState(
+        recorded = _Recorded(None if self.wanted is None else set(self.wanted))
+        state = _RecordingState(
             default_indent=self.module.default_indent, default_newline=self.module.default_newline, provider=recorded
         )
         if statement is None:
@@ -408,10 +412,39 @@ class _Positions:
 
 class _Recorded:
     """Where libcst's position-recording codegen state puts each node's range (a metadata
-    provider's ``_computed``), without a provider's machinery."""
+    provider's ``_computed``), without a provider's machinery; with ``wanted``, the ids of the
+    only nodes to record."""
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: set[int] | None) -> None:
         self._computed: dict = {}
+        self.wanted = wanted
+
+
+class _RecordingState(PositionProvidingCodegenState):
+    """libcst's position-recording codegen, recording only the nodes its provider wants (and the
+    children whose positions theirs are taken from): recording every node of a method cost more
+    than rendering it."""
+
+    __slots__ = ()
+
+    def before_codegen(self, node) -> None:
+        if self.provider.wanted is None or id(node) in self.provider.wanted:
+            super().before_codegen(node)
+
+    def after_codegen(self, node) -> None:
+        if self.provider.wanted is None or id(node) in self.provider.wanted:
+            super().after_codegen(node)
+
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> Iterator[None]:
+        wanted = self.provider.wanted
+        if wanted is not None and id(node) not in wanted:
+            yield
+            return
+        if wanted is not None:
+            wanted.update(id(child) for child in (start_node, end_node) if child is not None)
+        with super().record_syntactic_position(node, start_node=start_node, end_node=end_node):
+            yield
 
 
 def _render(module, locate: Callable, lines: list[str], edit: StatementEdit) -> LineEdit:
