@@ -36,6 +36,7 @@ _VIEW_CALL = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(MERGING_VIEWS)))
 _CAT_CALL = re.compile(r"\b(?:%s)\s*\(" % "|".join(sorted(_CATS)))
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _NAME_AT_END = re.compile(r"([A-Za-z_]\w*)$")
+_PARENTHESIZED_NAME_AT_END = re.compile(r"\(\s*([A-Za-z_]\w*)\s*\)$")
 _DOTTED_AT_END = re.compile(r"(?:[A-Za-z_]\w*\s*\.\s*)*$")
 _RETURN_AT_END = re.compile(r"(?:^|[^\w.])return$")
 _NUMBER = re.compile(r"[-+]?[\d.]+")
@@ -420,22 +421,26 @@ def _may_view_computed(text: str, call: re.Match[str], earlier: Sequence[str], o
         receiver = before[:-1].rstrip(SPACE)
         if receiver.endswith(")") and _call_may_be_elementwise(receiver, ops):
             return True
-        name = _NAME_AT_END.search(receiver)
+        name = _NAME_AT_END.search(receiver) or _PARENTHESIZED_NAME_AT_END.search(receiver)
         if name is not None and _assigned_elementwise(name.group(1), earlier, ops):
             return True
     argument = expression_at(text, call.end())
-    if _NAME.fullmatch(argument):
-        return _assigned_elementwise(argument, earlier, ops)
+    parenthesized = _PARENTHESIZED_NAME_AT_END.fullmatch(argument)
+    name = parenthesized.group(1) if parenthesized else argument
+    if _NAME.fullmatch(name):
+        return _assigned_elementwise(name, earlier, ops)
     return _may_be_elementwise(argument, ops)
 
 
 def _cat_may_feed_work(text: str, call: re.Match[str]) -> bool:
     """Can the concatenation ``call`` (``torch.cat(`` in a statement's text) of a literal list or
     tuple be read by more work? Not where the statement only returns it."""
+    if UNRELIABLE.search(text):
+        return True
     if text[call.end() :].lstrip(SPACE)[:1] not in ("(", "["):
         return False
     head = _DOTTED_AT_END.sub("", text[: call.start()]).rstrip(SPACE)
-    if UNRELIABLE.search(text) or not _RETURN_AT_END.search(head):
+    if not _RETURN_AT_END.search(head):
         return True
     closing = closing_bracket(text, text.index("(", call.start()))
     return closing is None or text[closing + 1 :].strip(SPACE) != ""
