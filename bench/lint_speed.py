@@ -8,6 +8,7 @@ where the time goes, counts findings per rule, and prints a sample of findings w
 lines to check by eye that each points at its pattern. Writes ``bench/results/lint-speed.md``.
 
     .venv/bin/python bench/lint_speed.py      # or: make bench-lint
+    .venv/bin/python bench/lint_speed.py --profile    # where a cold run's CPU seconds go
 """
 from __future__ import annotations
 
@@ -112,8 +113,13 @@ def measured(command: list[str], cwd: Path) -> tuple[float, float, float, subpro
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--result", type=Path, default=RESULT, help=f"where the report goes (default: {RESULT})")
-    result = parser.parse_args().result
+    parser.add_argument("--profile", action="store_true", help="profile the per-file work of a cold run instead")
+    args = parser.parse_args()
+    result = args.result
     models = ensure_corpus()
+    if args.profile:
+        profile(models)
+        return 0
     load_before = os.getloadavg()[0]
     files = sorted(p for p in models.rglob("*") if p.suffix in (".py", ".pyi", ".ipynb"))
     lines = sum(p.read_bytes().count(b"\n") for p in files)
@@ -158,6 +164,28 @@ def main() -> int:
     result.write_text(report)
     print(report)
     return 0 if all(verdicts(kind, values, memory)[1] for kind, values in runs.items()) else 1
+
+
+def profile(models: Path) -> None:
+    """The per-file work of a cold run, in this process as a pool worker does it, under cProfile:
+    the CPU seconds, and the functions that take most of them."""
+    import cProfile
+    import gc
+    import pstats
+
+    from fusionlint.check import _lint_job
+    from fusionlint.model import LintOptions
+    from fusionlint.rules import all_rules
+
+    options = LintOptions(codes=frozenset(rule.code for rule in all_rules()))
+    jobs = [(path.read_text(encoding="utf-8"), str(path.relative_to(CORPUS)), options) for path in sorted(models.rglob("*.py"))]
+    gc.freeze()  # as check_files does before forking its workers
+    start = time.process_time()
+    results = [_lint_job(job) for job in jobs]
+    print(f"{len(jobs)} files, {sum(len(r.findings) for r in results)} findings: {time.process_time() - start:.2f} CPU-s")
+    profiler = cProfile.Profile()
+    profiler.runcall(lambda: [_lint_job(job) for job in jobs])
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
 
 
 def verdicts(kind: str, values: list[tuple[float, float]], memory: float) -> tuple[str, bool]:
