@@ -137,7 +137,9 @@ def test_a_plan_tunes_its_shape_classes_after_one_compile(tmp_path, monkeypatch)
         expected.append(torch.relu(F.gelu(a) @ b + bias))
     executor.compile_bound()
     assert len(executor.matmul.tuning.table) == 2  # two shape classes, one tuning each
-    assert batches[0] >= 2 * len(configs_for(dtype))  # every class's candidates in the first batch
+    candidates = [matmul._fitting(configs_for(dtype), m, n) for m, n in [(256, 512), (1024, 64)]]
+    assert all(len(c) > 1 for c in candidates)  # both classes are tuned
+    assert batches[0] >= sum(map(len, candidates))  # every class's candidates in the first batch
     for call, want in zip(bound, expected):
         (got,) = call()
         torch.testing.assert_close(got, want, **TOL[dtype])
