@@ -172,10 +172,12 @@ def _rules_to_run(codes: frozenset[str]) -> list[Rule]:
             wanted.add(code)
             todo.append(code)
 
-    def depth(code: str) -> int:
-        return 1 + max((depth(other) for other in by_code[code].yields_to), default=0)
+    return [by_code[code]() for code in sorted(wanted, key=lambda code: (_depth(by_code, code), code))]
 
-    return [by_code[code]() for code in sorted(wanted, key=lambda code: (depth(code), code))]
+
+def _depth(by_code: dict[str, type[Rule]], code: str) -> int:
+    """1 + the length of the longest chain of rules ``code`` yields to."""
+    return 1 + max((_depth(by_code, other) for other in by_code[code].yields_to), default=0)
 
 
 def _result(reports: list[_Report], fixed: Iterable[Finding], text: str | None, errors: list[str]) -> LintResult:
@@ -518,6 +520,35 @@ class _Masked:
         return start if self.keep[start] else node.lineno
 
 
+def _mark_class_body(body: list[ast.stmt], lines: list[str], matching: Callable[["_Texts", int], set[str]],
+                     keep: list[bool]) -> set[str]:
+    """The codes matched in the functions of ``body``, marking in ``keep`` the lines that hold them."""
+    found: set[str] = set()
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            body_first = _start_line(node.body[0])
+            if body_first <= node.lineno:  # `class A: ...` on one line
+                inner = _candidates_in(node.body, lines, matching)
+                if inner:
+                    _mark(keep, _start_line(node), node.end_lineno or node.lineno)
+            else:
+                inner = _mark_class_body(node.body, lines, matching, keep)
+                if inner:
+                    _mark(keep, node.lineno, body_first - 1)
+            found |= inner
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = _candidates_in(node.body, lines, matching)
+            if inner:
+                _mark(keep, _start_line(node), node.end_lineno or node.lineno)
+            found |= inner
+    return found
+
+
+def _mark(keep: list[bool], first: int, last: int) -> None:
+    for i in range(first, last + 1):
+        keep[i] = True
+
+
 def _mask(lines: list[str], tree: ast.Module, matching: Callable[["_Texts", int], set[str]]) -> _Masked | None:
     """The lines that may hold a finding; None if there are none.
 
@@ -527,38 +558,11 @@ def _mask(lines: list[str], tree: ast.Module, matching: Callable[["_Texts", int]
     needs all of it). Kept lines are kept whole, so every kept token keeps its column.
     """
     keep = [False] * (len(lines) + 1)
-
-    def mark(first: int, last: int) -> None:
-        for i in range(first, last + 1):
-            keep[i] = True
-
-    def visit_class_body(body: list[ast.stmt]) -> set[str]:
-        """The codes matched in the functions of ``body``, marking what holds them."""
-        found: set[str] = set()
-        for node in body:
-            if isinstance(node, ast.ClassDef):
-                body_first = _start_line(node.body[0])
-                if body_first <= node.lineno:  # `class A: ...` on one line
-                    inner = _candidates_in(node.body, lines, matching)
-                    if inner:
-                        mark(_start_line(node), node.end_lineno or node.lineno)
-                else:
-                    inner = visit_class_body(node.body)
-                    if inner:
-                        mark(node.lineno, body_first - 1)
-                found |= inner
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                inner = _candidates_in(node.body, lines, matching)
-                if inner:
-                    mark(_start_line(node), node.end_lineno or node.lineno)
-                found |= inner
-        return found
-
     if _candidates_in(tree.body, lines, matching, skip_definitions=True, first_only=True):
         return _Masked("".join(lines))
     codes: dict[int, set[str]] = {}
     for node in tree.body:
-        found = visit_class_body([node])
+        found = _mark_class_body([node], lines, matching, keep)
         if found:
             codes[_start_line(node) if keep[_start_line(node)] else node.lineno] = found
     if not codes:

@@ -168,10 +168,13 @@ def fused_call(func: str, args: Sequence[cst.BaseExpression],
 
 def replace_nodes(node: cst.CSTNodeT, replacements: dict[cst.CSTNode, cst.CSTNode]) -> cst.CSTNodeT:
     """``node`` with each key node (by identity) replaced by its value, in one pass."""
-    by_id = {id(old): new for old, new in replacements.items()}
+    return node.visit(_Replace({id(old): new for old, new in replacements.items()}))
 
-    class _Replace(cst.CSTTransformer):
-        def on_leave(self, original_node, updated_node):  # type: ignore[override]
-            return by_id.get(id(original_node), updated_node)
 
-    return node.visit(_Replace())
+class _Replace(cst.CSTTransformer):
+    def __init__(self, by_id: dict[int, cst.CSTNode]) -> None:
+        super().__init__()
+        self.by_id = by_id
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+        return self.by_id.get(id(original_node), updated_node)

@@ -46,8 +46,7 @@ class _Collector(Walker):
 
     def _block(self, node: cst.Module | cst.IndentedBlock) -> None:
         parent = self.statement_stack[-1] if self.statement_stack else None
-        scope = self.scope
-        block = Block(node.body, scope, parent, node)  # type: ignore[arg-type]
+        block = Block(node.body, parent, node)  # type: ignore[arg-type]
         for i, statement in enumerate(node.body):
             self.refs[id(statement)] = StatementRef(statement, block, i)
 

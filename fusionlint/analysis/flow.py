@@ -37,7 +37,7 @@ def scope_statements(scope: Scope) -> Iterator[StatementRef]:
         statements, owner = tuple(node.body.body), node.body
     else:
         statements, owner = (node.body,), node.body
-    yield from _block_refs(Block(statements, scope, None, owner))
+    yield from _block_refs(Block(statements, None, owner))
 
 
 def _block_refs(block: Block) -> Iterator[StatementRef]:
@@ -46,7 +46,7 @@ def _block_refs(block: Block) -> Iterator[StatementRef]:
         yield ref
         for suite in inner_blocks(statement):
             if isinstance(suite, cst.IndentedBlock):
-                yield from _block_refs(Block(tuple(suite.body), block.scope, ref, suite))
+                yield from _block_refs(Block(tuple(suite.body), ref, suite))
 
 
 def own_parts(statement: cst.CSTNode) -> list[cst.CSTNode]:

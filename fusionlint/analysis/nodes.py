@@ -261,14 +261,15 @@ def operations(node: cst.CSTNode, operators: tuple[type, ...],
     first; what is under a node of a ``skip`` type (a lambda, an augmented assignment) is not
     looked at."""
     found: list[cst.BinaryOperation] = []
-
-    def visit(n: cst.CSTNode) -> None:
-        if isinstance(n, skip):
-            return
-        if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, operators):
-            found.append(n)
-        for child in children(n):
-            visit(child)
-
-    visit(node)
+    _add_operations(node, operators, skip, found)
     return found
+
+
+def _add_operations(node: cst.CSTNode, operators: tuple[type, ...], skip: tuple[type, ...],
+                    found: list[cst.BinaryOperation]) -> None:
+    if isinstance(node, skip):
+        return
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, operators):
+        found.append(node)
+    for child in children(node):
+        _add_operations(child, operators, skip, found)

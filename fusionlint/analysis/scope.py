@@ -20,7 +20,6 @@ class Block:
     """A straight-line statement sequence: a module body or an indented block."""
 
     statements: Sequence[cst.BaseStatement]
-    scope: "Scope"
     parent: "StatementRef | None"  # the compound statement owning this block; None at scope level
     node: cst.CSTNode
 

@@ -242,21 +242,18 @@ def _combined(statement: cst.CSTNode, results: frozenset[str], is_value: Callabl
 
 def _reads(node: cst.CSTNode) -> set[str]:
     found: set[str] = set()
-
-    def walk(n: cst.CSTNode) -> None:
-        if isinstance(n, cst.Name):
-            found.add(n.value)
-        if isinstance(n, cst.Attribute):
-            walk(n.value)
-            return
-        if isinstance(n, cst.Arg):
-            walk(n.value)
-            return
-        for child in children(n):
-            walk(child)
-
-    walk(node)
+    _add_reads(node, found)
     return found
+
+
+def _add_reads(node: cst.CSTNode, found: set[str]) -> None:
+    if isinstance(node, cst.Name):
+        found.add(node.value)
+    if isinstance(node, (cst.Attribute, cst.Arg)):
+        _add_reads(node.value, found)
+        return
+    for child in children(node):
+        _add_reads(child, found)
 
 
 def _fix(scope: Scope, site: ComputeSite, ref: StatementRef, reduction: cst.CSTNode) -> tuple[StatementEdit, ...]:

@@ -1017,30 +1017,31 @@ class _Index:
 @per_scope
 def _index(scope: Scope) -> _Index:
     index = _Index()
-    unpacked: set[int] = set()  # the names of `a, b = ...`: bound, not read
-
-    def walk(node: cst.CSTNode, reading: bool) -> None:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope.node:
-            return  # a closure's reads make the name `escaped`
-        if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.AsName)):
-            target = node.name if isinstance(node, cst.AsName) else node.target
-            index.stores.update(bound_names(target))
-            if isinstance(node, cst.AssignTarget):
-                unpacked.update(map(id, _unpacked_names(target)))
-        if isinstance(node, cst.Name) and reading and id(node) not in unpacked:
-            index.reads[node.value].append(node)
-        for child in children(node):
-            index.parents[id(child)] = node
-            # not reads: a plain assignment target, an attribute's name, a keyword, a parameter
-            walk(child, reading and not (
-                isinstance(node, cst.AssignTarget) and isinstance(child, cst.Name)
-                or isinstance(node, cst.Attribute) and child is node.attr
-                or isinstance(node, cst.Arg) and child is node.keyword
-                or isinstance(node, cst.Param)
-            ))
-
-    walk(scope.node, True)
+    _add_to_index(index, scope.node, scope.node, True, set())
     return index
+
+
+def _add_to_index(index: _Index, root: cst.CSTNode, node: cst.CSTNode, reading: bool, unpacked: set[int]) -> None:
+    """Index ``node`` and what is under it; ``unpacked``: the names of ``a, b = ...`` met so far
+    (bound, not read)."""
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not root:
+        return  # a closure's reads make the name `escaped`
+    if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.AsName)):
+        target = node.name if isinstance(node, cst.AsName) else node.target
+        index.stores.update(bound_names(target))
+        if isinstance(node, cst.AssignTarget):
+            unpacked.update(map(id, _unpacked_names(target)))
+    if isinstance(node, cst.Name) and reading and id(node) not in unpacked:
+        index.reads[node.value].append(node)
+    for child in children(node):
+        index.parents[id(child)] = node
+        # not reads: a plain assignment target, an attribute's name, a keyword, a parameter
+        _add_to_index(index, root, child, reading and not (
+            isinstance(node, cst.AssignTarget) and isinstance(child, cst.Name)
+            or isinstance(node, cst.Attribute) and child is node.attr
+            or isinstance(node, cst.Arg) and child is node.keyword
+            or isinstance(node, cst.Param)
+        ), unpacked)
 
 
 def _unpacked_names(target: cst.BaseExpression) -> list[cst.Name]:

@@ -8,6 +8,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope
+from fusionlint.analysis.nodes import operations
 from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later
 from fusionlint.analysis.strings import string_values
 from fusionlint.model import EAGER, FixSafety
@@ -191,16 +192,10 @@ def f(x: torch.Tensor, w: torch.Tensor):
 
 def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> cst.BinaryOperation | None:
     """The ``matmul * s`` or ``matmul / s`` in ``statement``, ``s`` not known to be a tensor."""
-    found: list[cst.BinaryOperation] = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            if node.left is matmul and isinstance(node.operator, (cst.Multiply, cst.Divide)):
-                if not scope.is_tensor(node.right):
-                    found.append(node)
-
-    statement.visit(_Find())
-    return found[0] if found else None
+    for operation in operations(statement, (cst.Multiply, cst.Divide)):
+        if operation.left is matmul and not scope.is_tensor(operation.right):
+            return operation
+    return None
 
 
 def _similarity(scope: Scope, matmul: cst.CSTNode) -> bool:
