@@ -13,6 +13,8 @@ destination where nothing is allocated yet.
 A step decides at its first bind which results go aside and, in a replay, keeps the generated
 kernel's launch: the runtime builds new steps for every flush, and a replay's guards hold every
 layout and which tensors share storage, so what held at the first bind holds at every later one.
+From then on a compiled kernel is launched over addresses (``_ByAddress``): a training step
+launches hundreds of kernels, and making a view per input cost more than the launch.
 """
 from __future__ import annotations
 
