@@ -422,25 +422,26 @@ def _assigned_between(ref: StatementRef, use: StatementRef) -> set[str]:
 def _hoistable(scope: Scope, statement: cst.BaseSmallStatement, name: str, assigned: set[str]) -> list:
     """Maximal element-wise subexpressions reading ``name`` that can be computed earlier."""
     found: list[cst.BaseExpression] = []
-
-    def movable(expr: cst.BaseExpression) -> bool:
-        reads = names_of(line_of(cst.Expr(expr)))[0]
-        return (
-            name in reads
-            and not isinstance(expr, cst.Name)
-            and is_elementwise_expr(scope, expr)
-            and not reads & assigned
-            and not reads & scope.inplace
-        )
-
-    def walk(node: cst.CSTNode) -> None:
-        if isinstance(node, cst.BaseExpression) and movable(node):
-            found.append(node)
-            return
-        if isinstance(node, cst.Lambda):
-            return
-        for child in children(node):
-            walk(child)
-
-    walk(statement)
+    _add_hoistable(scope, statement, name, assigned, found)
     return found
+
+
+def _add_hoistable(scope: Scope, node: cst.CSTNode, name: str, assigned: set[str], found: list) -> None:
+    if isinstance(node, cst.BaseExpression) and _movable(scope, node, name, assigned):
+        found.append(node)
+        return
+    if isinstance(node, cst.Lambda):
+        return
+    for child in children(node):
+        _add_hoistable(scope, child, name, assigned, found)
+
+
+def _movable(scope: Scope, expr: cst.BaseExpression, name: str, assigned: set[str]) -> bool:
+    reads = names_of(line_of(cst.Expr(expr)))[0]
+    return (
+        name in reads
+        and not isinstance(expr, cst.Name)
+        and is_elementwise_expr(scope, expr)
+        and not reads & assigned
+        and not reads & scope.inplace
+    )

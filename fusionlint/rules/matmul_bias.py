@@ -297,19 +297,26 @@ def _consumer(scope: Scope, ref: StatementRef, use: StatementRef, name: str, pro
 
 
 def _read_of(statement: cst.CSTNode, name: str) -> cst.Name | None:
-    found: list[cst.Name] = []
+    reads = _NameReads(name)
+    statement.visit(reads)
+    return reads.found[0] if len(reads.found) == 1 else None
 
-    class _Find(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            if node.value == name:
-                found.append(node)
 
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False
+class _NameReads(cst.CSTVisitor):
+    """The nodes of one variable in what it visits (not attribute names)."""
 
-    statement.visit(_Find())
-    return found[0] if len(found) == 1 else None
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.found: list[cst.Name] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.found.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
 
 
 def _fused_call(scope: Scope, operands: tuple[str, cst.BaseExpression, cst.BaseExpression], bias: cst.BaseExpression) -> cst.Call | None:

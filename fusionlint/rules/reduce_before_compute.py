@@ -220,24 +220,22 @@ def _meets(ref: StatementRef, reduction: cst.CSTNode, results: frozenset[str]) -
 
 def _combined(statement: cst.CSTNode, results: frozenset[str], is_value: Callable[[cst.CSTNode], bool]) -> bool:
     """Does an arithmetic operation or a call in ``statement`` take both the value and a result?"""
-    found = False
+    return _reads_both(statement, results, is_value)[2]
 
-    def walk(node: cst.CSTNode) -> tuple[bool, bool]:
-        nonlocal found
-        if is_value(node):
-            return True, False
-        if isinstance(node, cst.Name):
-            return False, node.value in results
-        value = result = False
-        for child in children(node):
-            v, r = walk(child)
-            value, result = value or v, result or r
-        if value and result and isinstance(node, (cst.BinaryOperation, cst.Call)):
-            found = True
-        return value, result
 
-    walk(statement)
-    return found
+def _reads_both(node: cst.CSTNode, results: frozenset[str],
+                is_value: Callable[[cst.CSTNode], bool]) -> tuple[bool, bool, bool]:
+    """Whether ``node`` reads the value, whether it reads a result, and whether an arithmetic
+    operation or a call in it takes both."""
+    if is_value(node):
+        return True, False, False
+    if isinstance(node, cst.Name):
+        return False, node.value in results, False
+    value = result = combined = False
+    for child in children(node):
+        v, r, c = _reads_both(child, results, is_value)
+        value, result, combined = value or v, result or r, combined or c
+    return value, result, combined or value and result and isinstance(node, (cst.BinaryOperation, cst.Call))
 
 
 def _reads(node: cst.CSTNode) -> set[str]:
