@@ -50,6 +50,9 @@ _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]
 # `if idx == self.num_experts:`: a bare name compared for equality with a name, not a constant
 _COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None\b|True\b|False\b)[\w.]+\s*:")
 _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
+# in every statement the text test passes on: a sync method (`.to(` for `.to("cpu")`) or a word of _VALUE_SYNC,
+# which all of its other tests need (`if`/`elif` to start a test, `bool`/`float`/`int` before a `(`)
+_NEEDLE = re.compile(r"\.\s*(?:item|tolist|cpu|numpy|to)\s*\(|" + _VALUE_SYNC.pattern)
 # `if denom > 0:` or `float(denom)` on a name a few lines above computed
 _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
 # a word _NAME_READ needs: searched first, it spares most statements _NAME_READ's backtracking `.*`
@@ -470,6 +473,10 @@ def report(x: torch.Tensor) -> list:
     return rows
 """,
     )
+
+    @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _NEEDLE
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
@@ -1131,15 +1138,15 @@ def _is_size_name(name: str) -> bool:
 
 def _name_nodes(root: cst.CSTNode, name: str) -> list[cst.Name]:
     found: list[cst.Name] = []
-
-    def walk(node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Name) and node.value == name:
-            found.append(node)
-        for child in children(node):
-            walk(child)
-
-    walk(root)
+    _add_name_nodes(root, name, found)
     return found
+
+
+def _add_name_nodes(node: cst.CSTNode, name: str, found: list[cst.Name]) -> None:
+    if isinstance(node, cst.Name) and node.value == name:
+        found.append(node)
+    for child in children(node):
+        _add_name_nodes(child, name, found)
 
 
 def _is_index(root: cst.CSTNode, node: cst.CSTNode) -> bool:
