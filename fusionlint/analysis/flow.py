@@ -6,24 +6,33 @@ from typing import Iterator
 
 import libcst as cst
 
+from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.scope import Block, Scope, StatementRef
+
+_SUITES = node_types(cst.BaseSuite)
+_CLAUSES = node_types(cst.Else, cst.Finally)
+_DEFINITIONS = node_types(cst.FunctionDef, cst.ClassDef)
+
 
 def inner_blocks(statement: cst.CSTNode) -> list[cst.BaseSuite]:
     """The blocks nested directly in a compound statement (an ``elif`` counts as a block)."""
+    if type(statement) in _DEFINITIONS:
+        return []
     found: list[cst.BaseSuite] = []
     for field_name in ("body", "orelse", "finalbody"):
         part = getattr(statement, field_name, None)
-        if isinstance(part, cst.BaseSuite):
+        kind = type(part)
+        if kind in _SUITES:
             found.append(part)
-        elif isinstance(part, (cst.Else, cst.Finally)):
+        elif kind in _CLAUSES:
             found.append(part.body)
-        elif isinstance(part, cst.If):
+        elif kind is cst.If:
             found.append(cst.IndentedBlock(body=[part]))
     for handler in getattr(statement, "handlers", ()):
         found.append(handler.body)
     for case in getattr(statement, "cases", ()):
         found.append(case.body)
-    return found if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)) else []
+    return found
 
 
 def scope_statements(scope: Scope) -> Iterator[StatementRef]:

@@ -55,6 +55,20 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     return found
 
 
+def node_types(*classes: type) -> frozenset[type]:
+    """``classes`` and their subclasses: ``type(node) in node_types(A, B)`` answers
+    ``isinstance(node, (A, B))`` without ABCMeta's check (libcst's nodes are ABCs), which runs
+    Python code for each class a node is not; walks over every node of a file pay for it."""
+    found: set[type] = set()
+    todo = list(classes)
+    while todo:
+        cls = todo.pop()
+        if cls not in found:
+            found.add(cls)
+            todo.extend(cls.__subclasses__())
+    return frozenset(found)
+
+
 def _is_node(value: object) -> bool:
     known = _IS_NODE.get(type(value))
     if known is None:
@@ -261,15 +275,16 @@ def operations(node: cst.CSTNode, operators: tuple[type, ...],
     first; what is under a node of a ``skip`` type (a lambda, an augmented assignment) is not
     looked at."""
     found: list[cst.BinaryOperation] = []
-    _add_operations(node, operators, skip, found)
+    _add_operations(node, operators, node_types(*skip), found)
     return found
 
 
-def _add_operations(node: cst.CSTNode, operators: tuple[type, ...], skip: tuple[type, ...],
+def _add_operations(node: cst.CSTNode, operators: tuple[type, ...], skip: frozenset[type],
                     found: list[cst.BinaryOperation]) -> None:
-    if isinstance(node, skip):
+    kind = type(node)
+    if kind in skip:
         return
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, operators):
+    if kind is cst.BinaryOperation and isinstance(node.operator, operators):
         found.append(node)
     for child in children(node):
         _add_operations(child, operators, skip, found)

@@ -19,6 +19,7 @@ from fusionlint.analysis import (
     statements_after,
     statements_before,
 )
+from fusionlint.analysis.nodes import node_types
 from fusionlint.model import FUSIONRT
 from fusionlint.ops import SYNC_BUILTINS, SYNC_METHODS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, Violation
@@ -552,28 +553,32 @@ def _syncs(scope: Scope, part: cst.CSTNode, test: bool, by_name: bool) -> Iterat
     yield from _syncs_in(scope, part, by_name)
 
 
+_NOT_EVALUATED_HERE = node_types(cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise, cst.Assert)
+
+
 def _syncs_in(scope: Scope, node: cst.CSTNode, by_name: bool) -> Iterator[tuple[cst.CSTNode, str]]:
     # The value is needed on the host once, not in the middle of work: an exception's message
     # (`raise E(f"{t.tolist()}")`) is built on the way out; an assertion or a `*check*(...)` call
     # validates the input; a conditional expression whose arms do no tensor work only picks a
     # host value.
-    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise, cst.Assert)) or _is_check(node):
+    kind = type(node)
+    if kind in _NOT_EVALUATED_HERE or kind is cst.Call and _is_check(node):
         return
     tests: list[cst.BaseExpression] = []
-    if isinstance(node, cst.IfExp):
+    if kind is cst.IfExp:
         if not (_does_work(scope, node.body) or _does_work(scope, node.orelse)):
             yield from _syncs_in(scope, node.body, by_name)
             yield from _syncs_in(scope, node.orelse, by_name)
             return
         tests.append(node.test)
-    elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+    elif kind is cst.UnaryOperation and isinstance(node.operator, cst.Not):
         tests.append(node.expression)
-    elif isinstance(node, cst.BooleanOperation):
+    elif kind is cst.BooleanOperation:
         tests += [node.left, node.right]
-    elif isinstance(node, cst.Call):
-        kind = _call_sync(scope, node, by_name)
-        if kind is not None and not _after_sync(scope, node):
-            yield node, kind  # in `x.cpu().to(torch.double).numpy()` only the first sync is reported
+    elif kind is cst.Call:
+        sync = _call_sync(scope, node, by_name)
+        if sync is not None and not _after_sync(scope, node):
+            yield node, sync  # in `x.cpu().to(torch.double).numpy()` only the first sync is reported
     for test in tests:
         yield from _branch_syncs(scope, test, by_name)
     for child in children(node):
@@ -847,18 +852,23 @@ def _in_working_loop(scope: Scope, ref: StatementRef) -> bool:
     return loop is not None and _does_work(scope, loop.body)
 
 
+_NOT_RUN_HERE = node_types(cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise)
+_OPERATIONS = node_types(cst.Call, cst.BinaryOperation, cst.UnaryOperation)
+
+
 def _does_work(scope: Scope, node: cst.CSTNode) -> bool:
     """Does ``node`` run a tensor op that a lazy backend records and keeps on the device (not a
     view; not the operand of a sync, which only reads a result: ``float(out.mean())``)?"""
-    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise)):
+    kind = type(node)
+    if kind in _NOT_RUN_HERE:
         return False
-    if isinstance(node, cst.Call) and _call_sync(scope, node) is not None:
+    if kind is cst.Call and _call_sync(scope, node) is not None:
         return False
-    if isinstance(node, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) and scope.is_tensor(node):
+    if kind in _OPERATIONS and scope.is_tensor(node):
         op = scope.op(node)
         if op is None or (op[0] not in SYNC_METHODS and op[1] != VIEW):
             return True
-    if isinstance(node, cst.Subscript) and scope.is_tensor(node.value):
+    if kind is cst.Subscript and scope.is_tensor(node.value):
         if any(isinstance(s.slice, cst.Index) and scope.is_tensor(s.slice.value) for s in node.slice):
             return True  # indexing by a tensor gathers
     return any(_does_work(scope, child) for child in children(node))
@@ -901,12 +911,16 @@ def _writes_through_mask(small: cst.BaseSmallStatement, mask: str) -> bool:
     return False
 
 
+_DEFINITIONS = node_types(cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
 def _raises_or_warns(node: cst.CSTNode) -> bool:
-    if isinstance(node, cst.Raise) or (isinstance(node, cst.Call) and "warn" in _callee(node).lower()):
+    kind = type(node)
+    if kind is cst.Raise or (kind is cst.Call and "warn" in _callee(node).lower()):
         return True
-    if isinstance(node, cst.Call) and "assert" in _callee(node).lower():
+    if kind is cst.Call and "assert" in _callee(node).lower():
         return True  # `torch._assert(False, ...)`: it raises
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+    if kind in _DEFINITIONS:
         return False
     return any(_raises_or_warns(child) for child in children(node))
 

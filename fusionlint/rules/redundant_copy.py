@@ -14,6 +14,7 @@ from fusionlint.analysis import (
     root_name,
 )
 from fusionlint.analysis.fresh import returns_new
+from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
 from fusionlint.analysis.views import cst_view
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
@@ -1021,26 +1022,31 @@ def _index(scope: Scope) -> _Index:
     return index
 
 
+_DEFINITIONS = node_types(cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_BINDINGS = node_types(cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.AsName)
+
+
 def _add_to_index(index: _Index, root: cst.CSTNode, node: cst.CSTNode, reading: bool, unpacked: set[int]) -> None:
     """Index ``node`` and what is under it; ``unpacked``: the names of ``a, b = ...`` met so far
     (bound, not read)."""
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not root:
+    kind = type(node)
+    if kind in _DEFINITIONS and node is not root:
         return  # a closure's reads make the name `escaped`
-    if isinstance(node, (cst.AssignTarget, cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.AsName)):
-        target = node.name if isinstance(node, cst.AsName) else node.target
+    if kind in _BINDINGS:
+        target = node.name if kind is cst.AsName else node.target
         index.stores.update(bound_names(target))
-        if isinstance(node, cst.AssignTarget):
+        if kind is cst.AssignTarget:
             unpacked.update(map(id, _unpacked_names(target)))
-    if isinstance(node, cst.Name) and reading and id(node) not in unpacked:
+    if kind is cst.Name and reading and id(node) not in unpacked:
         index.reads[node.value].append(node)
     for child in children(node):
         index.parents[id(child)] = node
         # not reads: a plain assignment target, an attribute's name, a keyword, a parameter
         _add_to_index(index, root, child, reading and not (
-            isinstance(node, cst.AssignTarget) and isinstance(child, cst.Name)
-            or isinstance(node, cst.Attribute) and child is node.attr
-            or isinstance(node, cst.Arg) and child is node.keyword
-            or isinstance(node, cst.Param)
+            kind is cst.AssignTarget and type(child) is cst.Name
+            or kind is cst.Attribute and child is node.attr
+            or kind is cst.Arg and child is node.keyword
+            or kind is cst.Param
         ), unpacked)
 
 
