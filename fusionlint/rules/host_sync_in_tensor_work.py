@@ -15,6 +15,7 @@ from fusionlint.analysis import (
     names_of,
     inner_blocks,
     own_parts,
+    per_scope,
     scope_statements,
     statements_after,
     statements_before,
@@ -500,8 +501,7 @@ def report(x: torch.Tensor) -> list:
             return False
         if index == 0 and not text.lstrip().startswith(("if", "elif")):
             return True  # `float(t)` first in a block: `t` may be what a `for` above it takes from a tensor
-        assigned = re.compile(r"\s*" + read.group(1) + r"\s*=[^=]")
-        element = re.compile(r"[\w\s,]*\b" + read.group(1) + r"\b[\w\s,]*=[^=].*\w\[")  # `sigma = sigmas[i]`
+        assigned, element = _assignments_of(read.group(1))
         return any(
             (assigned.match(block[earlier]) and _op_call_text(ops).search(block[earlier]))
             or element.match(block[earlier])
@@ -532,6 +532,13 @@ def report(x: torch.Tensor) -> list:
                     if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
                         continue
                     yield Violation(node, message=f"{_describe(kind)} {where}: {_COST[where]}; {_ADVICE[kind]}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _assignments_of(name: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The text of an assignment of ``name``, and of one of an element to it (``sigma = sigmas[i]``),
+    kept: the names read are few, and ``re``'s own cache is shared with every other pattern."""
+    return re.compile(r"\s*" + name + r"\s*=[^=]"), re.compile(r"[\w\s,]*\b" + name + r"\b[\w\s,]*=[^=].*\w\[")
 
 
 @functools.lru_cache(maxsize=32)
@@ -849,7 +856,19 @@ def _where(scope: Scope, ref: StatementRef) -> str | None:
 
 def _in_working_loop(scope: Scope, ref: StatementRef) -> bool:
     loop = _enclosing_loop(ref)
-    return loop is not None and _does_work(scope, loop.body)
+    if loop is None:
+        return False
+    working = _working_loops(scope)
+    if id(loop) not in working:
+        working[id(loop)] = _does_work(scope, loop.body)
+    return working[id(loop)]
+
+
+@per_scope
+def _working_loops(scope: Scope) -> dict[int, bool]:
+    """Whether each loop met so far does tensor work, by the loop's id: each statement in its
+    body asks, and the answer is a walk of the whole body."""
+    return {}
 
 
 _NOT_RUN_HERE = node_types(cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise)
