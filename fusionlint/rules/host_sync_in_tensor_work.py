@@ -51,10 +51,11 @@ _COST = {
 _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]*['\"]cpu")
 # `if idx == self.num_experts:`: a bare name compared for equality with a name, not a constant
 _COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None\b|True\b|False\b)[\w.]+\s*:")
-_VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
-# in every statement the text test passes on: a sync method (`.to(` for `.to("cpu")`) or a word of _VALUE_SYNC,
-# which all of its other tests need (`if`/`elif` to start a test, `bool`/`float`/`int` before a `(`)
-_NEEDLE = re.compile(r"\.\s*(?:item|tolist|cpu|numpy|to)\s*\(|" + _VALUE_SYNC.pattern)
+# where Python takes a value's truth or a builtin makes a host value of it; `.float()` is a tensor method
+_VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or)\b|(?<!\.)\b(?:bool|float|int|print)\b")
+# in every statement the text test passes on: a sync method (`.to(` for `.to("cpu")`), or a word all of its
+# other tests need (`if`/`elif` to start a test, `bool`/`float`/`int` before a `(`)
+_NEEDLE = re.compile(r"\.\s*(?:item|tolist|cpu|numpy|to)\s*\(|\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
 # `if denom > 0:` or `float(denom)` on a name a few lines above computed
 _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
 # a word _NAME_READ needs: searched first, it spares most statements _NAME_READ's backtracking `.*`
