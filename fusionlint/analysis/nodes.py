@@ -31,7 +31,6 @@ _SKIPPED_FIELDS = frozenset(
     attr name""".split()
 )
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-_IS_NODE: dict[type, bool] = {}  # by type: isinstance of a libcst class runs ABCMeta's Python code
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -49,8 +48,8 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     for name in fields:
         value = getattr(node, name)
         if isinstance(value, (tuple, list)):
-            found.extend(v for v in value if _is_node(v))
-        elif _is_node(value):
+            found += [v for v in value if type(v) in _NODES]
+        elif type(value) in _NODES:
             found.append(value)
     return found
 
@@ -69,11 +68,7 @@ def node_types(*classes: type) -> frozenset[type]:
     return frozenset(found)
 
 
-def _is_node(value: object) -> bool:
-    known = _IS_NODE.get(type(value))
-    if known is None:
-        known = _IS_NODE[type(value)] = isinstance(value, cst.CSTNode)
-    return known
+_NODES = node_types(cst.CSTNode)
 
 
 _HANDLERS: dict[tuple[type, type], tuple] = {}
