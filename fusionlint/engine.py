@@ -617,14 +617,17 @@ class _TextTests:
     def __init__(self, rules: list[Rule], text: str, lines: list[str], ops: OpTables) -> None:
         self.ops = ops
         self.untested: list[Rule] = []
-        self.searched: list[tuple[Rule, int]] = []  # with the bit of its needle
+        self.searched: list[tuple[Rule, int]] = []  # with the bits of its needle's searches
         bits: dict[re.Pattern[str], int] = {}
         for rule in rules:
             needle = rule.needle(ops)
             if needle is None:
                 self.untested.append(rule)
             else:
-                self.searched.append((rule, bits.setdefault(_file_search(needle), len(bits))))
+                mask = 0
+                for search in _file_searches(needle):
+                    mask |= 1 << bits.setdefault(search, len(bits))
+                self.searched.append((rule, mask))
         starts = list(itertools.accumulate(map(len, lines), initial=0))
         self.found_on = found_on = [0] * (len(lines) + 1)  # by line number: the bits of the needles found
         for search, bit in bits.items():
@@ -645,16 +648,47 @@ class _TextTests:
             bits |= self.found_on[line]
         asked = self.asked.get(bits)
         if asked is None:
-            asked = self.asked[bits] = self.untested + [rule for rule, bit in self.searched if bits >> bit & 1]
+            asked = self.asked[bits] = self.untested + [rule for rule, mask in self.searched if bits & mask]
         return {rule.code for rule in asked if rule.may_match(block, index, self.ops)}
 
 
 @functools.lru_cache(maxsize=64)
-def _file_search(needle: re.Pattern[str]) -> re.Pattern[str]:
-    """The needle to search a whole file with: without a leading ``\\b``, which makes the search
-    try the whole pattern at every word boundary instead of skipping to the characters it starts
-    with (several times slower); it finds a superset of the needle's matches."""
-    return re.compile(needle.pattern.removeprefix(r"\b"), needle.flags)
+def _file_searches(needle: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
+    """The searches of a whole file that find the needle's matches (a superset of them): one per
+    alternative of a top-level ``a|b`` (the regex engine tries every alternative at every
+    position, several searches of one alternative each cost less; rules share some), each
+    without a leading ``\\b``, which makes a search try the whole pattern at every word boundary
+    instead of skipping to the characters it starts with."""
+    return tuple(re.compile(part.removeprefix(r"\b"), needle.flags) for part in _alternatives(needle.pattern))
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The alternatives of ``pattern``'s top-level ``|``; itself whole where splitting could change
+    what a part means (inline flags, group references)."""
+    if pattern.startswith("(?") and pattern[2:3].isalpha() or re.search(r"\\[1-9]|\(\?P=", pattern):
+        return [pattern]
+    parts, start, depth, in_class, i = [], 0, 0, False, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 1  # the escaped character
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "^":
+                i += 1
+            if pattern[i + 1 : i + 2] == "]":
+                i += 1  # a leading `]` is a member
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    return [*parts, pattern[start:]]
 
 
 def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ast
 import random
+import re
 from pathlib import Path
 
 import pytest
 
-from fusionlint.engine import _LINE, _blocks, _Texts, _TextTests
+from fusionlint.engine import _LINE, _alternatives, _blocks, _file_searches, _Texts, _TextTests
 from fusionlint.ops import op_tables
 from fusionlint.rules import SYNTAX_ERROR_CODE, all_rules
 
@@ -106,3 +107,21 @@ def test_a_statement_without_needles_is_asked_only_by_rules_without_one():
     for texts, index in statements(text):
         tests(texts, index)
     assert set(asked) == {rule.code for rule in RULES if rule.needle(tables) is None}
+
+
+@pytest.mark.parametrize(
+    "pattern, parts",
+    [
+        (r"@|\b(?:bmm|mm)\s*\(", ["@", r"\b(?:bmm|mm)\s*\("]),
+        (r"a[|]b|(c|d)|[]|]x|\|y|[^]|]z", ["a[|]b", "(c|d)", "[]|]x", r"\|y", "[^]|]z"]),
+        (r"(?i)cat|dog", [r"(?i)cat|dog"]),  # a flag for the whole pattern
+        (r"(\w)=\1|x", [r"(\w)=\1|x"]),  # a reference to a group of another part
+    ],
+)
+def test_a_needle_is_searched_as_its_top_level_alternatives(pattern, parts):
+    assert _alternatives(pattern) == parts
+    text = "y = A @ (b | c).bmm(w)  # Cat=C, x\n[q]|] x |y ]z\n"
+    for needle in (re.compile(pattern), re.compile(pattern, re.I)):
+        found = {m.start() for m in needle.finditer(text)}
+        searched = {m.start() for search in _file_searches(needle) for m in search.finditer(text)}
+        assert found <= searched
