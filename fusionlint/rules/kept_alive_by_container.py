@@ -253,6 +253,8 @@ def f(x: torch.Tensor, arr: np.ndarray, log: dict) -> torch.Tensor:
         words = {w for m in _STORE_CALL.finditer(text) for w in _WORD.findall(m.group(1))}
         words |= {w for m in _STORE_CONCAT.finditer(text) for w in _WORD.findall(m.group(1))}
         words |= {m.group(1) for m in _STORE_ASSIGN.finditer(text)}
+        if not words:
+            return False  # spares the walk over the block's assignments, most statements asked
         return any(
             name in words and may_be_elementwise_expr(value, ops)
             for j in range(len(block))
