@@ -92,9 +92,10 @@ class Rule:
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str] | None:
         """A pattern found in the text of every statement where ``may_match`` says True (None:
-        no such pattern). The engine searches each file once per rule for it and asks
-        ``may_match`` only about the statements on the lines it matched, so it must be a plain
-        search: no ``^`` or ``$`` without ``re.M``, nothing that looks past a statement's text."""
+        no such pattern). The engine searches each file once for it (once per top-level
+        alternative of ``a|b``) and asks ``may_match`` only about the statements on the lines it
+        matched, so it must be a plain search: no ``^`` or ``$`` without ``re.M``, nothing that
+        looks past a statement's text."""
         return None
 
     def check(self, scope: Scope) -> Iterable[Violation]:
