@@ -109,7 +109,9 @@ def _collected_after() -> Iterator[None]:
     trees and their analyses are a million objects, and the passes their allocations trigger would
     walk the trees still alive again and again. The trees hold no reference cycles, so they are
     freed as soon as the file is done; the pass after it frees what cycles are left (the analyses
-    must not make any that hold a tree). A caller that turned the collector off keeps it off."""
+    must not make any that hold a tree). Everything the file allocated is in the youngest
+    generation, so the pass is of that one: a full pass would walk every object the run keeps
+    (caches), once per file. A caller that turned the collector off keeps it off."""
     if not gc.isenabled():
         yield
         return
@@ -118,7 +120,7 @@ def _collected_after() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-        gc.collect()
+        gc.collect(0)
 
 
 def usable_cpus() -> int:
