@@ -58,7 +58,9 @@ _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or)\b|(?<!\.)\b(?:b
 _NEEDLE = re.compile(r"\.\s*(?:item|tolist|cpu|numpy|to)\s*\(|\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
 # `if denom > 0:` or `float(denom)` on a name a few lines above computed
 _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
-# a word _NAME_READ needs: searched first, it spares most statements _NAME_READ's backtracking `.*`
+# `x = x @ w if flag else x`: a conditional expression's test, a name a few lines above computed
+_CONDITIONAL_READ = re.compile(r".*\bif\s+(?:not\s+)?(\w+)\s+else\b")
+# a word _NAME_READ and _CONDITIONAL_READ need: searched first, it spares most statements their backtracking `.*`
 _NAME_READ_WORD = re.compile(r"(?:if|bool|float|int)\b")
 # `if sigmas[i] > 0:`, `int(boxes[i, 2] - boxes[i, 0])`: an element compared or computed with
 _OPERATOR = r"(?:[<>=!]=|[-<>+*/%])"
@@ -497,7 +499,7 @@ def report(x: torch.Tensor) -> list:
             return False
         if "[" in text and _ELEMENT_WORK.search(text):
             return True
-        read = _NAME_READ.match(text)
+        read = _NAME_READ.match(text) or _CONDITIONAL_READ.match(text)
         if read is None:
             return False
         if index == 0 and not text.lstrip().startswith(("if", "elif")):

@@ -16,6 +16,16 @@ def positions(source: str) -> list[tuple[int, int]]:
 
 
 FLAGGED = {
+    "a conditional expression on a tensor's truth, in a loop that does tensor work": """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor, steps: int) -> torch.Tensor:
+    for _ in range(steps):
+        flag = (x.sum() > 0)
+        x = x @ w if flag else x
+    return x
+""",
     "to-cpu in a training step's loop": """\
 import torch
 
@@ -197,6 +207,7 @@ EXPECTED = {
     "a comparison of a tensor's element, rebound by indexing, in an expert loop": [(7, 12)],
     "a branch on a scalar read after backward still decides tensor work": [(7, 12)],
     "a list of flags that decide branches doing tensor work": [(8, 17)],
+    "a conditional expression on a tensor's truth, in a loop that does tensor work": [(7, 22)],
     "to-cpu in a training step's loop": [(6, 21)],
     "a scalar read in forward, between work": [(6, 26)],
     "a scalar that goes back into tensor work": [(5, 12)],
