@@ -43,17 +43,18 @@ def sink_views(gm: fx.GraphModule) -> int:
     returned = {a for out in graph.nodes if out.op == "output" for a in _flat(out.args)}
     views: dict[fx.Node, Rows] = {}
     movable: dict[fx.Node, Rows] = {}  # each op that could run on the rows it reads
+    readable: dict[fx.Node, Rows] = {}  # both of the above
     for node in graph.nodes:
         if node.op != "call_function":
             continue
         if node.target in _VIEWS:
             found = _rows_view(node)
             if found is not None:
-                views[node] = found
+                views[node] = readable[node] = found
         elif node not in returned and _pointwise(node.target) and _layout_free(node):
-            found = _operands(node, {**views, **movable})
+            found = _operands(node, readable)
             if found is not None:
-                movable[node] = found[2]
+                movable[node] = readable[node] = found[2]
     kept = _back_to_rows(movable)
     rows = dict(views)
     viewed_back: list[fx.Node] = []
