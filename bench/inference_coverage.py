@@ -1,0 +1,267 @@
+"""How much of real model code's tensor work fusionlint's tensor inference sees.
+
+Ground truth comes from running models: small configs of a few transformers models, random
+weights, one forward on CPU under a ``TorchFunctionMode`` that records, for every torch call that
+returns a tensor (or reads one back to the host: ``.item()``, ``bool(x)``), the innermost frame in
+the transformers package and the source span of the instruction running there (``self.fc(x)``,
+``x.view(b, -1)``, ``a + b``). Metadata reads (``x.shape``, ``x.size(1)``, ``x.dtype``) are left
+out: they do no tensor work.
+
+Each such site is then looked up in the file's libcst tree, as the rules see it
+(``collect_scopes`` over the whole file), and counts as recognised when the inference calls its
+expression a tensor (for a host read: the tensor it reads). Reports the coverage per file and
+overall, and the most common shapes of the expressions it misses, with names abstracted by where
+they come from (``p`` an untyped parameter, ``p:Ann`` an annotated one, ``l`` a local, ``g`` a
+global or import, ``self.A`` an attribute of ``self``).
+
+    .venv/bin/python bench/inference_coverage.py            # all models
+    .venv/bin/python bench/inference_coverage.py gpt2 bert  # some
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Callable
+
+import libcst as cst
+import torch
+import transformers
+from libcst.metadata import MetadataWrapper, PositionProvider
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
+
+from fusionlint.analysis import collect_scopes, module_facts
+from fusionlint.ops import op_tables
+
+ROOT = os.path.dirname(transformers.__file__) + os.sep
+HOST_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy"})
+Span = tuple[int, int, int, int]  # first line, last line, first column, end column (bytes, as co_positions)
+
+
+def tiny_models() -> dict[str, Callable[[], tuple[torch.nn.Module, dict]]]:
+    """A builder per model: the model from a small config, and random inputs for one forward."""
+    t = transformers
+    ids = torch.randint(2, 100, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[1, 8:] = 0
+    image = torch.randn(2, 3, 32, 32)
+    classes = torch.randint(0, 3, (2,))
+    small = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+    seq2seq = dict(vocab_size=100, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                   decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128)
+    text = dict(input_ids=ids, attention_mask=mask, labels=ids)
+
+    def causal(name: str, **config) -> Callable[[], tuple[torch.nn.Module, dict]]:
+        return lambda: (getattr(t, f"{name}ForCausalLM")(getattr(t, f"{name}Config")(vocab_size=100, **small, **config)), text)
+
+    return {
+        "gpt2": lambda: (t.GPT2LMHeadModel(t.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=32)), text),
+        "llama": causal("Llama", num_key_value_heads=2),
+        "mistral": causal("Mistral", num_key_value_heads=2),
+        "qwen2": causal("Qwen2", num_key_value_heads=2),
+        "gemma": causal("Gemma", num_key_value_heads=2),
+        "phi": causal("Phi", num_key_value_heads=2),
+        "mixtral": causal("Mixtral", num_key_value_heads=2),
+        "qwen3_moe": causal("Qwen3Moe", num_key_value_heads=2),
+        "gpt_neox": causal("GPTNeoX"),
+        "opt": causal("OPT"),
+        "falcon": causal("Falcon"),
+        "bloom": causal("Bloom"),
+        "gemma3": lambda: (t.Gemma3ForCausalLM(t.Gemma3TextConfig(vocab_size=100, num_key_value_heads=2, head_dim=16, **small)), text),
+        "mamba": lambda: (t.MambaForCausalLM(t.MambaConfig(vocab_size=100, hidden_size=32, state_size=8, num_hidden_layers=2)), text),
+        "bert": lambda: (t.BertForMaskedLM(t.BertConfig(vocab_size=100, **small)), text),
+        "roberta": lambda: (t.RobertaForMaskedLM(t.RobertaConfig(vocab_size=100, max_position_embeddings=40, **small)), text),
+        "deberta_v2": lambda: (t.DebertaV2ForMaskedLM(t.DebertaV2Config(vocab_size=100, max_position_embeddings=40, **small)), text),
+        "distilbert": lambda: (t.DistilBertForMaskedLM(t.DistilBertConfig(vocab_size=100, dim=64, n_layers=2, n_heads=4, hidden_dim=128)),
+                               text),
+        "t5": lambda: (t.T5ForConditionalGeneration(t.T5Config(vocab_size=100, d_model=64, d_ff=128, num_layers=2, num_heads=4, d_kv=16,
+                                                               pad_token_id=0, decoder_start_token_id=0)),
+                       dict(input_ids=ids, attention_mask=mask, labels=torch.randint(3, 100, (2, 6)))),
+        "bart": lambda: (t.BartForConditionalGeneration(t.BartConfig(max_position_embeddings=32, **seq2seq)), text),
+        "whisper": lambda: (t.WhisperForConditionalGeneration(t.WhisperConfig(
+            num_mel_bins=16, max_source_positions=16, max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+            decoder_start_token_id=1, **seq2seq)), dict(input_features=torch.randn(2, 16, 32), labels=torch.randint(3, 100, (2, 6)))),
+        "wav2vec2": lambda: (t.Wav2Vec2ForCTC(t.Wav2Vec2Config(
+            vocab_size=20, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=2, **small)), dict(input_values=torch.randn(2, 800))),
+        "vit": lambda: (t.ViTForImageClassification(t.ViTConfig(image_size=32, patch_size=8, num_labels=3, **small)),
+                        dict(pixel_values=image, labels=classes)),
+        "swin": lambda: (t.SwinForImageClassification(t.SwinConfig(
+            image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4, num_labels=3)),
+            dict(pixel_values=image, labels=classes)),
+        "convnext": lambda: (t.ConvNextForImageClassification(t.ConvNextConfig(hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 2, 1], num_labels=3)),
+                             dict(pixel_values=image, labels=classes)),
+        "resnet": lambda: (t.ResNetForImageClassification(t.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1],
+                                                                         num_labels=3)), dict(pixel_values=image, labels=classes)),
+        "segformer": lambda: (t.SegformerForSemanticSegmentation(t.SegformerConfig(
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
+            decoder_hidden_size=32, num_labels=3)), dict(pixel_values=image, labels=torch.randint(0, 3, (2, 32, 32)))),
+        "clip": lambda: (t.CLIPModel(t.CLIPConfig(
+            text_config=dict(vocab_size=100, max_position_embeddings=16, **small),
+            vision_config=dict(image_size=32, patch_size=8, **small))),
+            dict(input_ids=ids, attention_mask=mask, pixel_values=image, return_loss=True)),
+    }
+
+
+class Recorder(TorchFunctionMode):
+    """Records (file under transformers, span) of the innermost transformers frame of each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sites: dict[tuple[str, Span], str] = {}  # -> the torch function's name
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        if name in HOST_READS or any(isinstance(leaf, torch.Tensor) for leaf in tree_leaves(result)):
+            frame = sys._getframe(1)
+            while frame is not None and not frame.f_code.co_filename.startswith(ROOT):
+                frame = frame.f_back
+            if frame is not None:
+                first, last, col, end = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+                if first is not None:
+                    self.sites.setdefault((frame.f_code.co_filename[len(ROOT):], (first, last, col, end)), name)
+        return result
+
+
+def record(names: list[str]) -> dict[tuple[str, Span], str]:
+    """The sites of one forward of each model, with each attention implementation that a small
+    model runs on CPU (``sdpa``, the default, and ``eager``, the model file's own code)."""
+    recorder = Recorder()
+    builders = tiny_models()
+    for name in names:
+        model, inputs = builders[name]()
+        for attention in ("sdpa", "eager"):
+            model.config._attn_implementation = attention
+            with torch.no_grad(), recorder:
+                model.eval()(**inputs)
+    return recorder.sites
+
+
+class _Index(cst.CSTVisitor):
+    """Each expression of a file by its span in bytes, with the scope holding it."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, lines: list[bytes], scopes: dict[int, object]) -> None:
+        self.lines, self.scopes = lines, scopes
+        self.stack: list[object] = []
+        self.spans: list[tuple[Span, cst.BaseExpression, object]] = []
+
+    def _byte(self, line: int, column: int) -> int:
+        return len(self.lines[line - 1].decode()[:column].encode())
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self.stack.append(self.scopes.get(id(node)))
+        elif isinstance(node, cst.BaseExpression) and self.stack and self.stack[-1] is not None:
+            where = self.get_metadata(PositionProvider, node)
+            span = (where.start.line, where.end.line, self._byte(where.start.line, where.start.column),
+                    self._byte(where.end.line, where.end.column))
+            self.spans.append((span, node, self.stack[-1]))
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, (cst.FunctionDef, cst.ClassDef)):
+            self.stack.pop()
+
+    def at(self, span: Span) -> tuple[cst.BaseExpression, object] | None:
+        """The expression at ``span``, else the smallest one around it."""
+        def inside(outer: Span) -> bool:
+            return (outer[0], outer[2]) <= (span[0], span[2]) and (span[1], span[3]) <= (outer[1], outer[3])
+        around = [(s, node, scope) for s, node, scope in self.spans if inside(s)]
+        if not around:
+            return None
+        _, node, scope = min(around, key=lambda found: (found[0][1] - found[0][0], found[0][3] - found[0][2] + 10_000 * (found[0][1] - found[0][0])))
+        return node, scope
+
+
+def index_file(path: Path) -> _Index:
+    source = path.read_text(encoding="utf-8")
+    module = cst.parse_module(source)
+    scopes = collect_scopes(module, module_facts(ast.parse(source)), op_tables())
+    index = _Index(source.encode().splitlines(), {id(s.node): s for s in scopes if not s.is_module})
+    MetadataWrapper(module, unsafe_skip_copy=True).visit(index)
+    return index
+
+
+def recognised(node: cst.BaseExpression, scope, host_read: bool) -> bool:
+    if host_read and isinstance(node, cst.Call):
+        target = node.func.value if isinstance(node.func, cst.Attribute) else node.args[0].value if node.args else node
+        return scope.is_tensor(target)
+    return scope.is_tensor(node)
+
+
+def shape(node: cst.CSTNode, scope) -> str:
+    """``p.view(...)``, ``self.A(...)``, ``l[...]``, ``g(...)``: the expression with its names
+    replaced by where they come from, and method names kept."""
+    if isinstance(node, cst.Name):
+        name = node.value
+        if name == "self":
+            return "self"
+        if name in scope.tensors:
+            return "T"
+        for param in [*scope.node.params.posonly_params, *scope.node.params.params, *scope.node.params.kwonly_params]:
+            if param.name.value == name:
+                note = param.annotation and cst.Module([]).code_for_node(param.annotation.annotation)
+                return f"p:{note}" if note else "p"
+        return "l" if any(name == getattr(t, "value", None) or name in cst.Module([]).code_for_node(t)
+                          for t, _ in scope.assignments) else "g"
+    if isinstance(node, cst.Attribute):
+        owner = shape(node.value, scope)
+        return "self.A" if owner == "self" else f"{owner}.{node.attr.value}"
+    if isinstance(node, cst.Call):
+        return f"{shape(node.func, scope)}(...)"
+    if isinstance(node, cst.Subscript):
+        return f"{shape(node.value, scope)}[...]"
+    if isinstance(node, cst.BinaryOperation):
+        return f"{shape(node.left, scope)} {type(node.operator).__name__} {shape(node.right, scope)}"
+    if isinstance(node, cst.UnaryOperation):
+        return f"{type(node.operator).__name__} {shape(node.expression, scope)}"
+    return type(node).__name__
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", help="a subset of: " + " ".join(tiny_models()))
+    parser.add_argument("--misses", type=int, default=25, help="how many missed shapes to list")
+    args = parser.parse_args()
+    sites = record(args.models or list(tiny_models()))
+    per_file: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    misses: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    for file in sorted({file for file, _ in sites}):
+        index = index_file(Path(ROOT) / file)
+        lines = (Path(ROOT) / file).read_text(encoding="utf-8").splitlines()
+        for (site_file, span), name in sites.items():
+            if site_file != file:
+                continue
+            found = index.at(span)
+            if found is None:
+                continue  # module level or a class body: no scope the rules analyse
+            node, scope = found
+            tally = per_file[file]
+            tally[1] += 1
+            if recognised(node, scope, name in HOST_READS):
+                tally[0] += 1
+            else:
+                kind = shape(node, scope)
+                misses[kind] += 1
+                examples.setdefault(kind, f"{file}:{span[0]}: {lines[span[0] - 1].strip()[:90]}")
+    total = [sum(t[0] for t in per_file.values()), sum(t[1] for t in per_file.values())]
+    print(f"{'file':<48} {'seen':>5} {'sites':>5} {'coverage':>8}")
+    for file, (seen, count) in sorted(per_file.items(), key=lambda item: -item[1][1]):
+        print(f"{file:<48} {seen:>5} {count:>5} {seen / count:>8.2f}")
+    print(f"{'all':<48} {total[0]:>5} {total[1]:>5} {total[0] / total[1]:>8.2f}\n")
+    print("most common missed shapes:")
+    for kind, count in misses.most_common(args.misses):
+        print(f"{count:>4}  {kind:<40} {examples[kind]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
