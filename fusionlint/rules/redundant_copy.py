@@ -21,6 +21,7 @@ from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
+_SOLE_VALUE = "a copy of a value nothing else holds: whatever is done with the copy can be done with the value"
 _COPY = re.compile(r"\b(?:clone|contiguous)\s*\(")
 # Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
@@ -39,6 +40,8 @@ _READS_INTO_NEW = frozenset({"cat", "concat", "concatenate", "stack", "hstack", 
 # Views that keep a strided tensor strided, and ops that cut a tensor into pieces (views).
 _KEEP_STRIDES = frozenset({"squeeze", "unsqueeze"})
 _SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split"})
+# Views whose elements may share memory, so that only a copy of them can be written per element.
+_OVERLAPPING = frozenset({"expand", "expand_as", "broadcast_to", "as_strided", "unfold"})
 _STRIDE_FREE = frozenset({"sum", "nansum", "mean", "amax", "amin", "max", "min", "prod", "matmul", "mm", "bmm",
                           "einsum", "@"})
 
@@ -84,7 +87,13 @@ class RedundantCopy(Rule):
         source too (a transformers question-answering head: the squeezed halves of the logits,
         copied only to be returned). And `g =
         g.clone()`, where `g` alone holds a tensor the function made, is flagged whatever is
-        done with the copy: once `g` is rebound nothing reaches the original. Not flagged: a
+        done with the copy: once `g` is rebound nothing reaches the original; so is a `.clone()`
+        of a value no name holds (`torch.relu(x @ w).clone()`, `(x * 2)[0].clone()`), and a
+        `.contiguous()` of one may be written in place (`masked_fill_`, `c[i] = v`) while its
+        uses need no layout (DeBERTa's `self.conv(h).permute(0, 2, 1).contiguous()`, filled by
+        `masked_fill_`). Not of an expanded view, which only a copy can write per element, nor
+        of a tensor over a NumPy array (`torch.from_numpy(a)`), which its array's owner may
+        write. Not flagged: a
         copy that is yielded, stored on `self` or in a container, returned in a bare tuple
         with other values (an attention helper's transposed heads, which its caller merges
         with a reshape that copies them anyway),
@@ -285,6 +294,32 @@ class Head(torch.nn.Module):
         return self.proj(x).transpose(1, 2)
 """,
         ),
+        # the copy of a conv output that no name holds: written in place, it may be the conv
+        # output itself (fusionrt 6 -> 5 writes and kernels, eager 7 -> 6)
+        Example(
+            bad="""\
+import torch
+import torch.nn.functional as F
+
+
+def conv_layer(h: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    out = F.conv1d(h.permute(0, 2, 1).contiguous(), w, padding=1).permute(0, 2, 1).contiguous()
+    out.masked_fill_((mask < 0).unsqueeze(-1).expand(out.size()), 0)
+    return residual + F.gelu(out)
+""",
+            at=((6, 11),),
+            fixed="""\
+import torch
+import torch.nn.functional as F
+
+
+def conv_layer(h: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    out = F.conv1d(h.permute(0, 2, 1).contiguous(), w, padding=1).permute(0, 2, 1)
+    out.masked_fill_((mask < 0).unsqueeze(-1).expand(out.size()), 0)
+    return residual + F.gelu(out)
+""",
+            call="conv_layer(randn(2, 16, 32), randn(2, 16, 32), randn(32, 32, 3), randn(2, 16))",
+        ),
     )
     valid = (
         # the copy protects the source from an in-place write, or the source protects the copy
@@ -361,6 +396,20 @@ def f(x: torch.Tensor) -> torch.Tensor:
     z = x.clone(memory_format=torch.channels_last)
     return y * 2, z + 1
 """,
+        # a copy of a value no name holds, still needed: of an expanded view that is written per
+        # element; a `.contiguous()` one viewed with `.view()`
+        """\
+import torch
+import torch.nn.functional as F
+
+
+def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    ids = torch.arange(n).expand(3, -1).clone()
+    ids[0] = 0
+    out = F.conv1d(x, w).permute(0, 2, 1).contiguous()
+    out.masked_fill_(out > 0, 0)
+    return ids, out.view(-1)
+""",
     )
 
     @classmethod
@@ -385,17 +434,22 @@ def f(x: torch.Tensor) -> torch.Tensor:
                 if not scope.is_tensor(source):
                     continue
                 if key != "contiguous" and _rebinds_sole_value(scope, site, source):
-                    yield Violation(site.node, fix=_drop(site) if kept is source else _fix(site, kept))
+                    fix = _drop(site) if kept is source else _fix(site, kept)
+                    yield Violation(site.node, fix=fix, message=_SOLE_VALUE)
+                    continue
+                temporary = _temporary(scope, source)
+                if key != "contiguous" and temporary:
+                    yield Violation(site.node, fix=_fix(site, kept), message=_SOLE_VALUE)
                     continue
                 fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source)
-                reading = _Reading(strided=key != "contiguous", returnable=fresh)
+                reading = _Reading(strided=key != "contiguous", returnable=fresh, writable=temporary)
                 if not _only_read(scope, site.node, "copy", reading) or not (reading.strided or reading.saves):
                     continue
                 if not _source_is_stable(scope, source, site, reading):
                     continue
                 if reading.bundled and _lineage_returned(scope, source, site):
                     continue
-                yield Violation(site.node, fix=_fix(site, kept))
+                yield Violation(site.node, fix=_fix(site, kept), message=_SOLE_VALUE if reading.wrote else None)
 
 
 def _copy(scope: Scope, call: cst.Call, at: StatementRef) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
@@ -507,6 +561,8 @@ def _fresh(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None) -> b
 
 
 _MADE, _SHARED, _INDEX = "made", "shared", "index"
+# Tensors over memory that something else holds (a NumPy array, a buffer): writes through either show in the other.
+_SHARES_MEMORY = frozenset({"from_numpy", "as_tensor", "asarray", "frombuffer", "from_dlpack"})
 _INTEGER_TYPES = frozenset({"long", "int", "short", "bool", "int64", "int32", "int16", "int8", "uint8"})
 
 
@@ -526,6 +582,8 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
         if op is None:
             break
         name, kind, operand = op
+        if name in _SHARES_MEMORY:
+            return _SHARED
         if name in _INTEGER_TYPES or (name == "to" and _integer_type_argument(expr)):
             return _INDEX
         if name == "contiguous" and operand is not None and _strided(scope, operand):
@@ -686,6 +744,25 @@ def _to_channels_first(scope: Scope, expr: cst.BaseExpression) -> bool:
     return n >= 4 and dims == [0, n - 1, *range(1, n - 1)]
 
 
+def _temporary(scope: Scope, source: cst.BaseExpression) -> bool:
+    """Does no name hold the copied tensor: a value the copy's own expression makes
+    (``self.conv(x).permute(0, 2, 1)``, ``(a + b)[:, 0]``), reached through views and casts
+    that do not make elements share memory (``expand`` does: a copy of it may be written per
+    element, the view may not)? Whatever is done with the copy may then be done with it."""
+    expr = source
+    while True:
+        op = scope.op(expr)
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        elif op is not None and op[2] is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
+            if op[0] in _OVERLAPPING:
+                return False
+            expr = op[2]
+        else:
+            break
+    return not isinstance(expr, (cst.Name, cst.Attribute)) and _origin(scope, expr, None) == _MADE
+
+
 def _rebinds_sole_value(scope: Scope, site: Site, source: cst.BaseExpression) -> bool:
     """``g = g.clone()`` where ``g`` alone holds a tensor the function made: once ``g`` is rebound,
     nothing else reaches the original, so whatever is done with the copy may be done with it."""
@@ -804,12 +881,16 @@ class _Reading:
     fix's risk). ``saves``: some use reads the strided tensor as fast as the copy, or hands it
     out, so dropping a ``.contiguous()`` saves its kernel (a ``softmax`` or ``conv2d`` copies a
     strided input itself: no worse, no better). ``bundled``: the copy is handed out in a
-    container with other values. ``named``: the copy is bound to a name; ``dead_after``: the
-    statement of the function's body after which nothing holds it (the name's last read),
-    None if unknown."""
+    container with other values. ``writable``: nothing but the copy holds its source, so the
+    copy may be written in place (``masked_fill_``, ``c[i] = v``) as its source would be;
+    ``wrote``: a use does.
+    ``named``: the copy is bound to a name; ``dead_after``: the statement of the function's
+    body after which nothing holds it (the name's last read), None if unknown."""
 
     strided: bool = True
     returnable: bool = False
+    writable: bool = False
+    wrote: bool = False
     saves: bool = False
     bundled: bool = False
     named: bool = False
@@ -852,8 +933,14 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             if name in VIEW_ATTRIBUTES:
                 below = parent
                 continue
-            if not (isinstance(after, cst.Call) and after.func is parent) or name.endswith("_"):
+            if not (isinstance(after, cst.Call) and after.func is parent):
                 return False
+            if name.endswith("_"):
+                if not reading.writable:
+                    return False
+                reading.wrote = reading.read()
+                below = after  # the copy itself, written in place: its own uses decide
+                continue
             if not reading.strided and name in _NEEDS_CONTIGUOUS:
                 return False
             if name in MAY_ALIAS or scope.ops.op_class(name) == VIEW:
@@ -883,6 +970,11 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             return _rebinds(parent, root_name(node))  # `x = x.view(...)`: the name's other uses decide
         if isinstance(parent, (cst.Return, cst.Expr)) and role == "source":
             return True  # the source handed out or dropped: the copy is dead by then
+        if isinstance(parent, cst.Expr):
+            return True  # dropped
+        if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) and isinstance(below, cst.Subscript):
+            reading.wrote = reading.writable and parent.target is below  # `c[i] = v`
+            return reading.wrote
         if isinstance(parent, cst.Return) and reading.returnable:
             return reading.read()
         return _handed_out(scope, parent, role, reading)
@@ -967,7 +1059,7 @@ def _only_read_name(scope: Scope, assign: cst.Assign, reading: _Reading) -> bool
     if name in scope.escaped:
         return False
     if _assigned_once(scope, name):
-        if name in scope.inplace:
+        if name in scope.inplace and not reading.writable:
             return False
         uses = _uses(scope, name)
     else:  # an in-place write of the copy before it is rebound is a use that is not a read

@@ -242,8 +242,42 @@ class QA(nn.Module):
         start = start.squeeze(-1).contiguous()
         return Output(start_logits=start, end_logits=end)
 """,
+    "clones of values no name holds, written in place and handed out": """\
+import torch
+
+
+class Block(torch.nn.Module):
+    def forward(self, x: torch.Tensor, w: torch.Tensor, log):
+        y = torch.relu(x @ w).clone()
+        y[:, 0] = 0
+        z = (x * 2)[0].clone()
+        z.add_(1)
+        self.kept = torch.clone(x - 1)
+        log(x.float().sigmoid().detach().clone())
+        return y, z
+""",
+    "contiguous of a conv output no name holds, filled in place and read by ops that take any layout": """\
+import torch
+from torch import nn
+
+
+class ConvLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(8, 8, 3, padding=1)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, h: torch.Tensor, residual: torch.Tensor, mask: torch.Tensor):
+        out = self.conv(h.permute(0, 2, 1).contiguous()).permute(0, 2, 1).contiguous()
+        out.masked_fill_((1 - mask).bool().unsqueeze(-1).expand(out.size()), 0)
+        out[:, 0] = 0.0
+        out = torch.tanh(self.dropout(out))
+        return residual + out
+""",
 }
 EXPECTED = {
+    "clones of values no name holds, written in place and handed out": [(6, 13), (8, 13), (10, 21), (11, 13)],
+    "contiguous of a conv output no name holds, filled in place and read by ops that take any layout": [(12, 15)],
     "a squeezed piece of the logits a same-file head made, handed out in a record": [(24, 17)],
     "a squeezed piece of a split handed out in the tuple form of a record of outputs": [(6, 20)],
     "a clone read by a same-file method, its source written in place after its last read": [(25, 17)],
@@ -641,6 +675,33 @@ def f(x0: torch.Tensor, d: int):
     m, n = x.tensor_split(3, 1)
     g, h = x.unbind(1)
     return Out(k=k.squeeze(-1).contiguous(), m=m.contiguous(), g=g.contiguous())
+""",
+    "copies of values no name holds that are still needed": """\
+import torch
+import torch.nn.functional as F
+
+
+def f(n: int, x: torch.Tensor, w: torch.Tensor, helper):
+    ids = torch.arange(n).expand(3, -1).clone()
+    ids[0] = 0
+    grid = torch.relu(x).unsqueeze(0).expand(2, -1, -1).contiguous()
+    grid[0, 0] = 1
+    out = F.conv1d(x, w).permute(0, 2, 1).contiguous()
+    out.masked_fill_(out > 0, 0)
+    flat = out.view(-1)
+    kept = (x * 2).t().contiguous()
+    kept.mul_(2)
+    helper(kept)
+    return ids, grid, flat
+""",
+    "a clone of a tensor over a NumPy array, handed out": """\
+import torch
+
+
+def f(a):
+    t = torch.from_numpy(a).clone()
+    u = torch.as_tensor(a).float().clone()
+    return t, u
 """,
 }
 
