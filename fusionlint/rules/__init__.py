@@ -10,6 +10,7 @@ from fusionlint.rules.fill_by_hand import FillByHand
 from fusionlint.rules.host_sync_in_tensor_work import HostSyncInTensorWork
 from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
 from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
+from fusionlint.rules.layer_norm_by_hand import LayerNormByHand
 from fusionlint.rules.lerp_by_hand import LerpByHand
 from fusionlint.rules.manual_attention import ManualAttention
 from fusionlint.rules.matmul_bias import MatmulBias
@@ -45,6 +46,7 @@ _RULES: tuple[type[Rule], ...] = (
     RotateHalfCopy,
     ElementwiseByHand,
     UnitOffsetScale,
+    LayerNormByHand,
     SyntaxErrorRule,
 )
 
