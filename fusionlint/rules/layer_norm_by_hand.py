@@ -146,6 +146,8 @@ def g(x: torch.Tensor, eps: float):
         return "-" in text and _ROOT_TEXT.search(text) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
+        if not (scope.sites.get("mean") or scope.sites.get("var_mean")):
+            return  # no statistics to normalise by
         reported: set[int] = set()  # statistics normalised twice are one finding
         for ref in scope_statements(scope):
             for part in own_parts(ref.node):
