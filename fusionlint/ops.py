@@ -79,6 +79,10 @@ MATMULS = frozenset(
 # Python still holds is written there. ``.to("cpu")`` is matched separately.
 SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
 SYNC_BUILTINS = frozenset({"bool", "float", "int", "print"})
+# Ops whose result has as many elements as the data says (the places a mask keeps): the host reads
+# the data to size the result, a sync like ``.item()``. So do ``torch.where(cond)`` with one argument
+# and indexing by a boolean mask (``x[mask]``).
+DATA_SHAPED = frozenset({"nonzero", "argwhere", "masked_select"})
 
 # torch.nn modules whose call is one op on its input (``self.softmax(x)``, ``self.fc(x)``): an op of
 # the tables, or ``dropout``, which may return its input.

@@ -11,18 +11,20 @@ from fusionlint.analysis import (
     Scope,
     StatementRef,
     ancestors,
+    bound_names,
     children,
     names_of,
     inner_blocks,
     own_parts,
     per_scope,
+    reaching_value,
     scope_statements,
     statements_after,
     statements_before,
 )
 from fusionlint.analysis.nodes import node_types
 from fusionlint.model import FUSIONRT
-from fusionlint.ops import SYNC_BUILTINS, SYNC_METHODS, VIEW, OpTables
+from fusionlint.ops import DATA_SHAPED, ELEMENTWISE, SYNC_BUILTINS, SYNC_METHODS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, Violation
 
 _ADVICE = {
@@ -48,6 +50,18 @@ _COST = {
     "between tensor work": "it flushes the lazy stream, so the work before it cannot fuse with the work after it "
     "and every live intermediate is written, on every call",
 }
+_SELECT_MESSAGE = (
+    "a selection by the data (`x[mask]`, `nonzero`, `masked_select`) whose value is only reduced: the host "
+    "reads the mask to size it, which flushes the lazy stream, and the selection runs eagerly; reduce under the "
+    "mask instead (`(x * mask).sum()`, `torch.where(mask, x, 0)`, a loss's `ignore_index`, or `reduction=\"none\"` "
+    "times the mask): the same value at a fixed shape, with no sync"
+)
+_MASKED_WRITE_MESSAGE = (
+    "a write through a boolean mask (`x[mask] = v`) into a tensor this function computed: the host reads "
+    "the mask to find the places, which flushes the lazy stream, and the write runs eagerly; "
+    "`x = torch.where(mask, v, x)` (`x = x + torch.where(mask, v, 0)` for `+=`) gives the same values with no "
+    "sync and fuses"
+)
 _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]*['\"]cpu")
 # `if idx == self.num_experts:`: a bare name compared for equality with a name, not a constant
 _COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None\b|True\b|False\b)[\w.]+\s*:")
@@ -55,7 +69,16 @@ _COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None
 _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or)\b|(?<!\.)\b(?:bool|float|int|print)\b")
 # in every statement the text test passes on: a sync method (`.to(` for `.to("cpu")`), or a word all of its
 # other tests need (`if`/`elif` to start a test, `bool`/`float`/`int` before a `(`)
-_NEEDLE = re.compile(r"\.\s*(?:item|tolist|cpu|numpy|to)\s*\(|\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b")
+_NEEDLE = re.compile(
+    r"\.\s*(?:item|tolist|cpu|numpy|to)\s*\(|\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b"
+    r"|\b(?:nonzero|argwhere|masked_select|where)\s*\(|\w\[\s*(?:~|\(|[A-Za-z_]\w*\s*(?:\]|[<>!=]=?))"
+)
+# a selection whose size is the data's: `nonzero(`, `masked_select(`, `where(cond)` with one argument
+_SELECT_CALL = re.compile(r"\b(?:nonzero|argwhere|masked_select)\s*\(|\bwhere\s*\([^,()]*\)")
+# `x[mask]`, `x[~keep]`, `x[(a > 0) & b]`, `x[a > 0]`: indexing that may be by a boolean mask
+_MASK_INDEX = re.compile(r"\w\[\s*([~(])?\s*([A-Za-z_]\w*)\s*(\]|[<>]=?|[!=]=)")
+# what makes a mask, in the text of the statement that assigns one
+_MASK_TEXT = re.compile(r"[<>]=?|[!=]=|~|\b(?:isnan|isinf|isfinite|isin|logical_\w+|bool|eq|ne|lt|le|gt|ge)\s*\(")
 # `if denom > 0:` or `float(denom)` on a name a few lines above computed
 _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
 # `x = x @ w if flag else x`: a conditional expression's test, a name a few lines above computed
@@ -314,6 +337,52 @@ def run(x: torch.Tensor, layers: list) -> torch.Tensor:
             at=((7, 9),),
             fixed=None,
         ),
+        Example(  # a selection by a mask, only to reduce it: the host reads the mask to size the selection
+            bad="""\
+import torch
+
+
+def masked_mse(pred: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    err = (pred - target) ** 2
+    keep = lengths > 0
+    return err[keep].mean()
+""",
+            at=((7, 12),),
+            fixed=None,
+            call="masked_mse(randn(16, 64), randn(16, 64), randn(16, 64))",
+            good="""\
+import torch
+
+
+def masked_mse(pred: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    err = (pred - target) ** 2
+    keep = lengths > 0
+    return (err * keep).sum() / keep.sum()
+""",
+        ),
+        Example(  # a write through a mask into a value the function computed: a sync and an eager write
+            bad="""\
+import torch
+
+
+def embed(x: torch.Tensor, labels: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = x @ w + 1
+    h[labels < 0] = 0.0
+    return torch.tanh(h) * 2
+""",
+            at=((6, 5),),
+            fixed=None,
+            call="embed(randn(16, 32), randn(16, 64), randn(32, 64))",
+            good="""\
+import torch
+
+
+def embed(x: torch.Tensor, labels: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = x @ w + 1
+    h = torch.where(labels < 0, 0.0, h)
+    return torch.tanh(h) * 2
+""",
+        ),
     )
     valid = (
         # the sync comes after all the work
@@ -477,6 +546,27 @@ def report(x: torch.Tensor) -> list:
         rows.append(row.max().item())
     return rows
 """,
+        # selections the work needs: the kept scores size a top-k, the indices route rows; a masked
+        # write into a parameter (the caller's tensor) and one that nothing matching skips
+        """\
+import torch
+
+
+def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: torch.Tensor, w: torch.Tensor):
+    keep = scores > 0.5
+    kept = scores[keep]
+    top = kept.topk(3).indices
+    out = torch.zeros_like(x)
+    for e in range(4):
+        rows = torch.where(route == e)[0]
+        out.index_add_(0, rows, torch.tanh(x[rows] @ w))
+    x[scores < 0] = 0.0
+    h = out * 2
+    same = h > 3
+    if same.any():
+        h[same] = 3.0
+    return boxes[keep][top], h + x
+""",
     )
 
     @classmethod
@@ -486,7 +576,7 @@ def report(x: torch.Tensor) -> list:
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        if _METHOD_SYNC.search(text):
+        if _METHOD_SYNC.search(text) or _SELECT_CALL.search(text) or _selects_by_mask_text(block, index):
             return True
         if _VALUE_SYNC.search(text) is not None and _op_call_text(ops).search(text) is not None:
             return True
@@ -531,10 +621,31 @@ def report(x: torch.Tensor) -> list:
                                         "on 0-d tensors only to make a host number, and syncs; "
                                         f"{_ADVICE['arithmetic']}")
                 for node, kind in _syncs(scope, part, test, by_name=loop is not None):
+                    if kind == "select":
+                        if _runs_once(scope) or _in_failing_arm(ref):
+                            continue
+                        if _writes_computed_value(scope, ref, node):
+                            yield Violation(node, message=_MASKED_WRITE_MESSAGE)
+                        elif _only_reduced(scope, ref, node):
+                            yield Violation(node, message=_SELECT_MESSAGE)
+                        continue
                     where = _where(scope, ref)
                     if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
                         continue
                     yield Violation(node, message=f"{_describe(kind)} {where}: {_COST[where]}; {_ADVICE[kind]}")
+
+
+def _selects_by_mask_text(block: Sequence[str], index: int) -> bool:
+    """Does the statement index a tensor by a comparison, an inverted mask, or a name that an earlier
+    statement of its block assigns a mask (``keep = scores > t`` ... ``boxes[keep]``)?"""
+    text = block[index]
+    for found in _MASK_INDEX.finditer(text):
+        if found.group(1) or found.group(3) != "]":
+            return True
+        assigned = _assignments_of(found.group(2))[0]
+        if any(assigned.match(block[earlier]) and _MASK_TEXT.search(block[earlier]) for earlier in range(index)):
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -589,6 +700,10 @@ def _syncs_in(scope: Scope, node: cst.CSTNode, by_name: bool) -> Iterator[tuple[
         sync = _call_sync(scope, node, by_name)
         if sync is not None and not _after_sync(scope, node):
             yield node, sync  # in `x.cpu().to(torch.double).numpy()` only the first sync is reported
+        elif sync is None and _data_shaped_call(scope, node):
+            yield node, "select"
+    elif kind is cst.Subscript and _selects_by_mask(scope, node):
+        yield node, "select"
     for test in tests:
         yield from _branch_syncs(scope, test, by_name)
     for child in children(node):
@@ -841,6 +956,196 @@ def _enclosing_loop(ref: StatementRef) -> cst.For | cst.While | None:
     return None
 
 
+# --------------------------------------------------------------------------- selections only reduced
+
+# Reductions that erase the shape of what they reduce (without a dim): under a mask they give the same value.
+_REDUCING = frozenset({
+    "sum", "nansum", "mean", "nanmean", "amax", "amin", "max", "min", "prod", "std", "var", "norm", "vector_norm",
+    "logsumexp", "count_nonzero",
+})
+# Ops that carry selected rows along, besides element-wise ops and views.
+_CARRYING = frozenset({"gather", "index_select", "take", "take_along_dim", "detach", "contiguous", "clone"})
+# A value's metadata: reading it reads no element.
+_METADATA = frozenset({"shape", "size", "numel", "dim", "ndim", "device", "dtype"})
+_MASK_OPS = frozenset({
+    "bool", "isnan", "isinf", "isfinite", "isneginf", "isposinf", "isin", "logical_and", "logical_or", "logical_not",
+    "logical_xor", "eq", "ne", "lt", "le", "gt", "ge",
+})
+_PASSING = node_types(
+    cst.Attribute, cst.Arg, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget,
+    cst.Subscript, cst.SubscriptElement, cst.Index,
+)
+_REDUCED, _SHAPE_READ, _ESCAPES = "reduced", "shape read", "escapes"
+
+
+def _writes_computed_value(scope: Scope, ref: StatementRef, subscript: cst.CSTNode) -> bool:
+    """Is ``subscript`` the target of ``x[mask] = v`` or ``x[mask] += v``, where ``x`` holds what a tensor op of
+    this function computed (no parameter, attribute or view that others may share), outside an
+    ``if mask.any():`` that skips the write when nothing matches?"""
+    small = ref.simple
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
+    elif isinstance(small, cst.AugAssign):
+        target = small.target
+    else:
+        return False
+    if target is not subscript or not isinstance(subscript, cst.Subscript) or not isinstance(subscript.value, cst.Name):
+        return False
+    if any(not isinstance(element.slice, cst.Slice) for element in subscript.slice[1:]):
+        return False  # `x[mask, cls] = 1`: a scatter, not a masked fill
+    owner = ref.block.parent
+    if owner is not None and isinstance(owner.node, cst.If) and _skips_empty_masked_write(owner.node):
+        return False
+    value = reaching_value(ref, subscript.value.value)
+    if not isinstance(value, (cst.Call, cst.BinaryOperation)) or not scope.is_tensor(value):
+        return False
+    op = scope.op(value)
+    return op is None or op[1] != VIEW
+
+
+def _data_shaped_call(scope: Scope, call: cst.Call) -> bool:
+    """``m.nonzero()``, ``x.masked_select(m)``, ``torch.where(m)`` (one argument: ``nonzero``)."""
+    op = scope.op(call)
+    if op is None:
+        return False
+    return op[0] in DATA_SHAPED or (op[0] == "where" and len(call.args) == 1 and call.args[0].keyword is None)
+
+
+def _selects_by_mask(scope: Scope, subscript: cst.Subscript) -> bool:
+    """``x[mask]``, ``x[mask, 0]``: a tensor indexed by a boolean tensor."""
+    return scope.is_tensor(subscript.value) and any(
+        isinstance(element.slice, cst.Index) and _is_mask(scope, element.slice.value, frozenset())
+        for element in subscript.slice
+    )
+
+
+def _is_mask(scope: Scope, expr: cst.BaseExpression, seen: frozenset[str]) -> bool:
+    """Is ``expr`` surely a boolean tensor: a comparison of tensors, a test op (``isnan``, ``eq``...),
+    ``~``/``&``/``|`` of masks, or a local name every assignment of which is one?"""
+    kind = type(expr)
+    if kind is cst.Comparison:
+        return scope.is_tensor(expr) and not any(
+            isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons
+        )
+    if kind is cst.UnaryOperation:
+        return isinstance(expr.operator, cst.BitInvert) and _is_mask(scope, expr.expression, seen)
+    if kind is cst.BinaryOperation:
+        return isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)) and (
+            _is_mask(scope, expr.left, seen) or _is_mask(scope, expr.right, seen)
+        )
+    if kind is cst.Call:
+        op = scope.op(expr)
+        return op is not None and op[0] in _MASK_OPS
+    if kind is cst.Name and expr.value not in seen and expr.value in scope.tensors and expr.value not in scope.params:
+        if any(expr.value in bound_names(target) for target, _ in scope.loops):
+            return False
+        values = list(_assigned_values(scope, expr.value))
+        return bool(values) and all(v is not None and _is_mask(scope, v, seen | {expr.value}) for v in values)
+    return False
+
+
+def _only_reduced(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Does the selected value only feed reductions, through element-wise ops, views, gathers and the
+    names it is assigned to? Then a reduction under the mask gives the same value at a fixed shape.
+    Reading its shape is neutral; any other use (returned, stored, sizing further work) needs the
+    selection itself."""
+    statements = _statement_refs(scope)
+    pending = [(ref, node)]
+    reduced = False
+    followed: set[int] = set()  # the assignments whose names were followed
+    while pending:
+        ref, node = pending.pop()
+        fate = _fate(scope, ref.node, node)
+        if fate == _ESCAPES:
+            return False
+        if fate == _REDUCED:
+            reduced = True
+        if fate in (_REDUCED, _SHAPE_READ) or id(ref.node) in followed:
+            continue
+        followed.add(id(ref.node))
+        if len(followed) > 8:
+            return False
+        names = set(fate)
+        for later in statements_after(ref):
+            for name in names:
+                for use in _name_nodes(later.node, name):
+                    pending.append((_holding_statement(statements, later, use), use))
+            names -= names_of(later.node)[1]
+            if not names:
+                break
+    return reduced
+
+
+def _fate(scope: Scope, root: cst.CSTNode, node: cst.CSTNode) -> str | frozenset[str]:
+    """Where the value of ``node`` goes in the statement ``root``: into a reduction, into a read of
+    its shape only, out of reach, or into the names an assignment binds."""
+    below: cst.CSTNode = node
+    for parent in ancestors(root, node) or []:
+        kind = type(parent)
+        if kind is cst.Attribute and parent.attr.value in _METADATA and below is parent.value:
+            return _ESCAPES if _sizes_other_work(root, parent, node) else _SHAPE_READ
+        if kind is cst.Call:
+            name = _callee(parent)
+            if name == "len":
+                return _ESCAPES if _sizes_other_work(root, parent, node) else _SHAPE_READ
+            op = scope.op(parent) or scope.module_op(parent)
+            reduces = _reduces(parent, op[0] if op else name, op[2] if op else None)
+            if reduces:
+                return _REDUCED
+            if reduces is None and not ((op and op[1] in (ELEMENTWISE, VIEW)) or name in _CARRYING):
+                return _ESCAPES
+        elif kind in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+            targets = [t.target for t in parent.targets] if kind is cst.Assign else [parent.target]  # type: ignore[attr-defined]
+            names = [e.value for t in targets for e in _target_elements(t) if isinstance(e, cst.Name)]
+            return frozenset(names) if len(names) == sum(len(_target_elements(t)) for t in targets) else _ESCAPES
+        elif kind not in _PASSING:
+            return _ESCAPES
+        below = parent
+    return _ESCAPES
+
+
+def _sizes_other_work(root: cst.CSTNode, read: cst.CSTNode, value: cst.CSTNode) -> bool:
+    """Does the shape ``read`` of ``value`` size work other than ``value`` itself (``torch.arange(len(sel))``,
+    ``range(sel.size(0))``, not ``sel.expand(sel.size(0), d)``)? Then the count itself is needed."""
+    for parent in ancestors(root, read) or []:
+        if isinstance(parent, cst.Call) and _callee(parent) in _SIZE_CALLS:
+            receiver = parent.func.value if isinstance(parent.func, cst.Attribute) else None
+            return not (isinstance(receiver, cst.Name) and isinstance(value, cst.Name) and receiver.value == value.value)
+    return False
+
+
+def _reduces(call: cst.Call, name: str, operand: cst.BaseExpression | None) -> bool | None:
+    """True for a loss or a reduction over every element; False for one that keeps elements apart
+    (``reduction="none"``, a reduction over a dim: the value goes on through it); None for other calls."""
+    if "loss" in name or "cross_entropy" in name:
+        return not any(
+            arg.keyword is not None and arg.keyword.value == "reduction"
+            and isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value == "none"
+            for arg in call.args
+        )
+    if name in _REDUCING:
+        return not any(
+            arg.value is not operand and (arg.keyword is None or arg.keyword.value in ("dim", "axis"))
+            for arg in call.args
+        )
+    return None
+
+
+@per_scope
+def _statement_refs(scope: Scope) -> dict[int, StatementRef]:
+    """Each statement of the scope by its node's id."""
+    return {id(ref.node): ref for ref in scope_statements(scope)}
+
+
+def _holding_statement(statements: dict[int, StatementRef], outer: StatementRef, node: cst.CSTNode) -> StatementRef:
+    """The innermost statement of ``outer`` that holds ``node``."""
+    for parent in ancestors(outer.node, node) or []:
+        inner = statements.get(id(parent))
+        if inner is not None:
+            return inner
+    return outer
+
+
 # --------------------------------------------------------------------------- tensor work around a sync
 
 
@@ -1004,6 +1309,8 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
     function = scope.node.name.value if isinstance(scope.node, cst.FunctionDef) else None
     if _decides_shape(scope, ref, node, kind) or _decides_exit(ref, node) or _in_failing_arm(ref):
         return True
+    if _decides_check(ref, node):
+        return True
     if kind in _SCALAR_READS and not branch and _after_backward(ref):
         if not (_flows_back(scope, ref, node) or _decides_branch(scope, ref, node)):
             return True
@@ -1105,6 +1412,16 @@ def _decides_exit(ref: StatementRef, node: cst.CSTNode) -> bool:
             return True
         outer = outer.block.parent
     return _used_later(ref, names, in_exit_test)
+
+
+def _decides_check(ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Is the synced value, through the name it is assigned to, the test of a later branch that raises or
+    warns (``bad = (d <= 0).any() or ...``, then ``if bad: raise``): validation, read once?"""
+
+    def in_check_test(root: cst.CSTNode, use: cst.CSTNode) -> bool:
+        return isinstance(root, cst.If) and ancestors(root.test, use) is not None and _raises_or_warns(root.body)
+
+    return _used_later(ref, _assigned_names(ref, node) or set(), in_check_test)
 
 
 def _assigned_names(ref: StatementRef, node: cst.CSTNode) -> set[str] | None:

@@ -204,3 +204,46 @@ def pad_each(x: torch.Tensor, lengths: torch.Tensor, steps: torch.Tensor) -> lis
             steps = steps - 1
         x = torch.tanh(x * 2)
     return out + [x]
+
+# --- example 10: selections only reduced (a masked loss, a nonzero gathered for a loss, a masked max)
+import torch
+import torch.nn.functional as F
+
+
+def losses(logits: torch.Tensor, labels: torch.Tensor, cls_loss: torch.Tensor, scores: torch.Tensor):
+    h = torch.tanh(logits * 2)
+    label_index = (labels >= 0).nonzero()
+    if label_index.size(0) > 0:
+        picked = torch.gather(h, 0, label_index.expand(label_index.size(0), h.size(1)))
+        kept = torch.gather(labels, 0, label_index.view(-1))
+        loss = F.cross_entropy(picked, kept)
+    else:
+        loss = h.sum() * 0
+    foreground = cls_loss > 0
+    background = ~foreground
+    total = (cls_loss[foreground].sum() + cls_loss[background].sum()) / 4
+    best = scores.masked_select(scores > 0.5).amax()
+    return loss + total + best
+
+# --- example 11: writes through a mask into values the function computed
+import torch
+
+
+def embed(points: torch.Tensor, labels: torch.Tensor, w: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+    point_embedding = torch.tanh(points @ w)
+    point_embedding[labels == -1] = 0.0
+    point_embedding[labels == 0] += pad
+    return point_embedding * 2
+
+# --- look-alike 12: selections the work needs, a count that sizes new work, masked writes into an argument
+import torch
+
+
+def select(scores: torch.Tensor, boxes: torch.Tensor, target: torch.Tensor, out: torch.Tensor):
+    keep = scores > 0.5
+    kept = scores[keep]
+    top = kept.topk(3).indices
+    positions = torch.arange(1, target.shape[0] + 1)[target > 0]
+    ranks = (torch.arange(len(positions)) + 1) / positions
+    out[scores < 0] = 0.0
+    return boxes[keep][top], ranks.mean(), out
