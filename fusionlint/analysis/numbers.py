@@ -63,3 +63,13 @@ def one_plus(expr: cst.BaseExpression) -> cst.BaseExpression | None:
         if is_one(expr.right):
             return expr.left
     return None
+
+
+def int_literal(expr: cst.BaseExpression) -> int | None:
+    """The value of an integer literal (``3``, ``-1``), else None."""
+    if isinstance(expr, cst.Integer):
+        return int(expr.value, 0)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = int_literal(expr.expression)
+        return None if inner is None else -inner
+    return None

@@ -12,26 +12,40 @@ import libcst as cst
 from fusionlint.analysis.flow import inner_blocks
 from fusionlint.analysis.nodes import children, names_of
 from fusionlint.analysis.scope import Block, Scope, StatementRef, per_scope
+from fusionlint.ops import VIEW
 
 
-# ``name = name * s``, ``name = name / s``, ``name = s * name`` in a statement's text (``Rule.may_match``)
-RESCALE_TEXT = re.compile(r"\s*(\w+)\s*=\s*(?:\1\s*[*/]|[\w.]+\s*\*\s*\1\s*(?:#.*)?$)")
+# A statement's text that may rescale a name (``Rule.may_match``): ``x = name * s``, ``x = name /
+# s``, ``x = s * name``, ``return name * s``; the rescaled name is group 1 or 2.
+RESCALE_TEXT = re.compile(r"\s*(?:\w+\s*=|return\b)\s*(?:(\w+)\s*[*/](?![*/=])|[\w.]+\s*\*\s*(\w+)\s*(?:#.*)?$)")
+
+
+def scaled_text(name: str) -> re.Pattern[str]:
+    """``name`` multiplied or divided, in a statement's text (``Rule.may_match``)."""
+    return re.compile(r"\b{0}\s*[*/](?![*/=])|\*\s*{0}\b".format(name))
+_ZERO_DIM_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})  # of one number
+_ZERO_DIM_KEEPING = frozenset({"sqrt", "rsqrt", "exp", "log", "reciprocal", "abs", "clamp", "float", "to"})
 
 
 @dataclass(frozen=True)
 class Rescale:
-    statement: StatementRef  # ``name = name * factor``
+    statement: StatementRef  # ``name = name * factor`` (or ``other = ...``, ``return ...``)
     node: cst.BinaryOperation  # its ``name * factor`` (``factor * name``, ``name / factor``)
     operator: cst.BaseBinaryOp  # Multiply or Divide
     factor: cst.BaseExpression
-    same_block: bool  # False: after the ``if`` whose arm made the value, so other arms' values are scaled too
+    # The fix may drop the statement and scale the operand instead: it rebinds ``name`` in the
+    # same block, and the factor holds the same value where the value is made. Otherwise (after
+    # the ``if`` whose arm made the value, other arms' values are scaled too; a factor computed
+    # in between; the scaled value bound to another name or returned) it is reported only.
+    movable: bool
 
 
 def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Rescale | None:
-    """Where ``ref`` is ``name = value``: the next statement that reads ``name``, if it is
-    ``name = name * factor`` (or ``factor * name``, ``name / factor``) with ``factor`` not known
-    to be a tensor and holding the same value at both statements; in ``ref``'s block, or after
-    the ``if`` whose arm ``ref`` is."""
+    """Where ``ref`` is ``name = value``: the next statement that reads ``name``, past views
+    that rebind it (``name = name.view(...)``), if it is ``name = name * factor`` (or ``factor *
+    name``, ``name / factor``; or binds or returns that product and never reads ``name`` again)
+    with ``factor`` a number or a 0-d tensor, not made from ``name``; in ``ref``'s block, or
+    after the ``if`` whose arm ``ref`` is."""
     name = ref.name_bound_to(value)
     if name is None:
         return None
@@ -40,13 +54,17 @@ def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Resca
         block = ref.block
         readers = _readers(scope, block).get(name, ())
         k = bisect.bisect_right(readers, ref.index)
+        while k < len(readers) and _views_itself(scope, block.statements[readers[k]], name):
+            k += 1
         if k < len(readers):
             i = readers[k]
             passed.extend(block.statements[ref.index + 1:i])
-            found = _rescale(scope, StatementRef(block.statements[i], block, i), name, same_block)
-            if found is None or names_of(found.factor)[0] & set().union(*map(_stores, passed)):
+            found = _rescale(scope, StatementRef(block.statements[i], block, i), name)
+            if found is None:
                 return None
-            return found
+            factor_ready = not names_of(found.factor)[0] & set().union(*map(_stores, passed))
+            movable = found.movable and same_block and factor_ready
+            return Rescale(found.statement, found.node, found.operator, found.factor, movable)
         passed.extend(block.statements[ref.index + 1:])
         parent = block.parent
         if parent is None or not isinstance(parent.node, cst.If):
@@ -54,12 +72,28 @@ def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Resca
         ref, same_block = parent, False
 
 
-def _rescale(scope: Scope, ref: StatementRef, name: str, same_block: bool) -> Rescale | None:
-    small = ref.simple
+def _views_itself(scope: Scope, statement: cst.BaseStatement, name: str) -> bool:
+    """``name = name.view(...)`` (any chain of views of ``name``): the value, rearranged."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        return False
+    small = statement.body[0]
     if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+        return False
+    target = small.targets[0].target
+    chain = scope.view_chain(small.value)
+    return isinstance(target, cst.Name) and target.value == name and chain is not None and chain[0].value == name
+
+
+def _rescale(scope: Scope, ref: StatementRef, name: str) -> Rescale | None:
+    small = ref.simple
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        target: str | None = small.targets[0].target.value
+        value = small.value
+    elif isinstance(small, cst.Return):
+        target, value = None, small.value
+    else:
         return None
-    target, value = small.targets[0].target, small.value
-    if not (isinstance(target, cst.Name) and target.value == name and isinstance(value, cst.BinaryOperation)):
+    if not isinstance(value, cst.BinaryOperation):
         return None
     operator = value.operator
     if isinstance(value.left, cst.Name) and value.left.value == name and isinstance(operator, (cst.Multiply, cst.Divide)):
@@ -68,9 +102,23 @@ def _rescale(scope: Scope, ref: StatementRef, name: str, same_block: bool) -> Re
         factor = value.left
     else:
         return None
-    if mentions(factor, name) or scope.is_tensor(factor):
+    if mentions(factor, name) or (scope.is_tensor(factor) and not zero_dim(scope, factor)):
         return None
-    return Rescale(ref, value, operator, factor, same_block)
+    if target != name and target is not None and scope.read_after(ref, name):
+        return None  # the unscaled value is read again: both are kept
+    return Rescale(ref, value, operator, factor, target == name)
+
+
+def zero_dim(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """A tensor of one number, which broadcasts against anything: ``torch.tensor(d)``, and what
+    element-wise ops make of it (``torch.sqrt(torch.tensor(d))``, ``t.exp()``)."""
+    if not isinstance(expr, cst.Call) or not expr.args:
+        return False
+    canonical = scope.torch_name(expr.func)
+    if canonical in _ZERO_DIM_FACTORIES:
+        return not isinstance(expr.args[0].value, (cst.List, cst.Tuple, cst.ListComp))
+    op = scope.op(expr)
+    return op is not None and op[0] in _ZERO_DIM_KEEPING and op[2] is not None and zero_dim(scope, op[2])
 
 
 @per_scope

@@ -9,7 +9,8 @@ import libcst as cst
 
 from fusionlint.analysis import Scope
 from fusionlint.analysis.nodes import operations
-from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later
+from fusionlint.analysis.numbers import int_literal
+from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, scaled_text, zero_dim
 from fusionlint.analysis.strings import string_values
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
@@ -34,16 +35,22 @@ class ScaleAfterMatmul(Rule):
         scale as the matmul's epilogue either way, so the rewrite pays in eager only.
 
         Flagged: `*` or `/` by a value not known to be a tensor (a number, a float attribute
-        such as `self.scale`, `math.sqrt(d)`) applied directly to a matmul (`@`, `matmul`,
-        `bmm`) whose second operand is a transposed view, or to a two-operand `einsum` whose
+        such as `self.scale`, `math.sqrt(d)`), or by a 0-d tensor (`torch.sqrt(torch.tensor(d))`),
+        applied directly to a matmul (`@`, `matmul`,
+        `bmm`) whose second operand is a transposed view (`k.transpose(-2, -1)`, `k.mT`, a
+        `permute` that moves `k`'s last dim next to last), or to a two-operand `einsum` whose
         output keeps one index of each operand and sums over a shared one (keys shared by the
         heads too, `b h i d, b j d -> b h i j`; an equation an f-string builds from known
         strings must be one in every form it may take); also where the
         matmul's result is assigned to a name that the next statement reading it rescales
-        (`sim = einsum(...)`, then `sim = sim * scale`, in the same block or after the `if`
-        whose arm made it: there the other arms' values are scaled too, so no fix is offered). Not flagged: other
+        (`sim = einsum(...)`, then `sim = sim * scale`), past views that rebind it (`sim =
+        sim.view(b, h, n, n)`). Reported without a fix: the rescale after the `if` whose arm
+        made the scores (the other arms' values are scaled too), a factor computed between the
+        matmul and the rescale (`head_dim = q.shape[-1]`: it must move above the matmul), the
+        scaled scores bound to another name or returned (`weights = scores / s`, `return
+        corr / s`) where the unscaled ones are never read again. Not flagged: other
         matmuls (`x @ w`, whose output may be smaller than `x`), a scale known to be a tensor
-        (its shape may not broadcast against `q`).
+        of some other shape (it may not broadcast against `q`), scores read unscaled too.
 
         It yields to the rules whose rewrite fuses the scale into one kernel and pays under
         fusionrt too: FL010 (the whole attention as `F.scaled_dot_product_attention`), FL012
@@ -128,6 +135,58 @@ def attend(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
 """,
             call="attend(randn(2, 4, 64, 16), randn(2, 4, 64, 16), 0.25)",
         ),
+        Example(  # the factor computed between the matmul and the rescale: reported only
+            bad="""\
+import math
+
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    scores = torch.matmul(q, k.transpose(-1, -2))
+    head_dim = q.shape[-1]
+    scores = scores / math.sqrt(head_dim)
+    return scores.softmax(-1)
+""",
+            at=((9, 14),),
+            fixed=None,
+            good="""\
+import math
+
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    head_dim = q.shape[-1]
+    scores = torch.matmul(q / math.sqrt(head_dim), k.transpose(-1, -2))
+    return scores.softmax(-1)
+""",
+            call="attend(randn(2, 4, 64, 16), randn(2, 4, 64, 16))",
+        ),
+        Example(  # scaled into another name after a view, by a 0-d tensor: reported only
+            bad="""\
+import torch
+
+
+def correlation(f1: torch.Tensor, f2: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    corr = f1 @ f2.transpose(1, 2)
+    corr = corr.view(-1, h, w, h, w)
+    volume = corr / torch.sqrt(torch.tensor(f1.shape[-1]))
+    return volume.flatten(3)
+""",
+            at=((7, 13),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def correlation(f1: torch.Tensor, f2: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    corr = (f1 / torch.sqrt(torch.tensor(f1.shape[-1]))) @ f2.transpose(1, 2)
+    volume = corr.view(-1, h, w, h, w)
+    return volume.flatten(3)
+""",
+            call="correlation(randn(2, 64, 16), randn(2, 64, 16), 8, 8)",
+        ),
     )
     valid = (
         # a projection, whose output may be smaller than its input; a scale that is a tensor
@@ -162,10 +221,9 @@ def f(x: torch.Tensor, w: torch.Tensor):
             return True
         assigned = _ASSIGNED.match(text)
         if assigned is not None and _MATMUL_TEXT.search(text) is not None:  # scaled a few lines below
-            return any(
-                (m := RESCALE_TEXT.match(block[later])) is not None and m.group(1) == assigned.group(1)
-                for later in range(index + 1, min(index + 6, len(block)))
-            )
+            scaled = scaled_text(assigned.group(1))
+            if any(scaled.search(block[later]) for later in range(index + 1, min(index + 6, len(block)))):
+                return True
         return RESCALE_TEXT.match(text) is not None and any(  # scaled after the `if` whose arm made it
             block[earlier].lstrip().startswith("if ") for earlier in range(max(0, index - 3), index)
         )
@@ -184,16 +242,17 @@ def f(x: torch.Tensor, w: torch.Tensor):
             later = rescaled_later(scope, site.statement, site.node)
             if later is not None and _similarity(scope, site.node):
                 fix = None
-                if later.same_block and isinstance(later.statement.node, cst.SimpleStatementLine):
+                if later.movable and isinstance(later.statement.node, cst.SimpleStatementLine):
                     fix = _fix(scope, site.statement.node, later.operator, later.factor, site.node, site.node)
                     fix = fix and (*fix, StatementEdit(later.statement.node, ()))
                 yield Violation(later.node, fix=fix)
 
 
 def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> cst.BinaryOperation | None:
-    """The ``matmul * s`` or ``matmul / s`` in ``statement``, ``s`` not known to be a tensor."""
+    """The ``matmul * s`` or ``matmul / s`` in ``statement``, ``s`` not known to be a tensor (or
+    known to be a 0-d one)."""
     for operation in operations(statement, (cst.Multiply, cst.Divide)):
-        if operation.left is matmul and not scope.is_tensor(operation.right):
+        if operation.left is matmul and (not scope.is_tensor(operation.right) or zero_dim(scope, operation.right)):
             return operation
     return None
 
@@ -216,10 +275,29 @@ def _similarity(scope: Scope, matmul: cst.CSTNode) -> bool:
 
 
 def _transposed(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """``k.transpose(-2, -1)``, ``k.mT``, or a ``permute`` that puts ``k``'s last dim next to last
+    (``k.permute(0, 1, 3, 2)``, ``k.permute(0, 2, 3, 1)``): the matmul sums over the features."""
     if isinstance(expr, cst.Attribute):
         return expr.attr.value in VIEW_ATTRIBUTES and scope.is_tensor(expr.value)
     op = scope.op(expr)
+    if op is not None and op[0] == "permute" and isinstance(expr, cst.Call):
+        return _features_next_to_last(expr, op[2])
     return op is not None and op[0] in _TRANSPOSES
+
+
+def _features_next_to_last(permute: cst.Call, tensor: cst.BaseExpression | None) -> bool:
+    """Do the literal dims of ``x.permute(...)`` (or ``torch.permute(x, ...)``) move the last dim
+    of ``x`` to the next-to-last place?"""
+    args = [arg.value for arg in permute.args if arg.keyword is None and not arg.star]
+    if len(args) != len(permute.args):
+        return False
+    if args and args[0] is tensor:
+        args = args[1:]
+    if len(args) == 1 and isinstance(args[0], (cst.Tuple, cst.List)):
+        args = [element.value for element in args[0].elements]
+    dims = [int_literal(arg) for arg in args]
+    rank = len(dims)
+    return rank >= 2 and None not in dims and dims[-2] % rank == rank - 1  # type: ignore[operator]
 
 
 def _gram(equation: str | bytes) -> bool:

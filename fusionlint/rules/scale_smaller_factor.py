@@ -10,14 +10,14 @@ import libcst as cst
 from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
 from fusionlint.analysis.nodes import operations
 from fusionlint.analysis.numbers import NumberNames
-from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later
+from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, scaled_text, zero_dim
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.")
 _PRODUCT_TEXT = re.compile(r"(?<![*])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
-_SCALAR_TENSORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})  # of one number: 0-d
+_ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*\*")
 
 
 class ScaleSmallerFactor(Rule):
@@ -135,10 +135,15 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
         text = block[index]
         if len(_PRODUCT_TEXT.findall(text)) >= 2 and _SMALL_TEXT.search(text):
             return True
+        made = _ASSIGNED_PRODUCT.match(text)
+        if made is not None and _SMALL_TEXT.search(text):  # rescaled a few statements below
+            scaled = scaled_text(made.group(1))
+            if any(scaled.search(block[later]) for later in range(index + 1, min(index + 6, len(block)))):
+                return True
         rescaled = RESCALE_TEXT.match(text)
         if rescaled is None:
             return False
-        made = re.compile(r"\s*" + rescaled.group(1) + r"\s*=[^=].*\*")
+        made = re.compile(r"\s*" + (rescaled.group(1) or rescaled.group(2)) + r"\s*=[^=].*\*")
         return any(  # made a few lines above, or in the arms of the `if` above
             (made.match(block[earlier]) and _SMALL_TEXT.search(block[earlier])) or block[earlier].lstrip().startswith("if ")
             for earlier in range(max(0, index - 5), index)
@@ -161,7 +166,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
                 if later is None or not _number(scope, later.factor) or _smaller_side(scope, node) is None:
                     continue
                 fix = None
-                if later.same_block and isinstance(later.statement.node, cst.SimpleStatementLine):
+                if later.movable and isinstance(later.statement.node, cst.SimpleStatementLine):
                     scaled = _scaled_product(scope, node, later.operator, later.factor)
                     fix = _replace(ref, node, scaled)
                     fix = fix and (*fix, StatementEdit(later.statement.node, ()))
@@ -232,8 +237,8 @@ def _smaller(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
     numbers (``gamma = self.g + 1.0``)?"""
     if isinstance(expr, cst.Subscript):
         return scope.is_tensor(expr.value) if _broadcast(expr) else _own_tensor(scope, expr.value)
-    if isinstance(expr, cst.Call) and scope.torch_name(expr.func) in _SCALAR_TENSORS:
-        return bool(expr.args) and not isinstance(expr.args[0].value, (cst.List, cst.Tuple, cst.ListComp))
+    if zero_dim(scope, expr):
+        return True
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "unsqueeze":
         return scope.is_tensor(expr.func.value)
     if _own_tensor(scope, expr):

@@ -19,6 +19,7 @@ import libcst as cst
 from fusionlint.analysis import (
     Scope, Site, StatementRef, ancestors, children, names_of, reaching_assignment, reaching_value,
 )
+from fusionlint.analysis.numbers import int_literal
 from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import COMPUTE, ELEMENTWISE, FUSED_REDUCTIONS, MERGING_VIEWS, VIEW, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
@@ -663,7 +664,7 @@ def _merges(name: str, args: Sequence[cst.Arg]) -> bool:
     if name in ("ravel", "diagonal"):
         return True
     if name == "flatten":
-        dims = [_int(a.value) for a in args]
+        dims = [int_literal(a.value) for a in args]
         return not (len(dims) == 2 and dims[0] is not None and dims[0] == dims[1])
     if any(a.keyword is not None or a.star for a in args):
         return False
@@ -675,13 +676,14 @@ def _merges(name: str, args: Sequence[cst.Arg]) -> bool:
     if not shape:
         return False  # `reshape(())`: a one-element tensor made a scalar merges nothing
     if len(shape) == 1:
-        return _int(shape[0]) is not None  # `view(-1)`: one dim; `view(dtype)`, `view(shape)`: unknown
-    if _int(shape[-1]) == 1:
+        return int_literal(shape[0]) is not None  # `view(-1)`: one dim; `view(dtype)`, `view(shape)`: unknown
+    if int_literal(shape[-1]) == 1:
         return False  # `view(b * h, -1, 1)` is made to broadcast against a larger tensor: its block closes anyway
     product = any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply) for s in shape)
     if product and len(shape) <= 3:
         return True  # `reshape(b, t * h)`; `view(b * t, g, v, -1)` more likely keeps a merged dim and splits
-    return len(shape) == 2 and _int(shape[0]) == -1 and _int(shape[1]) != 1  # `view(-1, d)`, not `view(-1, 1)`
+    # `view(-1, d)`, not `view(-1, 1)`
+    return len(shape) == 2 and int_literal(shape[0]) == -1 and int_literal(shape[1]) != 1
 
 
 def _fewer_dims_than_viewed(
@@ -718,18 +720,9 @@ def _explicit_rank(args: Sequence[cst.Arg]) -> int | None:
         if any(isinstance(el, cst.StarredElement) for el in shape[0].elements):
             return None
         return len(shape[0].elements)
-    if len(shape) == 1 and _int(shape[0]) is None:
+    if len(shape) == 1 and int_literal(shape[0]) is None:
         return None  # `view(shape)`, `view(dtype)`
     return len(shape)
-
-
-def _int(expr: cst.BaseExpression) -> int | None:
-    if isinstance(expr, cst.Integer):
-        return int(expr.value, 0)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        inner = _int(expr.expression)
-        return None if inner is None else -inner
-    return None
 
 
 # --------------------------------------------------------------------------- element-wise trees
@@ -917,7 +910,7 @@ def _view_index(index: cst.BaseSlice) -> bool:
     if isinstance(index, cst.Slice):
         return True
     value = index.value
-    return isinstance(value, (cst.Integer, cst.Ellipsis)) or _int(value) is not None or (
+    return isinstance(value, (cst.Integer, cst.Ellipsis)) or int_literal(value) is not None or (
         isinstance(value, cst.Name) and value.value == "None"
     )
 

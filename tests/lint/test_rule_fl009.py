@@ -153,12 +153,13 @@ def proj(x: torch.Tensor, w: torch.Tensor, scale: float):
 
 
 @pytest.mark.parametrize("name, expected", [
-    ("after_if", [(9, 11)]), ("read_between", []), ("scale_changes", []), ("projection", []),
+    ("after_if", [(9, 11)]), ("read_between", []), ("scale_changes", [(7, 11)]), ("projection", []),
 ])
 def test_a_scale_in_a_later_statement(name, expected):
-    """Flagged after the ``if`` whose arm made the scores (without a fix: the other arm's value is
-    scaled too); silent where the unscaled scores are read first, the scale changes between, or
-    the matmul is a projection."""
+    """Flagged without a fix after the ``if`` whose arm made the scores (the other arm's value is
+    scaled too) and where the factor is computed between (it must move above the matmul: the
+    scores cannot be read in between, since the rescale is their first reader); silent where the
+    unscaled scores are read first, or the matmul is a projection."""
     assert positions(LATER[name]) == expected
     fixed = lint_source(LATER[name], "m.py", LintOptions(codes=frozenset({"FL009"}), fix=FixMode.UNSAFE))
     assert fixed.source is None
