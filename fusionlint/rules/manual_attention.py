@@ -44,8 +44,8 @@ class ManualAttention(Rule):
         matmul), an optional mask (`+ mask`, or `.masked_fill(mask, float('-inf'))`), a softmax
         over the last dim, optional dropout (an `nn.Dropout` attribute or `F.dropout`), and the
         matmul with the values; where the code shows the operands are 4-d (`x.view(b, t, h, d)`,
-        `.permute(0, 2, 1, 3)`, `.unbind(0)` of a 5-d tensor, `k.transpose(2, 3)`, a 4-letter
-        einsum) or 3-d (`bmm`, unsqueezed to 4-d for SDPA): SDPA's fused kernels take only 4-d
+        `.permute(0, 2, 1, 3)`, `.unbind(0)` of a 5-d tensor, `k.transpose(2, 3)`, a key
+        transposed as `k.permute(0, 1, 3, 2)`, a 4-letter einsum) or 3-d (`bmm`, unsqueezed to 4-d for SDPA): SDPA's fused kernels take only 4-d
         tensors, and on others it runs its math form, which writes the scores all the same.
         Not flagged (the rewrite would change what the code computes or keeps, or save
         nothing): weights read anywhere after the matmul with the values (returned, stored,
@@ -465,11 +465,26 @@ def _score_matmul(scope: Scope, node: cst.BaseExpression | None, batch: str | No
         return None
     q, key_t = operands
     bmm = _op_name(scope, node) == "bmm"
+    swapped = _last_two_swapped(key_t)
+    if swapped is not None:
+        key, rank = swapped
+        return (q, key, rank) if rank == 3 or not bmm else None
     key = _untransposed(key_t, _BMM_KEY_TRANSPOSES if bmm else _KEY_TRANSPOSES)
     if key is None:
         return None
     transposed_23 = isinstance(key_t, cst.Call) and _integer(key_t.args[0].value) in (2, 3)
     return q, key, 3 if bmm else 4 if transposed_23 else None
+
+
+def _last_two_swapped(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, int] | None:
+    """(k, its rank) for ``k.permute(0, 1, 3, 2)``: a permute that swaps the last two dims only."""
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "permute"):
+        return None
+    if not _plain_args(expr):
+        return None
+    dims = [_integer(a.value) for a in expr.args]
+    rank = len(dims)
+    return (expr.func.value, rank) if rank >= 3 and dims == [*range(rank - 2), rank - 1, rank - 2] else None
 
 
 def _untransposed(expr: cst.BaseExpression, transposes: tuple[frozenset[int], ...]) -> cst.BaseExpression | None:

@@ -142,3 +142,19 @@ class Attention(nn.Module):
             attn = attn.softmax(dim=-1)
             x = attn @ v
         return x
+
+
+# --- the key transposed by a permute that swaps its last two dims (Segment Anything's two-way
+# transformer): the permute tells the rank, 4; a permute that moves other dims is not a transpose
+def two_way_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    _, _, _, c_per_head = q.shape
+    attn = q @ k.permute(0, 1, 3, 2)
+    attn = attn / math.sqrt(c_per_head)
+    attn = torch.softmax(attn, dim=-1)
+    return attn @ v
+
+
+def not_a_key_transpose(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    attn = q @ k.permute(0, 2, 3, 1)
+    attn = torch.softmax(attn, dim=-1)
+    return attn @ v
