@@ -257,6 +257,16 @@ def same_expression(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
     return code_of(a) == code_of(b)
 
 
+def factor_orders(expr: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """``a * b`` or ``a.mul(b)`` -> [(a, b), (b, a)]; anything else -> []."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return [(expr.left, expr.right), (expr.right, expr.left)]
+    if is_method_call(expr, "mul") and len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:  # type: ignore[attr-defined]
+        a, b = expr.func.value, expr.args[0].value  # type: ignore[attr-defined]
+        return [(a, b), (b, a)]
+    return []
+
+
 def factors_of(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     """``a * b * c`` -> [a, b, c], parenthesized products flattened too; anything else is one factor."""
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):

@@ -1,7 +1,8 @@
 """FL018: an element-wise function written out that one torch op computes: ``x * sigmoid(x)``
 (``F.silu``), ``0.5 * x * (1 + erf(x / sqrt(2)))`` and its tanh form (``F.gelu``),
-``log(1 + exp(x))`` (``F.softplus``), ``log(x + 1)`` (``torch.log1p``), ``exp(x) - 1``
-(``torch.expm1``)."""
+``x * tanh(softplus(x))`` (``F.mish``), ``relu6(x + 3) / 6`` (``F.hardsigmoid``) and ``x`` times
+it (``F.hardswish``), ``1 / (1 + exp(-x))`` (``torch.sigmoid``), ``log(1 + exp(x))``
+(``F.softplus``), ``log(x + 1)`` (``torch.log1p``), ``exp(x) - 1`` (``torch.expm1``)."""
 from __future__ import annotations
 
 import re
@@ -10,14 +11,15 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, own_parts, scope_statements
-from fusionlint.analysis.nodes import Walker, code_of, factors_of, same_expression
+from fusionlint.analysis.nodes import Walker, code_of, factor_orders, factors_of, is_method_call, same_expression
 from fusionlint.analysis.numbers import is_one, one_plus
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
 
-# Every pattern calls one of these, as a function or a method.
-_CALL_TEXT = re.compile(r"(?:sigmoid|tanh|erf|log|exp)\s*\(")
+# Every pattern calls one of these, as a function or a method (top-level alternatives, each
+# with a literal prefix: the engine's search of a file is one fast scan per alternative).
+_CALL_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|log\s*\(|exp\s*\(|relu6\s*\(|clamp\(.*6|clip\(.*6")
 # The divisor or factor that makes ``x / sqrt(2)``: ``math.sqrt(2.0)``, ``1.4142...``, ``0.7071...``.
 _SQRT_TWO = re.compile(r"^(?:(?:math\.|torch\.|np\.)?sqrt\(\s*2(?:\.0*)?\s*\)|1\.4142\d*)$")
 _INVERSE_SQRT_TWO = re.compile(r"^0\.7071\d*$")
@@ -31,7 +33,10 @@ _FUNCTIONS = {  # the torch functions a pattern may call, by the op they compute
     "exp": ("torch.exp",),
     "log": ("torch.log",),
     "log1p": ("torch.log1p", "torch.special.log1p"),
+    "softplus": ("torch.nn.functional.softplus",),
+    "relu6": ("torch.nn.functional.relu6",),
 }
+_CLAMPS = ("torch.clamp", "torch.clip", "torch.nn.functional.hardtanh")
 
 
 class ElementwiseByHand(Rule):
@@ -44,23 +49,34 @@ class ElementwiseByHand(Rule):
         * (1 + 0.044715 * x * x)))` (BLOOM) is nine kernels, `F.gelu(x, approximate="tanh")`
         one (fusionrt's eager count for a (4, 64, 128) input: 1,152 -> 128 KiB written). The
         same holds for SiLU (`x * torch.sigmoid(x)`, 2 kernels), exact GELU (`0.5 * x * (1 +
-        torch.erf(x / math.sqrt(2)))`, 5), softplus (`torch.log(1 + torch.exp(x))`, 3),
+        torch.erf(x / math.sqrt(2)))`, 5), Mish (`x * torch.tanh(F.softplus(x))`, 3), hard
+        sigmoid (`F.relu6(x + 3) / 6`, 3) and hard swish (`x * F.relu6(x + 3) / 6`, 4, as
+        MobileNetV3 and YOLOv5 write them), the logistic function (`1 / (1 + torch.exp(-x))`,
+        5), softplus (`torch.log(1 + torch.exp(x))`, 3),
         `torch.log(x + 1)` (2) and `torch.exp(x) - 1` (2); `torch.log1p`, `torch.expm1` and
         `F.softplus` are also accurate where the written-out form loses digits (`x` near 0;
         `exp` overflowing). A fusing backend (fusionrt, torch.compile) fuses the written-out
         form into one kernel anyway: the rewrite pays in eager. With autograd on it pays
-        under fusionrt too, as the fused op's backward keeps fewer values (the second example:
-        17 -> 12 writes).
+        under fusionrt too where the fused op's backward keeps fewer values (the second example:
+        17 -> 12 writes); Mish and hard swish around a matmul (the third) write as much either
+        way.
 
         Flagged: `x * sigmoid(x)` (either order; `torch.sigmoid`, `F.sigmoid` or
         `.sigmoid()`); a product of `0.5`, `x` and `1 + erf(x / sqrt(2))` (or `x *
         0.7071...`), or of `0.5`, `x` and `1 + tanh(...)` with `0.044715` in the tanh's
-        argument; `log(1 + exp(x))` and `log1p(exp(x))`; `log(1 + x)`, `log(x + 1)`; `exp(x)
-        - 1`; `1.0` for `1` everywhere. Not flagged: `x * sigmoid(1.702 * x)` (QuickGELU: no
+        argument; `x * tanh(softplus(x))` (either order, `.mul` too); `h / 6` (or `.div(6)`)
+        where `h` is `relu6(x + 3)`, `hardtanh(x + 3, 0, 6)` or `(x + 3).clamp(0, 6)`, and
+        `x` times it (`x * h / 6` too); `1 / (1 + exp(-x))`; `log(1 + exp(x))` and
+        `log1p(exp(x))`; `log(1 + x)`, `log(x + 1)`; `exp(x) - 1`; `1.0` for `1` everywhere. Not flagged: `x * sigmoid(1.702 * x)` (QuickGELU: no
         op computes it), a product with more factors, `sigmoid(x).log()` (`F.logsigmoid` is
-        one eager kernel but fusionrt does not fuse it, so it costs more there).
+        one eager kernel but fusionrt does not fuse it, so it costs more there), Hard Mish
+        (`0.5 * x * (x + 2).clamp(0, 2)`: no op computes it), an in-place chain
+        (`x.add_(3).clamp_(0, 6).div_(6)` writes its input).
     """
-    use_instead = "`F.silu(x)`, `F.gelu(x)`, `F.gelu(x, approximate=\"tanh\")`, `F.softplus(x)`, `torch.log1p(x)`, `torch.expm1(x)`."
+    use_instead = (
+        "`F.silu(x)`, `F.gelu(x)`, `F.gelu(x, approximate=\"tanh\")`, `F.mish(x)`, `F.hardsigmoid(x)`, "
+        "`F.hardswish(x)`, `torch.sigmoid(x)`, `F.softplus(x)`, `torch.log1p(x)`, `torch.expm1(x)`."
+    )
     pays_in = (EAGER,)
     fix_safety = FixSafety.NONE
     fix_notes = """
@@ -116,6 +132,29 @@ def swish_mlp(h: torch.Tensor, distance: torch.Tensor):
 """,
             call="swish_mlp(randn(64, 256), randn(64, 256))",
         ),
+        Example(
+            bad="""\
+import torch
+import torch.nn.functional as F
+
+
+def mish_then_hardswish(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = x * F.softplus(x).tanh()
+    h = h @ w
+    return h * F.hardtanh(h + 3, 0.0, 6.0) / 6.0
+""",
+            at=((6, 9), (8, 12)),
+            fixed=None,
+            good="""\
+import torch
+import torch.nn.functional as F
+
+
+def mish_then_hardswish(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return F.hardswish(F.mish(x) @ w)
+""",
+            call="mish_then_hardswish(randn(64, 256), randn(256, 256) / 16)",
+        ),
     )
     valid = (
         # QuickGELU; another tensor's sigmoid; more factors; a log-sigmoid; an offset that is not 1
@@ -147,8 +186,9 @@ def g(x: torch.Tensor):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        # every formula has an operator but ``log1p(exp(x))``
-        return _CALL_TEXT.search(text) is not None and ("*" in text or "+" in text or "-" in text or "log1p" in text)
+        # every formula has an operator but ``log1p(exp(x))`` and ``x.mul(...)``
+        return _CALL_TEXT.search(text) is not None and (
+            "*" in text or "+" in text or "-" in text or "log1p" in text or "mul(" in text)
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
@@ -167,10 +207,14 @@ class _Formulas(Walker):
         self.found: list[tuple[cst.BaseExpression, Match]] = []
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
-        return self._match(node, _silu(self.scope, node) or _gelu(self.scope, node) or _expm1(self.scope, node))
+        scope = self.scope
+        return self._match(node, _silu(scope, node) or _mish(scope, node) or _gelu(scope, node) or _hard(scope, node)
+                           or _logistic(scope, node) or _expm1(scope, node))
 
     def visit_Call(self, node: cst.Call) -> bool:
-        return self._match(node, _softplus_or_log1p(self.scope, node))
+        scope = self.scope
+        return self._match(node, _silu(scope, node) or _mish(scope, node) or _hard(scope, node)
+                           or _softplus_or_log1p(scope, node))
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
@@ -182,14 +226,51 @@ class _Formulas(Walker):
         return False
 
 
-def _silu(scope: Scope, node: cst.BinaryOperation) -> Match | None:
-    """``x * sigmoid(x)`` (either order)."""
-    if not isinstance(node.operator, cst.Multiply):
-        return None
-    for x, gate in ((node.left, node.right), (node.right, node.left)):
+def _silu(scope: Scope, node: cst.BaseExpression) -> Match | None:
+    """``x * sigmoid(x)`` (either order, ``.mul`` too)."""
+    for x, gate in factor_orders(node):
         operand = _applied(scope, gate, "sigmoid")
         if operand is not None and same_expression(operand, x):
             return "SiLU", "F.silu"
+    return None
+
+
+def _mish(scope: Scope, node: cst.BaseExpression) -> Match | None:
+    """``x * tanh(softplus(x))`` (either order, ``.mul`` too)."""
+    for x, gate in factor_orders(node):
+        tanh = _applied(scope, gate, "tanh")
+        operand = _applied(scope, tanh, "softplus") if tanh is not None else None
+        if operand is not None and same_expression(operand, x):
+            return "Mish", "F.mish"
+    return None
+
+
+def _hard(scope: Scope, node: cst.BaseExpression) -> Match | None:
+    """``h / 6`` where ``h`` clamps ``x + 3`` to [0, 6]: hard sigmoid; ``x * h / 6`` or ``x * (h
+    / 6)``: hard swish."""
+    divided = _over_six(node)
+    if divided is not None:
+        if _clamped_shift(scope, divided) is not None:
+            return "hard sigmoid", "F.hardsigmoid"
+        pairs, over_six = factor_orders(divided), False
+    else:
+        pairs, over_six = factor_orders(node), True
+    for x, factor in pairs:
+        clamped = _over_six(factor) if over_six else factor
+        shifted = _clamped_shift(scope, clamped) if clamped is not None else None
+        if shifted is not None and same_expression(shifted, x):
+            return "hard swish", "F.hardswish"
+    return None
+
+
+def _logistic(scope: Scope, node: cst.BinaryOperation) -> Match | None:
+    """``1 / (1 + exp(-x))``."""
+    if not (isinstance(node.operator, cst.Divide) and is_one(node.left)):
+        return None
+    inner = one_plus(node.right)
+    exponent = _applied(scope, inner, "exp") if inner is not None else None
+    if isinstance(exponent, cst.UnaryOperation) and isinstance(exponent.operator, cst.Minus):
+        return "the logistic function", "torch.sigmoid"
     return None
 
 
@@ -233,6 +314,54 @@ def _softplus_or_log1p(scope: Scope, node: cst.Call) -> Match | None:
             return None
         return SOFTPLUS if _applied(scope, inner, "exp") is not None else None
     return SOFTPLUS if _applied(scope, inner, "exp") is not None else ("`log(1 + x)`", "torch.log1p")
+
+
+def _over_six(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``h`` of ``h / 6`` or ``h.div(6)``."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide) and _is_value(expr.right, 6):
+        return expr.left
+    if is_method_call(expr, "div") and len(expr.args) == 1 and _is_value(expr.args[0].value, 6):  # type: ignore[attr-defined]
+        return expr.func.value  # type: ignore[attr-defined]
+    return None
+
+
+def _clamped_shift(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``x`` of ``relu6(x + 3)``, ``hardtanh(x + 3, 0, 6)``, ``clamp(x + 3, 0, 6)`` or ``(x +
+    3).clamp(min=0, max=6)`` (``3 + x`` too)."""
+    shifted = _applied(scope, expr, "relu6")
+    if shifted is None:
+        shifted = _clamped_to_six(scope, expr)
+    if not (isinstance(shifted, cst.BinaryOperation) and isinstance(shifted.operator, cst.Add)):
+        return None
+    if _is_value(shifted.right, 3):
+        return shifted.left
+    return shifted.right if _is_value(shifted.left, 3) else None
+
+
+def _clamped_to_six(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``v`` of ``v.clamp(0, 6)``, ``torch.clamp(v, 0, 6)`` or ``F.hardtanh(v, 0, 6)`` (bounds
+    positional or by keyword)."""
+    if not isinstance(expr, cst.Call) or any(arg.star for arg in expr.args):
+        return None
+    args = list(expr.args)
+    if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("clamp", "clip") \
+            and scope.torch_name(expr.func) is None:
+        value = expr.func.value
+    elif scope.torch_name(expr.func) in _CLAMPS and args and args[0].keyword is None:
+        value, args = args[0].value, args[1:]
+    else:
+        return None
+    positional = [arg.value for arg in args if arg.keyword is None]
+    keywords = {arg.keyword.value: arg.value for arg in args if arg.keyword is not None}
+    low = positional[0] if positional else keywords.get("min", keywords.get("min_val"))
+    high = positional[1] if len(positional) > 1 else keywords.get("max", keywords.get("max_val"))
+    if len(positional) + len(keywords) != 2 or low is None or high is None:
+        return None
+    return value if _is_value(low, 0) and _is_value(high, 6) else None
+
+
+def _is_value(expr: cst.BaseExpression, value: int) -> bool:
+    return isinstance(expr, (cst.Integer, cst.Float)) and expr.evaluated_value == value
 
 
 def _applied(scope: Scope, expr: cst.BaseExpression, op: str) -> cst.BaseExpression | None:

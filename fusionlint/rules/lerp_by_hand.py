@@ -8,7 +8,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, own_parts, scope_statements
-from fusionlint.analysis.nodes import code_of, operations, same_expression
+from fusionlint.analysis.nodes import code_of, factor_orders, operations, same_expression
 from fusionlint.analysis.numbers import is_one
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
@@ -171,11 +171,11 @@ def _interpolation(total: cst.BinaryOperation) -> Interpolation | None:
 
 def _blend(start_term: cst.BaseExpression, end_term: cst.BaseExpression) -> Interpolation | None:
     """``start * (1 - w) + end * w``."""
-    for start, complement in _factor_orders(start_term):
+    for start, complement in factor_orders(start_term):
         weight = _one_and(complement, cst.Subtract)
         if weight is None:
             continue
-        for w, end in _factor_orders(end_term):
+        for w, end in factor_orders(end_term):
             if same_expression(w, weight):
                 return start, end, weight
     return None
@@ -183,7 +183,7 @@ def _blend(start_term: cst.BaseExpression, end_term: cst.BaseExpression) -> Inte
 
 def _step(start: cst.BaseExpression, product: cst.BaseExpression) -> Interpolation | None:
     """``start + w * (end - start)``."""
-    for weight, difference in _factor_orders(product):
+    for weight, difference in factor_orders(product):
         if isinstance(difference, cst.BinaryOperation) and isinstance(difference.operator, cst.Subtract):
             if same_expression(difference.right, start):
                 return start, difference.left, weight
@@ -192,21 +192,14 @@ def _step(start: cst.BaseExpression, product: cst.BaseExpression) -> Interpolati
 
 def _extrapolation(end_term: cst.BaseExpression, start_term: cst.BaseExpression) -> Interpolation | None:
     """``(1 + w) * end - w * start`` (``w + 1`` too): ``lerp(start, end, 1 + w)``."""
-    for end, one_plus in _factor_orders(end_term):
+    for end, one_plus in factor_orders(end_term):
         weight = _one_and(one_plus, cst.Add) or _and_one(one_plus)
         if weight is None:
             continue
-        for w, start in _factor_orders(start_term):
+        for w, start in factor_orders(start_term):
             if same_expression(w, weight):
                 return start, end, one_plus
     return None
-
-
-def _factor_orders(expr: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
-    """``a * b`` -> [(a, b), (b, a)]; anything else -> []."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return [(expr.left, expr.right), (expr.right, expr.left)]
-    return []
 
 
 def _one_and(expr: cst.BaseExpression, operator: type) -> cst.BaseExpression | None:

@@ -44,13 +44,55 @@ def test_each_spelling_names_its_op():
     ]
 
 
+HARD_SPELLINGS = """\
+import torch
+import torch.nn.functional as F
+
+
+def hard_spellings(x: torch.Tensor):
+    a = x.mul(F.softplus(x).tanh())
+    b = (x + 3).clamp(min=0, max=6).div(6.)
+    c = x * (torch.clamp(3.0 + x, 0, 6) / 6)
+    d = 1.0 / (1.0 + (-x).exp())
+    e = x.mul(torch.sigmoid(x))
+    return a, b, c, d, e
+"""
+
+
+def test_each_hard_spelling_names_its_op():
+    assert findings(HARD_SPELLINGS) == [
+        (6, "Mish written out: `F.mish` computes it in one kernel"),
+        (7, "hard sigmoid written out: `F.hardsigmoid` computes it in one kernel"),
+        (8, "hard swish written out: `F.hardswish` computes it in one kernel"),
+        (9, "the logistic function written out: `torch.sigmoid` computes it in one kernel"),
+        (10, "SiLU written out: `F.silu` computes it in one kernel"),
+    ]
+
+
+def test_hard_look_alikes_are_not_flagged():
+    source = """\
+import torch
+import torch.nn.functional as F
+
+
+def look_alikes(x: torch.Tensor, y: torch.Tensor):
+    hard_mish = 0.5 * x * (x + 2).clamp(min=0, max=2)
+    in_place = x.add_(3.).clamp_(0., 6.).div_(6.)
+    other_input = y * F.relu6(x + 3) / 6
+    other_bounds = (x + 3).clamp(-6, 6) / 6
+    other_sign = 1 / (1 + torch.exp(x))
+    return hard_mish, in_place, other_input, other_bounds, other_sign
+"""
+    assert findings(source) == []
+
+
 def test_a_formula_inside_another_is_reported_once():
     source = "import torch\n\n\ndef f(x: torch.Tensor):\n    return torch.log(1 + torch.exp(x * torch.sigmoid(x)))\n"
     assert [line for line, _ in findings(source)] == [5]
 
 
 def test_the_text_test_passes_every_flagged_statement():
-    for source in (SPELLINGS, *(example.bad for example in ElementwiseByHand.examples)):
+    for source in (SPELLINGS, HARD_SPELLINGS, *(example.bad for example in ElementwiseByHand.examples)):
         lines = source.splitlines()
         for line, _ in findings(source):
             assert ElementwiseByHand.may_match([lines[line - 1]], 0, op_tables())
