@@ -14,8 +14,11 @@ when it is in the same file and its line lies within the label's statement (any 
 Findings that hit no label are printed for review by hand: each is a missed label or noise.
 Held-out packages (``"held_out": true``) are reported apart: the rules were never tuned on them.
 Whoever tunes a rule runs it with ``--tuning-only``, which never lints or prints them.
+``--missed`` lists the actionable labels no finding hit, for rule authors to work from; it leaves
+out held-out packages unless their label file is named on the command line.
 
     .venv/bin/python bench/corpus_eval.py --corpus /tmp/corpus
+    .venv/bin/python bench/corpus_eval.py --corpus /tmp/corpus --tuning-only --missed
 """
 from __future__ import annotations
 
@@ -59,6 +62,7 @@ class Tally:
     on_lookalike: int = 0
     rules: Counter = field(default_factory=Counter)
     kinds: Counter = field(default_factory=Counter)  # (kind, recalled) -> actionable labels
+    missed: list[dict] = field(default_factory=list)  # actionable labels no finding hit
 
     def add(self, other: Tally) -> None:
         for name in ("actionable", "recalled", "independent", "independent_recalled", "findings", "on_actionable", "on_lookalike"):
@@ -121,6 +125,8 @@ def evaluate(data: dict, corpus: Path, unlabelled: list[str]) -> Tally:
                 tally.independent += 1
                 tally.independent_recalled += label["id"] in hit
             tally.kinds[label["kind"], label["id"] in hit] += 1
+            if label["id"] not in hit:
+                tally.missed.append(label)
     return tally
 
 
@@ -130,10 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=Path("/tmp/corpus"), help="folder of unpacked wheels, one per package")
     parser.add_argument("--tuning-only", action="store_true",
                         help="skip the held-out packages (for whoever tunes rules: their findings stay unseen)")
+    parser.add_argument("--missed", action="store_true",
+                        help="list the actionable labels no finding hit (held-out packages only if their file is named)")
     args = parser.parse_args(argv)
 
     groups = {"tuning": Tally(), "held-out": Tally(), "all": Tally()}
     review: list[str] = []
+    missed: list[str] = []
     print(f"{'package':<16} {'recall':>14} {'(no review)':>14}   {'findings':>8} {'actionable':>10} {'look-alike':>10} {'unlabelled':>10}"
           f" {'precision':>9} {'(labelled)':>9}")
     for file in args.files or sorted(LABELS.glob("*.json")):
@@ -144,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         print(tally.row(data["package"]))
         groups["held-out" if data["held_out"] else "tuning"].add(tally)
         groups["all"].add(tally)
+        if args.missed and data["held_out"] and file not in args.files:
+            missed.append(f"  {data['package']}: held out, not listed (name its label file to list it)")
+        elif args.missed:
+            missed += [f"  {label['id']} {label['kind']} {label['path']}:{label['line']}: {label['quote']}"
+                       for label in tally.missed]
     for name, tally in groups.items():
         if name == "tuning" or not args.tuning_only:
             print(tally.row(name))
@@ -155,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     if review:
         print("\nfindings on a look-alike (FP) or on no label (??, review by hand):")
         print("\n".join(review))
+    if missed:
+        print("\nactionable labels no finding hit:")
+        print("\n".join(missed))
     return 0
 
 
