@@ -118,3 +118,25 @@ def test_evaluate_counts_hits_on_actionable_labels_and_look_alikes(bench, tmp_pa
     data["labels"][0]["source"] = "finding-review"  # read off a finding: left out of the second recall
     tally = evaluate.evaluate(data, tmp_path, [])
     assert (tally.recalled, tally.independent, tally.independent_recalled) == (1, 0, 0)
+
+
+def test_missed_lists_unhit_actionable_labels_and_keeps_held_out_ones_unless_named(bench, tmp_path, monkeypatch, capsys):
+    _, evaluate = bench
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    for package, held_out in (("pkg", False), ("hid", True)):
+        (tmp_path / package / package).mkdir(parents=True)
+        (tmp_path / package / package / "m.py").write_text("def f(x):\n    return x + 1\n")
+        label = {"id": f"{package}-001", "path": f"{package}/m.py", "line": 2, "kind": "other",
+                 "actionable": True, "quote": "return x + 1"}
+        data = {"package": package, "version": "0", "held_out": held_out, "files": [f"{package}/m.py"], "labels": [label]}
+        (labels / f"{package}.json").write_text(json.dumps(data))
+    monkeypatch.setattr(evaluate, "LABELS", labels)
+
+    evaluate.main(["--corpus", str(tmp_path), "--missed"])
+    out = capsys.readouterr().out
+    assert "pkg-001 other pkg/m.py:2: return x + 1" in out
+    assert "hid: held out, not listed" in out and "hid-001" not in out
+
+    evaluate.main(["--corpus", str(tmp_path), "--missed", str(labels / "hid.json")])
+    assert "hid-001 other hid/m.py:2: return x + 1" in capsys.readouterr().out
