@@ -71,7 +71,7 @@ _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or)\b|(?<!\.)\b(?:b
 # other tests need (`if`/`elif` to start a test, `bool`/`float`/`int` before a `(`)
 _NEEDLE = re.compile(
     r"\.\s*(?:item|tolist|cpu|numpy|to)\s*\(|\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b"
-    r"|\b(?:nonzero|argwhere|masked_select|where)\s*\(|\w\[\s*(?:~|\(|[A-Za-z_]\w*\s*(?:\]|[<>!=]=?))"
+    r"|\b(?:nonzero|argwhere|masked_select|where)\s*\(|\[\s*(?:~|\(|[A-Za-z_]\w*\s*(?:\]|[<>!=]=?))"
 )
 # a selection whose size is the data's: `nonzero(`, `masked_select(`, `where(cond)` with one argument
 _SELECT_CALL = re.compile(r"\b(?:nonzero|argwhere|masked_select)\s*\(|\bwhere\s*\([^,()]*\)")
@@ -79,6 +79,14 @@ _SELECT_CALL = re.compile(r"\b(?:nonzero|argwhere|masked_select)\s*\(|\bwhere\s*
 _MASK_INDEX = re.compile(r"\w\[\s*([~(])?\s*([A-Za-z_]\w*)\s*(\]|[<>]=?|[!=]=)")
 # what makes a mask, in the text of the statement that assigns one
 _MASK_TEXT = re.compile(r"[<>]=?|[!=]=|~|\b(?:isnan|isinf|isfinite|isin|logical_\w+|bool|eq|ne|lt|le|gt|ge)\s*\(")
+# where a selection's value can go on to a reduction: one in the statement, or a name it is assigned to
+_REDUCING_TEXT = re.compile(
+    r"\b(?:sum|nansum|mean|nanmean|amax|amin|max|min|prod|std|var|norm|logsumexp|count_nonzero)\s*\(|loss|cross_entropy"
+)
+_NAME_ASSIGNMENT = re.compile(r"\s*(\w+(?:\s*,\s*\w+)*)\s*(?::[^=]*)?=[^=]")
+_COMPOUND = re.compile(r"\s*(?:if|elif|for|while|with|try)\b")
+# `x[...] = v`, `x[...] += v`: a write through an index into the name `x`
+_INDEX_WRITE = re.compile(r"\s*(\w+)\s*\[.*\]\s*[-+*/]?=(?!=)")
 # `if denom > 0:` or `float(denom)` on a name a few lines above computed
 _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
 # `x = x @ w if flag else x`: a conditional expression's test, a name a few lines above computed
@@ -576,7 +584,7 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        if _METHOD_SYNC.search(text) or _SELECT_CALL.search(text) or _selects_by_mask_text(block, index):
+        if _METHOD_SYNC.search(text) or _selects_text(block, index):
             return True
         if _VALUE_SYNC.search(text) is not None and _op_call_text(ops).search(text) is not None:
             return True
@@ -633,6 +641,41 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                     if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
                         continue
                     yield Violation(node, message=f"{_describe(kind)} {where}: {_COST[where]}; {_ADVICE[kind]}")
+
+
+def _selects_text(block: Sequence[str], index: int) -> bool:
+    """Can the statement select by the data where the check reports it: a write through a mask into a
+    name an earlier statement of its block assigns, or a selection reduced in the statement or
+    assigned to names (a value returned or stored as it is needs the selection)?"""
+    text = block[index]
+    if "[" not in text and "where" not in text and "nonzero" not in text and "masked_select" not in text:
+        return False  # `argwhere` holds `where`
+    write = _INDEX_WRITE.match(text)
+    if write is not None:
+        assigned = _assignments_of(write.group(1))[0]
+        if not any(assigned.match(block[earlier]) for earlier in range(index)):
+            return False
+    elif not _REDUCING_TEXT.search(text):
+        assignment = _NAME_ASSIGNMENT.match(text)
+        if assignment is None or not _reduced_later_text(block, index, assignment.group(1)):
+            return False
+    return _SELECT_CALL.search(text) is not None or _selects_by_mask_text(block, index)
+
+
+def _reduced_later_text(block: Sequence[str], index: int, targets: str) -> bool:
+    """Does a later statement of the block read one of ``targets`` (``a, b``) where a reduction may
+    follow: with a reduction or a loss in its text, or as a compound statement's header (its body
+    is a block of its own)?"""
+    reads = _reads_of(tuple(re.split(r"\s*,\s*", targets.strip())))
+    return any(
+        reads.search(block[later]) and (_REDUCING_TEXT.search(block[later]) or _COMPOUND.match(block[later]))
+        for later in range(index + 1, len(block))
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _reads_of(names: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(names) + r")\b")
 
 
 def _selects_by_mask_text(block: Sequence[str], index: int) -> bool:
@@ -996,6 +1039,8 @@ def _writes_computed_value(scope: Scope, ref: StatementRef, subscript: cst.CSTNo
     owner = ref.block.parent
     if owner is not None and isinstance(owner.node, cst.If) and _skips_empty_masked_write(owner.node):
         return False
+    if _selects(scope, small.value):
+        return False  # `x[m] = y[k]`: values packed by another selection, a masked scatter
     value = reaching_value(ref, subscript.value.value)
     if not isinstance(value, (cst.Call, cst.BinaryOperation)) or not scope.is_tensor(value):
         return False
@@ -1003,20 +1048,29 @@ def _writes_computed_value(scope: Scope, ref: StatementRef, subscript: cst.CSTNo
     return op is None or op[1] != VIEW
 
 
+def _selects(scope: Scope, node: cst.CSTNode) -> bool:
+    """Does ``node`` hold a selection by the data?"""
+    kind = type(node)
+    if (kind is cst.Call and _data_shaped_call(scope, node)) or (kind is cst.Subscript and _selects_by_mask(scope, node)):
+        return True
+    return any(_selects(scope, child) for child in children(node))
+
+
 def _data_shaped_call(scope: Scope, call: cst.Call) -> bool:
     """``m.nonzero()``, ``x.masked_select(m)``, ``torch.where(m)`` (one argument: ``nonzero``)."""
-    op = scope.op(call)
-    if op is None:
+    name = _callee(call)
+    if name not in DATA_SHAPED and not (name == "where" and len(call.args) == 1 and call.args[0].keyword is None):
         return False
-    return op[0] in DATA_SHAPED or (op[0] == "where" and len(call.args) == 1 and call.args[0].keyword is None)
+    op = scope.op(call)
+    return op is not None and op[0] == name
 
 
 def _selects_by_mask(scope: Scope, subscript: cst.Subscript) -> bool:
     """``x[mask]``, ``x[mask, 0]``: a tensor indexed by a boolean tensor."""
-    return scope.is_tensor(subscript.value) and any(
+    return any(
         isinstance(element.slice, cst.Index) and _is_mask(scope, element.slice.value, frozenset())
         for element in subscript.slice
-    )
+    ) and scope.is_tensor(subscript.value)
 
 
 def _is_mask(scope: Scope, expr: cst.BaseExpression, seen: frozenset[str]) -> bool:
@@ -1034,14 +1088,30 @@ def _is_mask(scope: Scope, expr: cst.BaseExpression, seen: frozenset[str]) -> bo
             _is_mask(scope, expr.left, seen) or _is_mask(scope, expr.right, seen)
         )
     if kind is cst.Call:
+        if _callee(expr) not in _MASK_OPS:
+            return False
         op = scope.op(expr)
         return op is not None and op[0] in _MASK_OPS
     if kind is cst.Name and expr.value not in seen and expr.value in scope.tensors and expr.value not in scope.params:
-        if any(expr.value in bound_names(target) for target, _ in scope.loops):
-            return False
-        values = list(_assigned_values(scope, expr.value))
-        return bool(values) and all(v is not None and _is_mask(scope, v, seen | {expr.value}) for v in values)
+        masks = _mask_names(scope)
+        if expr.value not in masks:
+            masks[expr.value] = _assigned_masks(scope, expr.value, seen | {expr.value})
+        return masks[expr.value]
     return False
+
+
+def _assigned_masks(scope: Scope, name: str, seen: frozenset[str]) -> bool:
+    """Is every value the scope gives ``name`` a mask (never a ``for`` target)?"""
+    if any(name in bound_names(target) for target, _ in scope.loops):
+        return False
+    values = list(_assigned_values(scope, name))
+    return bool(values) and all(v is not None and _is_mask(scope, v, seen) for v in values)
+
+
+@per_scope
+def _mask_names(scope: Scope) -> dict[str, bool]:
+    """Whether each local name asked about so far holds a mask."""
+    return {}
 
 
 def _only_reduced(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
