@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 import libcst as cst
 
@@ -15,16 +16,26 @@ from fusionlint.analysis.scope import Block, Scope, StatementRef, per_scope
 from fusionlint.ops import VIEW
 
 
-# A statement's text that may rescale a name (``Rule.may_match``): ``x = name * s``, ``x = name /
-# s``, ``x = s * name``, ``return name * s``; the rescaled name is group 1 or 2.
-RESCALE_TEXT = re.compile(r"\s*(?:\w+\s*=|return\b)\s*(?:(\w+)\s*[*/](?![*/=])|[\w.]+\s*\*\s*(\w+)\s*(?:#.*)?$)")
-
-
-def scaled_text(name: str) -> re.Pattern[str]:
-    """``name`` multiplied or divided, in a statement's text (``Rule.may_match``)."""
-    return re.compile(r"\b{0}\s*[*/](?![*/=])|\*\s*{0}\b".format(name))
+# ``name = name * s``, ``name = name / s``, ``name = s * name`` in a statement's text (``Rule.may_match``)
+RESCALE_TEXT = re.compile(r"\s*(\w+)\s*=\s*(?:\1\s*[*/]|[\w.]+\s*\*\s*\1\s*(?:#.*)?$)")
+# The same, binding the scaled value to any name or returning it; the rescaled name is group 1 or 2.
+_SCALED_TEXT = re.compile(r"\s*(?:\w+\s*=|return\b)\s*(?:(\w+)\s*[*/](?![*/=])|[\w.]+\s*\*\s*(\w+)\s*(?:#.*)?$)")
 _ZERO_DIM_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})  # of one number
 _ZERO_DIM_KEEPING = frozenset({"sqrt", "rsqrt", "exp", "log", "reciprocal", "abs", "clamp", "float", "to"})
+
+
+def rescaled_below(name: str, block: Sequence[str], index: int) -> bool:
+    """Can the first of the five statements after ``index`` that reads ``name`` (past views that
+    rebind it) rescale it, in their texts (``Rule.may_match``)?"""
+    for later in range(index + 1, min(index + 6, len(block))):
+        text = block[later]
+        if name not in text or not re.search(r"\b%s\b" % name, text):
+            continue
+        if re.match(r"\s*{0}\s*=\s*{0}\s*\.".format(name), text):
+            continue  # `name = name.view(...)`
+        rescale = _SCALED_TEXT.match(text)
+        return rescale is not None and name in rescale.groups()
+    return False
 
 
 @dataclass(frozen=True)
@@ -60,8 +71,8 @@ def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Resca
             i = readers[k]
             passed.extend(block.statements[ref.index + 1:i])
             found = _rescale(scope, StatementRef(block.statements[i], block, i), name)
-            if found is None:
-                return None
+            if found is None or not (same_block or found.movable):
+                return None  # after the `if`, only `name = name * factor` is read as a rescale
             factor_ready = not names_of(found.factor)[0] & set().union(*map(_stores, passed))
             movable = found.movable and same_block and factor_ready
             return Rescale(found.statement, found.node, found.operator, found.factor, movable)

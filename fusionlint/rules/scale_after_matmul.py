@@ -10,7 +10,7 @@ import libcst as cst
 from fusionlint.analysis import Scope
 from fusionlint.analysis.nodes import operations
 from fusionlint.analysis.numbers import int_literal
-from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, scaled_text, zero_dim
+from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, rescaled_below, zero_dim
 from fusionlint.analysis.strings import string_values
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
@@ -221,8 +221,7 @@ def f(x: torch.Tensor, w: torch.Tensor):
             return True
         assigned = _ASSIGNED.match(text)
         if assigned is not None and _MATMUL_TEXT.search(text) is not None:  # scaled a few lines below
-            scaled = scaled_text(assigned.group(1))
-            if any(scaled.search(block[later]) for later in range(index + 1, min(index + 6, len(block)))):
+            if rescaled_below(assigned.group(1), block, index):
                 return True
         return RESCALE_TEXT.match(text) is not None and any(  # scaled after the `if` whose arm made it
             block[earlier].lstrip().startswith("if ") for earlier in range(max(0, index - 3), index)

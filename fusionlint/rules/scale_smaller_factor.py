@@ -10,14 +10,14 @@ import libcst as cst
 from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
 from fusionlint.analysis.nodes import operations
 from fusionlint.analysis.numbers import NumberNames
-from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, scaled_text, zero_dim
+from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, rescaled_below, zero_dim
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.")
 _PRODUCT_TEXT = re.compile(r"(?<![*])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
-_ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*\*")
+_ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*[\w\])]\s*\*(?![*=])")  # `name = a * b`, not `*args`
 
 
 class ScaleSmallerFactor(Rule):
@@ -137,8 +137,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
             return True
         made = _ASSIGNED_PRODUCT.match(text)
         if made is not None and _SMALL_TEXT.search(text):  # rescaled a few statements below
-            scaled = scaled_text(made.group(1))
-            if any(scaled.search(block[later]) for later in range(index + 1, min(index + 6, len(block)))):
+            if rescaled_below(made.group(1), block, index):
                 return True
         rescaled = RESCALE_TEXT.match(text)
         if rescaled is None:
