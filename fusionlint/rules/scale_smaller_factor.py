@@ -42,9 +42,12 @@ class ScaleSmallerFactor(Rule):
         module attribute that is neither a tensor nor a module such as `self.scale`, `dim **
         0.5`): `x * s * g`, `s * x * g`, `x / s * g`,
         `(x * g) * s`, and `name = x * g` rescaled by the next statement that reads `name`
-        (`name = name * s`, `name = s * name`; after the `if` whose arm made it, reported without
-        a fix). Not flagged: products where no factor is known to be smaller, a factor that is
-        not surely a number (a tensor of unknown shape), `x * s` alone.
+        (`name = name * s`, `name = s * name`), past views that rebind it (`name =
+        name.flatten(1)`). Reported without a fix: the rescale after the `if` whose arm made the
+        product, a factor computed in between, the scaled product bound to another name or
+        returned (`return emb / math.sqrt(d)`) where the unscaled one is never read again. Not
+        flagged: products where no factor is known to be smaller, a factor that is not surely a
+        number (a tensor of unknown shape), `x * s` alone, a product read unscaled too.
     """
     use_instead = "Scale the smaller factor: `x * (g * s)`, `emb = t[:, None] * (f * scale)[None, :]`."
     pays_in = (EAGER,)
@@ -98,6 +101,30 @@ def timestep_embedding(t: torch.Tensor, freqs: torch.Tensor, scale: float) -> to
     return torch.cat([emb.sin(), emb.cos()], dim=-1)
 """,
             call="timestep_embedding(randn(256), randn(64), 3.0)",
+        ),
+        Example(  # the scaled product returned: reported only
+            bad="""\
+import math
+
+import torch
+
+
+def positions(t: torch.Tensor, freqs: torch.Tensor, dim: int) -> torch.Tensor:
+    angles = t[:, None] * freqs[None, :]
+    return angles / math.sqrt(dim)
+""",
+            at=((8, 12),),
+            fixed=None,
+            good="""\
+import math
+
+import torch
+
+
+def positions(t: torch.Tensor, freqs: torch.Tensor, dim: int) -> torch.Tensor:
+    return t[:, None] * (freqs / math.sqrt(dim))[None, :]
+""",
+            call="positions(randn(256), randn(64), 16)",
         ),
     )
     valid = (

@@ -36,3 +36,23 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
     raw = emb.sum(-1)
     emb = emb * scale
     return emb, raw
+
+# --- rescaled past a view that rebinds the product (fixed)
+def flat_embedding(t: torch.Tensor, freqs: torch.Tensor, scale: float) -> torch.Tensor:
+    emb = t[:, None] * freqs[None, :]
+    emb = emb.flatten(1)
+    emb = scale * emb
+    return torch.cat([emb.sin(), emb.cos()], dim=-1)
+
+# --- scaled into another name, the factor computed in between (reported without a fix)
+def renamed(t: torch.Tensor, freqs: torch.Tensor, dim: int) -> torch.Tensor:
+    emb = t[:, None] * freqs[None, :]
+    half = dim // 2
+    scaled = emb * half
+    return scaled.sin()
+
+# --- look-alike: the unscaled product is read again
+def kept(t: torch.Tensor, freqs: torch.Tensor, dim: int) -> torch.Tensor:
+    emb = t[:, None] * freqs[None, :]
+    scaled = emb * dim
+    return scaled.sin() + emb
