@@ -134,6 +134,21 @@ class HostSyncInTensorWork(Rule):
         sigma in sigmas: s = float(sigma)`), so a bare argument of unknown type is never taken
         for a tensor. `int(...)` made an index or a slice bound decides a shape (below).
 
+        Selections by the data sync too: `nonzero`, `masked_select`, `torch.where(cond)` with one
+        argument and indexing by a boolean mask (`x[mask]`, the mask a comparison or a name every
+        assignment of which is one) make a result as long as the mask has hits, so the host reads
+        the mask first, and the selection runs eagerly. Flagged where that buys nothing: a
+        selection whose value only feeds reductions (through element-wise ops, views, gathers and
+        the names it is assigned to: `err[keep].mean()`, deberta's `(labels >= 0).nonzero()`
+        gathered for a cross-entropy), which a reduction under the mask, `nanmean` or a loss's
+        `ignore_index` computes at a fixed shape; and a write through a mask into a tensor the
+        function computed (`h = x @ w; h[m] = 0.0`, `x = x.clone(); x[m] = v`), which
+        `torch.where` writes with no sync and fuses (the masked mean measured 4 -> 3 fusionrt
+        writes, the write 4 -> 1). A selection returned, stored, sorted, sized by its count
+        (`torch.arange(len(kept))`) or used to route rows (`index_add_`) is the point, and so is
+        a write into an argument or a view (others see it), one an `if m.any():` skips, and one
+        of values another selection packs (`x[m] = y[k]`).
+
         Not flagged, because the host needs the value once and reading it is the point: a sync after
         all the work (`return out.item()`); validation (`assert`, a `*check*(...)` or
         `*assert*(...)` call, a statement of an arm that ends by raising, a branch whose arm raises
@@ -157,7 +172,9 @@ class HostSyncInTensorWork(Rule):
         tensor's value by `torch.where(cond, a, b)` or by an op that needs no branch
         (`a.clamp(max=3)` instead of `if (a > 3).any(): a = a.clamp(max=3)`); read the elements a
         loop compares or computes with once, `rows = boxes.tolist()` before it; print or log after
-        the computation, or every N steps outside the hot loop.
+        the computation, or every N steps outside the hot loop; reduce under a mask
+        (`(x * m).sum() / m.sum()`, `torch.where(m, x, 0)`, `ignore_index`) instead of selecting
+        first, and write through one with `torch.where(m, v, x)`.
     """
     fix_notes = """
         No fix: moving a sync changes when Python sees the value, and a branch on it changes

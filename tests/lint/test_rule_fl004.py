@@ -16,6 +16,44 @@ def positions(source: str) -> list[tuple[int, int]]:
 
 
 FLAGGED = {
+    "a nonzero gathered for a loss (deberta's classification head)": """\
+import torch
+from torch.nn import CrossEntropyLoss
+
+class Head(torch.nn.Module):
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor):
+        label_index = (labels >= 0).nonzero()
+        labels = labels.long()
+        if label_index.size(0) > 0:
+            picked = torch.gather(logits, 0, label_index.expand(label_index.size(0), logits.size(1)))
+            labels = torch.gather(labels, 0, label_index.view(-1))
+            loss_fct = CrossEntropyLoss()
+            loss = loss_fct(picked.view(-1, 4).float(), labels.view(-1))
+        else:
+            loss = torch.tensor(0).to(logits)
+        return loss
+""",
+    "masked selections reduced through names, a one-argument where, a masked mean": """\
+import torch
+import torch.nn.functional as F
+
+def loss(logits: torch.Tensor, target: torch.Tensor, v: torch.Tensor, err: torch.Tensor):
+    valid = torch.where(v > 0)[0]
+    kp = F.cross_entropy(logits[valid], target[valid])
+    keep = err > 0
+    kept = err[keep] * 2
+    return kp + kept.abs().sum() + torch.mean(err[~keep])
+""",
+    "a write through a mask into a clone, and an in-place add through a mask": """\
+import torch
+
+def fmt(preds: torch.Tensor, target: torch.Tensor, w: torch.Tensor):
+    preds = preds.clone()
+    preds[target == -1] = -1
+    h = torch.tanh(preds @ w)
+    h[target > 0] += 1.0
+    return h
+""",
     "a conditional expression on a tensor's truth, in a loop that does tensor work": """\
 import torch
 
@@ -214,6 +252,9 @@ EXPECTED = {
     "guard nested in a branch, and-ed with a flag": [(6, 29)],
     "f-string print in a loop at module level (a notebook cell)": [(6, 5)],
     "a chain of syncs is one finding": [(6, 23)],
+    "a nonzero gathered for a loss (deberta's classification head)": [(6, 23)],
+    "masked selections reduced through names, a one-argument where, a masked mean": [(5, 13), (8, 12), (9, 47)],
+    "a write through a mask into a clone, and an in-place add through a mask": [(5, 5), (7, 5)],
 }
 
 
@@ -223,6 +264,59 @@ def test_flagged(name):
 
 
 SILENT = {
+    "selections the work needs: returned, sized by their count, routed by index, sorted": """\
+import torch
+
+def post(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: torch.Tensor, w: torch.Tensor):
+    keep = scores > 0.5
+    kept = scores[keep]
+    ranks = torch.arange(len(kept)) + 1
+    out = torch.zeros_like(x)
+    for e in range(4):
+        rows = torch.where(route == e)[0]
+        out.index_add_(0, rows, torch.tanh(x[rows] @ w))
+    order = scores[scores > 0].sort().values
+    return boxes[keep], ranks, out, order
+""",
+    "masked writes into an argument, a view, a fast path, and values another selection packs": """\
+import torch
+
+def writes(x: torch.Tensor, labels: torch.Tensor, ids: torch.Tensor, codes: torch.Tensor):
+    x[labels < 0] = 0.0
+    v = x.view(-1)
+    v[v > 3] = 3.0
+    h = x * 2
+    same = h > 1
+    if same.any():
+        h[same] = 1.0
+    out = ids.unsqueeze(-1) * 3
+    out[labels > 0] = codes[codes > 0]
+    return h, out
+""",
+    "a selection in a function that runs once, and one in an error message": """\
+import torch
+
+class M(torch.nn.Module):
+    def __init__(self, w: torch.Tensor):
+        super().__init__()
+        self.scale = w[w > 0].mean()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x * 2
+        if h.shape[0] > 8:
+            raise ValueError(f"too large: {h[h > 0].sum()}")
+        return h
+""",
+    "a check's result named, then raised on": """\
+import torch
+
+def crop(x: torch.Tensor, d: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    h = torch.relu(x * 2)
+    bad = (d <= 0).any() or (e <= 0).any()
+    if bad:
+        raise ValueError("size exceeds the input")
+    return h * 3
+""",
     "sync in a nested function is that function's business": """\
 import torch
 
