@@ -29,7 +29,8 @@ expression over libcst and ast), ``tensors`` (which expressions hold tensors), `
 blocks and statements), ``nodes`` (small helpers over libcst nodes), ``collect`` (the one pass that
 builds the scopes), ``flow`` (statements in flow order), ``compute`` (compute-bound statements and
 the element-wise work that may move past them), ``rescale`` (a value rescaled by a later
-statement), ``numbers`` (names that surely hold Python numbers).
+statement), ``numbers`` (names that surely hold Python numbers), ``torch_calls`` (a torch call's
+operand and reduced dim, function or method).
 """
 from fusionlint.analysis.collect import collect_scopes
 from fusionlint.analysis.compute import (

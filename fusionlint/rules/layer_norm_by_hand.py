@@ -9,6 +9,7 @@ import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, names_of, own_parts, root_name, scope_statements
 from fusionlint.analysis.nodes import code_of, operations, same_expression
+from fusionlint.analysis.torch_calls import keepdim_reduction, unary_operand
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
@@ -193,7 +194,7 @@ def _root(scope: Scope, expr: cst.BaseExpression, *, inverse: bool) -> cst.BaseE
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Power):
         exponent = code_of(expr.right).replace(" ", "")
         return expr.left if exponent in (("-0.5", "-.5") if inverse else ("0.5", ".5")) else None
-    return _applied(scope, expr, op)
+    return unary_operand(scope, expr, op)
 
 
 def _summands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -270,24 +271,11 @@ def _spread(scope: Scope, ref: StatementRef, value: cst.BaseExpression, x: cst.B
 
 
 def _reduced(scope: Scope, call: cst.BaseExpression, op: str) -> tuple[cst.BaseExpression, str] | None:
-    """(x, dim's code) of ``x.<op>(d, ..., keepdim=True)`` or ``torch.<op>(x, d, ..., keepdim=True)``,
-    ``d`` one dim (positional or ``dim=``)."""
-    if not isinstance(call, cst.Call):
+    """(x, dim's code) of a ``keepdim=True`` reduction over one dim."""
+    reduction = keepdim_reduction(scope, call, op)
+    if reduction is None or not _one_dim(reduction.dim):
         return None
-    args = list(call.args)
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == op and scope.torch_name(call.func) is None:
-        x = call.func.value
-    elif scope.torch_name(call.func) == f"torch.{op}" and args and args[0].keyword is None:
-        x, args = args[0].value, args[1:]
-    else:
-        return None
-    keywords = {arg.keyword.value: arg.value for arg in args if arg.keyword is not None}
-    positional = [arg.value for arg in args if arg.keyword is None]
-    dim = keywords.get("dim", positional[0] if positional else None)
-    keepdim = keywords.get("keepdim")
-    if dim is None or not _one_dim(dim) or not (isinstance(keepdim, cst.Name) and keepdim.value == "True"):
-        return None
-    return x, code_of(dim).replace(" ", "")
+    return reduction.operand, code_of(reduction.dim).replace(" ", "")
 
 
 def _one_dim(dim: cst.BaseExpression) -> bool:
@@ -346,16 +334,3 @@ def _unchanged(ref: StatementRef, since: StatementRef, x: cst.BaseExpression) ->
         if name in names_of(earlier.node)[1]:
             return False
     return False
-
-
-def _applied(scope: Scope, expr: cst.BaseExpression, op: str) -> cst.BaseExpression | None:
-    """``x`` of ``torch.<op>(x)`` or ``x.<op>()``."""
-    if not isinstance(expr, cst.Call):
-        return None
-    if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == op and not expr.args \
-            and scope.torch_name(expr.func) is None:
-        return expr.func.value
-    if len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
-        if scope.torch_name(expr.func) == f"torch.{op}":
-            return expr.args[0].value
-    return None
