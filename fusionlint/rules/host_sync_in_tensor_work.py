@@ -1506,9 +1506,19 @@ def _decides_check(ref: StatementRef, node: cst.CSTNode) -> bool:
     warns (``bad = (d <= 0).any() or ...``, then ``if bad: raise``): validation, read once?"""
 
     def in_check_test(root: cst.CSTNode, use: cst.CSTNode) -> bool:
-        return isinstance(root, cst.If) and ancestors(root.test, use) is not None and _raises_or_warns(root.body)
+        if not isinstance(root, cst.If):
+            return False
+        path = ancestors(root.test, use)
+        return path is not None and not any(map(_reads_no_value, path)) and _raises_or_warns(root.body)
 
     return _used_later(ref, _assigned_names(ref, node) or set(), in_check_test)
+
+
+def _reads_no_value(node: cst.CSTNode) -> bool:
+    """An identity or type test (``x is None``, ``isinstance(x, T)``): it reads no element."""
+    if isinstance(node, cst.Comparison):
+        return any(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in node.comparisons)
+    return isinstance(node, cst.Call) and _callee(node) in ("isinstance", "callable")
 
 
 def _assigned_names(ref: StatementRef, node: cst.CSTNode) -> set[str] | None:
