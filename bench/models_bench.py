@@ -62,7 +62,8 @@ FIELDS = ("model", "library", "mode", "dtype", "shape", "params_m", "eager_ms", 
           "fusionrt_first_s", "compile_first_s", "eager_peak_mib", "fusionrt_peak_mib",
           "eager_reserved_mib", "fusionrt_reserved_mib", "kernels",
           "eager_kernels", "writes", "eager_writes", "fallbacks", "fallback_ops", "eager_rel_err", "rel_err",
-          "compile_rel_err", "replayed", "why_not_replayed", "route", "graphs", "cuda_graphed")
+          "compile_rel_err", "replayed", "why_not_replayed", "route", "graphs", "cuda_graphed",
+          "cuda_graph_held_calls")
 ROUND_S = {"full": 0.25, "quick": 0.1}  # seconds per timing round
 ROUNDS = {"full": 5, "quick": 3}
 MAX_CALLS = 200  # per round: a sub-millisecond tiny model would otherwise loop for long
@@ -384,7 +385,9 @@ def measure_model(spec: Model, opts: argparse.Namespace, row: dict, stage: Calla
     if opts.route == "compile":
         from fusionrt.compile_backend import cuda_graphed
 
-        row["cuda_graphed"] = sum(bool(cuda_graphed(g) and cuda_graphed(g).launches) for g in graphs())
+        graphed = [cuda_graphed(g) for g in graphs() if cuda_graphed(g) is not None]
+        row["cuda_graphed"] = sum(bool(g.launches) for g in graphed)
+        row["cuda_graph_held_calls"] = sum(g.held_calls for g in graphed)
     out, row["fusionrt_peak_mib"], row["fusionrt_reserved_mib"] = peak_call(call, device)
     row["rel_err"] = max(first_err, rel_err(out, ref))  # the recorded call's and a timed call's
     del out
@@ -510,6 +513,9 @@ def markdown(result: dict) -> str:
             notes.append(f"- {r['model']}: fallbacks {ops}")
         if r["why_not_replayed"]:
             notes.append(f"- {r['model']}: recorded every call: {r['why_not_replayed']}")
+        if r.get("cuda_graph_held_calls"):
+            notes.append(f"- {r['model']}: {r['cuda_graph_held_calls']} calls ran the jitted replay "
+                         "because a CUDA graph's results were still held")
         lines.append(
             f"| {r['model']} | {r['shape'] or '–'} | {_num(r['eager_ms'], '.2f')} | {_num(r['compile_ms'], '.2f')} "
             f"| {_num(r['fusionrt_ms'], '.2f')} | {_ratio(r['fusionrt_ms'], r['eager_ms'])} "

@@ -8,14 +8,12 @@ later calls replay the program. So this backend reuses, rather than repeats, wha
 AOTAutograd already do well; the dispatch-level capture of ``lazy()``/``measure`` stays for
 code whose meaning depends on what Python keeps alive.
 
-An inference graph whose inputs all live on one CUDA device is then replayed through a CUDA
-graph, as ``torch.compile``'s "reduce-overhead" mode does: one launch instead of one per kernel.
-An inference graph's element-wise work between two linear layers is first moved onto the first
-matmul's rows (``sink_views``), so that it joins the matmul's epilogue.
-
-Training graphs are not graphed: a forward's graph would hand out the values saved for backward,
-and on torch 2.11 a finished step's AOTAutograd context sat in a reference cycle that held them
-until a full collection (0.4 s on a GPT-2 process), so each launch found them held.
+A graph whose inputs all live on one CUDA device is then replayed through a CUDA graph, as
+``torch.compile``'s "reduce-overhead" mode does: one launch instead of one per kernel, which is
+what a training step, bound by launching a few hundred small kernels, needs most. How each kind
+of graph treats its inputs and results is its ``Graphing``. An inference graph's element-wise
+work between two linear layers is first moved onto the first matmul's rows (``sink_views``), so
+that it joins the matmul's epilogue.
 
 Options (``torch.compile(..., options={...})``): ``executor`` and ``policy``, as for
 ``fusionrt.jit``; ``cudagraphs`` (default True).
@@ -23,10 +21,12 @@ Options (``torch.compile(..., options={...})``): ``executor`` and ``policy``, as
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import re
 import threading
 import weakref
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -38,7 +38,8 @@ from .kernel_ir import POINTWISE_OPS
 from .replay import Jitted, global_state, jit
 from .sink_views import sink_views
 
-__all__ = ["fusionrt_backend", "decompositions", "compiled_graphs", "cuda_graphed", "CudaGraphed", "HeldResults"]
+__all__ = ["fusionrt_backend", "decompositions", "compiled_graphs", "cuda_graphed", "CudaGraphed", "Graphing",
+           "HeldResults"]
 
 _OPTIONS = ("executor", "policy", "cudagraphs")
 log = logging.getLogger("fusionrt.cudagraphs")
@@ -94,17 +95,20 @@ def compiled_graphs() -> list[Jitted]:
 
 
 def _compiler(executor: str, policy: str, graphed: bool,
-              inference: bool) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
+              stage: str) -> Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]:
+    """The compiler of one kind of aten graph: ``stage`` is "inference", "forward" (of
+    training) or "backward"."""
+
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-        if inference:  # measured on training graphs (ViT-B/16): more GPU time and a higher peak
+        if stage == "inference":  # measured on training graphs (ViT-B/16): more GPU time and a higher peak
             sink_views(gm)
         jitted = jit(SourcedGraph(gm), executor=executor, policy=policy)
         _GRAPHS[:] = [ref for ref in _GRAPHS[-_MAX_GRAPHS + 1:] if ref() is not None]
         _GRAPHS.append(weakref.ref(jitted))
-        static, mutates = _input_facts() if graphed else (frozenset(), True)
+        graphing = _graphing(stage, gm) if graphed else None
         run: Callable[[list[Any]], Any]
-        if not mutates:  # a mutated input would be written in the graph's copy of it
-            run = _GRAPHED[jitted] = CudaGraphed(jitted, static)
+        if graphing is not None:
+            run = _GRAPHED[jitted] = CudaGraphed(jitted, graphing)
         else:
             def run(args: list[Any]) -> Any:
                 return jitted.call_boxed(args)
@@ -147,56 +151,100 @@ def _traced_from(node: torch.fx.Node) -> Optional[str]:
     return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
 
 
-def _input_facts() -> tuple[frozenset[int], bool]:
-    """From AOTAutograd's metadata of the graph being compiled: which inputs keep their memory
-    from call to call (parameters and buffers: a CUDA graph reads them in place, not from a
-    copy), and whether the graph writes into an input (unknown counts as yes)."""
+@dataclass(frozen=True)
+class Graphing:
+    """How the CUDA graphs of one compiled graph treat its inputs and results.
+
+    ``static``: inputs read in place (parameters and buffers); the others are copied into the
+    graph's own buffers. ``reads_handed_out``: also read in place, decided at capture, the
+    parameters and what another captured graph handed out — a backward's saved activations,
+    which copying would write a second time. ``copied_results``: the first results are always
+    copied out (a training forward's outputs, which the caller holds into the next step; the
+    values saved for backward that follow are handed out). ``hand_out_graphs``: graphs per
+    layout that hand out their memory while earlier results are still held; past them,
+    ``copy_when_held`` captures one graph that copies every result out, or else the call runs
+    the jitted replay (a forward's activations are too large to copy)."""
+
+    static: frozenset[int] = frozenset()
+    reads_handed_out: bool = False
+    copied_results: int = 0
+    hand_out_graphs: int = 2
+    copy_when_held: bool = True
+
+
+def _graphing(stage: str, gm: torch.fx.GraphModule) -> Optional[Graphing]:
+    """The graphing of a graph being compiled, or None where no CUDA graph may replay it: a
+    graph that writes into an input it copies (the write would land in the graph's copy; a
+    static input, as batch norm's running statistics, is written where it lives)."""
+    if stage == "backward":  # AOTAutograd's metadata here is the forward's
+        return None if _writes_a_placeholder(gm) else Graphing(reads_handed_out=True, hand_out_graphs=1)
     from torch._guards import TracingContext
 
     context = TracingContext.try_get()
     meta = getattr(context, "fw_metadata", None) if context is not None else None
-    if meta is None:
-        return frozenset(), True
-    static = frozenset(getattr(meta, "static_input_indices", None) or ())
     infos = getattr(meta, "input_info", None)
-    mutates = infos is None or any(info.mutates_data or info.mutates_metadata for info in infos)
-    return static, mutates
+    if meta is None or infos is None:
+        return None
+    static = frozenset(getattr(meta, "static_input_indices", None) or ())
+    if any(_mutated_in_graph(info) and i not in static for i, info in enumerate(infos)):
+        return None
+    if stage == "inference":
+        return Graphing(static)
+    return Graphing(static, copied_results=meta.num_forward_returns, hand_out_graphs=1, copy_when_held=False)
+
+
+def _mutated_in_graph(info: Any) -> bool:
+    """Whether the graph itself writes the input (a mutation AOTAutograd applies outside the
+    graph, from an extra output, does not write it)."""
+    kind = getattr(info, "mutation_type", None)
+    if kind is None:
+        return bool(info.mutates_data or info.mutates_metadata)
+    return kind.name != "NOT_MUTATED" and kind.name != "MUTATED_OUT_GRAPH"
+
+
+def _writes_a_placeholder(gm: torch.fx.GraphModule) -> bool:
+    inputs = {n for n in gm.graph.nodes if n.op == "placeholder"}
+    return any(n.op == "call_function" and getattr(n.target, "_schema", None) is not None
+               and n.target._schema.is_mutable and any(a in inputs for a in n.args)
+               for n in gm.graph.nodes)
 
 
 class CudaGraphed:
-    """A jitted inference graph replayed through CUDA graphs, per input layout.
+    """A jitted graph replayed through CUDA graphs, per input layout.
 
     A layout's first call records the jitted graph and its second replays it (the warm-up); the
     third captures a replay into a CUDA graph, which later calls launch after copying their
-    inputs into the graph's own buffers. Static inputs (parameters) are read in place; a call
-    where one has moved goes back to the jitted graph. Results are handed out in the graph's
-    memory, which a launch overwrites: so a launch whose previous results are still held (as in
-    ``y = model(x)`` in a loop) uses a second graph of the layout; with both graphs' results
-    held (a loop that keeps every result), the layout moves to one graph whose results are
-    copied out. A held result is never overwritten. A layout that does not replay, or whose
-    capture fails (a step that syncs with the host), stays with the jitted graph."""
+    non-static inputs into the graph's own buffers. A static input (a parameter) is read in
+    place; a call where one has moved goes back to the jitted graph. Results are handed out in
+    the graph's memory, which a launch overwrites: so a launch whose previous results are still
+    held (as in ``y = model(x)`` in a loop) uses another graph of the layout, up to the
+    graphing's ``hand_out_graphs``; with all of them held, the layout moves to one graph whose
+    results are copied out, or the call runs the jitted replay. A held result is never
+    overwritten. A layout that does not replay, or whose capture fails (a step that syncs with
+    the host), stays with the jitted graph."""
 
     MAX_LAYOUTS = 8
-    HAND_OUT_GRAPHS = 2
 
-    def __init__(self, jitted: Jitted, static: frozenset[int]) -> None:
+    def __init__(self, jitted: Jitted, graphing: Graphing) -> None:
         self.jitted = jitted
-        self.static = static
+        self.graphing = graphing
         self.launches = 0  # calls served by a CUDA graph
+        self.held_calls = 0  # calls that ran the jitted replay because every graph's results were held
+        self._collected = False
         # layout -> calls so far | "warm" | its captured graphs | None (never graphed)
         self._layouts: dict[tuple, Any] = {}
 
     def __call__(self, args: list[Any]) -> Any:
         key = self._layout(args)
         if key is None or (key not in self._layouts and len(self._layouts) >= self.MAX_LAYOUTS):
-            return self.jitted(*args)
+            return self.jitted.call_boxed(args)
         state = self._layouts.get(key, 0)
         if state == "warm" or isinstance(state, list):
             return self._launch(key, [] if state == "warm" else state, args)
         if state is None:
-            return self.jitted(*args)
+            return self.jitted.call_boxed(args)
         replays = self.jitted.stats.replays
-        result = self.jitted(*args)
+        result = self.jitted.call_boxed(args)
         # the first call records; one that records again is not replayable: never graphed
         self._layouts[key] = "warm" if self.jitted.stats.replays > replays else (None if state else 1)
         if self._layouts[key] is None:
@@ -206,19 +254,31 @@ class CudaGraphed:
 
     def _launch(self, key: tuple, graphs: list[_Captured], args: list[Any]) -> Any:
         if not all(graph.serves(args) for graph in graphs):  # a parameter moved, or another stream
-            return self.jitted(*args)
+            return self.jitted.call_boxed(args)
         for graph in graphs:
             result = graph.launch(args)
             if result is not None:
                 self.launches += 1
                 return result
-        # every graph's last results are still held; past two, the caller keeps them all: from
-        # then on one graph copies its results out (the others go once their results are dropped)
-        copies = len(graphs) == self.HAND_OUT_GRAPHS
-        graph = _Captured.capture(self.jitted, args, self.static, copies)
+        graphing = self.graphing
+        copies = len(graphs) >= graphing.hand_out_graphs
+        if copies and not graphing.copy_when_held:
+            if not self._collected and graphs:
+                # The step that captured a graph leaves its results in reference cycles (of
+                # Dynamo's and AOTAutograd's first calls): one full collection frees them, and
+                # later steps leave none behind.
+                self._collected = True
+                gc.collect()
+                return self._launch(key, graphs, args)
+            self.held_calls += 1
+            return self.jitted.call_boxed(args)
+        # every graph's last results are still held: the caller keeps them all; from then on one
+        # graph copies its results out (the others go once their results are dropped)
+        static = graphing.static | (_read_in_place(args) if graphing.reads_handed_out else frozenset())
+        graph = _Captured.capture(self.jitted, args, static, copies, graphing.copied_results)
         if graph is None:
             self._layouts[key] = graphs or None
-            return self.jitted(*args)
+            return self.jitted.call_boxed(args)
         self._layouts[key] = [graph] if copies else graphs + [graph]
         self.launches += 1
         return graph.launch(args)
@@ -226,14 +286,15 @@ class CudaGraphed:
     def _layout(self, args: list[Any]) -> Optional[tuple]:
         """What a captured graph depends on, or None where no graph may serve the call (a CPU
         tensor; an input to copy whose elements share memory, as an expanded one does, which
-        no buffer of its layout can receive)."""
+        no buffer of its layout can receive: a backward's are known at its capture)."""
         parts: list[Any] = [global_state()]
         device = None
         for i, a in enumerate(args):
             if isinstance(a, torch.Tensor):
                 if a.device.type != "cuda" or (device is not None and a.device != device):
                     return None
-                if i not in self.static and torch._debug_has_internal_overlap(a) != 0:
+                if (i not in self.graphing.static and not self.graphing.reads_handed_out
+                        and torch._debug_has_internal_overlap(a) != 0):
                     return None
                 device = a.device
                 parts.append((a.shape, a.stride(), a.storage_offset(), a.dtype))
@@ -242,6 +303,14 @@ class CudaGraphed:
             else:
                 return None
         return tuple(parts) if device is not None else None
+
+
+def _read_in_place(args: list[Any]) -> frozenset[int]:
+    """The inputs a backward's graph reads where they are: parameters, and what a captured
+    graph handed out (the activations its forward's graph saved for it)."""
+    handed_out = set().union(*(graph.handed_out for graph in _LIVE))
+    return frozenset(i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
+                     and (isinstance(a, torch.nn.Parameter) or a.untyped_storage().data_ptr() in handed_out))
 
 
 class HeldResults:
@@ -265,32 +334,49 @@ class _Captured:
     a call on another stream runs the jitted replay)."""
 
     def __init__(self, graph: Any, inputs: list[Any], outputs: Any, copied: list[int],
-                 stream: tuple[torch.device, int], copies: bool) -> None:
+                 stream: tuple[torch.device, int], copies: bool, copied_results: int) -> None:
         self.graph, self.inputs, self.outputs, self.copied, self.stream = graph, inputs, outputs, copied, stream
         self.pointers = {i: a.data_ptr() for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)}
         buffers = {self.inputs[i].untyped_storage().data_ptr() for i in copied}
         # a result in an input buffer is overwritten by the next call's inputs: that one is copied
-        self.copy_out = [isinstance(o, torch.Tensor) and (copies or o.untyped_storage().data_ptr() in buffers)
-                         for o in outputs]
+        self.copy_out = [isinstance(o, torch.Tensor) and (copies or i < copied_results
+                                                           or o.untyped_storage().data_ptr() in buffers)
+                         for i, o in enumerate(outputs)]
         # an input read in place (a parameter) is not the graph's to overwrite
         in_place = {a.untyped_storage().data_ptr() for i, a in enumerate(inputs)
                     if isinstance(a, torch.Tensor) and i not in copied}
-        self.results = HeldResults([o for o, copy in zip(outputs, self.copy_out)
-                                    if not copy and isinstance(o, torch.Tensor)
-                                    and o.untyped_storage().data_ptr() not in in_place])
-        # only the buffers it copies into: holding an input read in place would keep it alive
-        # for the graph's life (``serves`` checks addresses)
-        self.inputs = [a if i in copied else None for i, a in enumerate(inputs)]
+        # a result that is an input (a weight or an input a forward saves for its backward) is
+        # handed back as the call's own argument, as the jitted graph does: a parameter stays one
+        self.passed = [next((j for j, a in enumerate(inputs) if a is o), None) if isinstance(o, torch.Tensor) else None
+                       for o in outputs]
+        handed_out = [o for o, copy in zip(outputs, self.copy_out)
+                      if not copy and isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() not in in_place]
+        self.results = HeldResults(handed_out)
+        self.handed_out = frozenset(o.untyped_storage().data_ptr() for o in handed_out)
+        # only the buffers it copies into (detached: a launch writes them under grad mode too);
+        # holding an input read in place would keep it alive for the graph's life (``serves``
+        # checks addresses)
+        self.inputs = [a.detach() if i in copied else None for i, a in enumerate(inputs)]
         self.lock = threading.Lock()
 
     @classmethod
-    def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int], copies: bool) -> Optional[_Captured]:
-        """A graph of a replay on ``args``; ``copies``: its results are copied out of its memory."""
-        copied = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i not in static]
+    def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int], copies: bool,
+                copied_results: int) -> Optional[_Captured]:
+        """A graph of a replay on ``args``; ``copies``: its results are copied out of its memory,
+        else only the first ``copied_results``."""
+        tensors = {i: a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+        # an input viewing what another reads in place (a weight's transpose) is read in place too
+        in_place = {tensors[i].untyped_storage().data_ptr() for i in static if i in tensors}
+        copied = [i for i, a in tensors.items() if i not in static and a.untyped_storage().data_ptr() not in in_place]
+        storages = [tensors[i].untyped_storage().data_ptr() for i in copied]
+        if len(set(storages)) < len(storages) or any(torch._debug_has_internal_overlap(tensors[i]) for i in copied):
+            # a copy into a buffer of its own would not share memory as the recorded call's did
+            log.info("no CUDA graph for %s: inputs to copy share memory", jitted)
+            return None
         inputs = list(args)
-        for i in copied:  # holding this call's values, as the jitted graph saw them
+        for i in copied:  # holding this call's values, as the jitted graph saw them (a guard reads requires_grad)
             inputs[i] = torch.empty_strided(args[i].shape, args[i].stride(), dtype=args[i].dtype,
-                                            device=args[i].device).copy_(args[i])
+                                            device=args[i].device).copy_(args[i]).requires_grad_(args[i].requires_grad)
         graph = torch.cuda.CUDAGraph()
         device = next(a.device for a in args if isinstance(a, torch.Tensor))
         stream = (device, torch.cuda.current_stream(device).cuda_stream)
@@ -306,7 +392,9 @@ class _Captured:
         if jitted.stats.replays != replays + 1:  # it recorded instead: not a pure replay
             log.info("no CUDA graph for %s: the captured call recorded (%s)", jitted, jitted.stats.last_recording)
             return None
-        return cls(graph, inputs, outputs, copied, stream, copies)
+        captured = cls(graph, inputs, outputs, copied, stream, copies, copied_results)
+        _LIVE.add(captured)
+        return captured
 
     def serves(self, args: list[Any]) -> bool:
         device, handle = self.stream
@@ -323,8 +411,12 @@ class _Captured:
                 self.inputs[i].copy_(args[i])
             self.graph.replay()
             return type(self.outputs)(
-                (o.clone() if copy else o.detach()) if isinstance(o, torch.Tensor) else o
-                for o, copy in zip(self.outputs, self.copy_out))
+                o if not isinstance(o, torch.Tensor) else args[j] if j is not None else o.clone() if copy else o.detach()
+                for o, copy, j in zip(self.outputs, self.copy_out, self.passed))
+
+
+# Every captured graph still in use, for a backward's graph to know what a forward's handed out.
+_LIVE: "weakref.WeakSet[_Captured]" = weakref.WeakSet()
 
 
 def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, mode: Optional[str] = None,
@@ -340,14 +432,13 @@ def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     if mode not in (None, "default", "reduce-overhead"):  # the latter is what cudagraphs already does
         raise ValueError(f"fusionrt backend: mode {mode!r} is not supported (default, reduce-overhead)")
     executor, policy = options.get("executor", "auto"), options.get("policy", "speed")
-    # Training graphs are not graphed (see the module's docstring).
     training = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
                                                for x in example_inputs)
-    graphed = bool(options.get("cudagraphs", True)) and not training
+    graphed = bool(options.get("cudagraphs", True))
     if not training:
         route_attention(gm)
-    backend = aot_autograd(fw_compiler=_compiler(executor, policy, graphed, not training),
-                           bw_compiler=_compiler(executor, policy, False, False), decompositions=decompositions(),
+    backend = aot_autograd(fw_compiler=_compiler(executor, policy, graphed, "forward" if training else "inference"),
+                           bw_compiler=_compiler(executor, policy, graphed, "backward"), decompositions=decompositions(),
                            keep_inference_input_mutations=True)
     return backend(gm, example_inputs)
 

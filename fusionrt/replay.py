@@ -131,32 +131,35 @@ def _guard_key(args: tuple, kwargs: dict, tensors: list[torch.Tensor]) -> Option
     """What the recorded call depended on among the arguments: each tensor's type, layout,
     dtype, device, requires_grad and which arguments share storage; every other argument's value
     (floats by their bits). None when an argument is of a type whose value cannot be guarded."""
-    storages: dict[int, int] = {}
     parts: list[Any] = [global_state()]
-
-    def visit(v: Any) -> bool:
-        if isinstance(v, torch.Tensor):
-            ptr = v.untyped_storage().data_ptr()
-            parts.append((type(v), v.shape, v.stride(), v.storage_offset(), v.dtype, v.device,
-                          v.requires_grad, storages.setdefault(ptr, len(storages))))
-            tensors.append(v)
-        elif v is None or isinstance(v, (bool, int, str)):
-            parts.append((type(v), v))
-        elif isinstance(v, float):
-            parts.append((float, v.hex()))
-        elif isinstance(v, (tuple, list)):
-            parts.append((type(v), len(v)))
-            return all(visit(x) for x in v)
-        elif isinstance(v, dict) and all(isinstance(k, str) for k in v):
-            parts.append((dict, tuple(v)))
-            return all(visit(x) for x in v.values())
-        else:
-            return False
-        return True
-
-    if not all(visit(a) for a in args) or (kwargs and not visit(kwargs)):
+    storages: dict[int, int] = {}
+    if not all(_guard(a, parts, storages, tensors) for a in args) or (kwargs and not _guard(kwargs, parts, storages, tensors)):
         return None
     return tuple(parts)
+
+
+def _guard(v: Any, parts: list[Any], storages: dict[int, int], tensors: list[torch.Tensor]) -> bool:
+    """Appends what ``v`` contributes to a guard key. A module-level function, not a closure
+    that calls itself: that closure would sit in a reference cycle holding the call's tensors
+    until the next full collection (a training forward's activations, for one)."""
+    if isinstance(v, torch.Tensor):
+        ptr = v.untyped_storage().data_ptr()
+        parts.append((type(v), v.shape, v.stride(), v.storage_offset(), v.dtype, v.device,
+                      v.requires_grad, storages.setdefault(ptr, len(storages))))
+        tensors.append(v)
+    elif v is None or isinstance(v, (bool, int, str)):
+        parts.append((type(v), v))
+    elif isinstance(v, float):
+        parts.append((float, v.hex()))
+    elif isinstance(v, (tuple, list)):
+        parts.append((type(v), len(v)))
+        return all(_guard(x, parts, storages, tensors) for x in v)
+    elif isinstance(v, dict) and all(isinstance(k, str) for k in v):
+        parts.append((dict, tuple(v)))
+        return all(_guard(x, parts, storages, tensors) for x in v.values())
+    else:
+        return False
+    return True
 
 
 def global_state() -> tuple:

@@ -1,6 +1,7 @@
-"""``torch.compile(backend="fusionrt")`` on a CUDA GPU (run through the device tool): inference
-graphs replayed through CUDA graphs give eager's values on fresh inputs every call, a result
-still held is never overwritten by a later launch, and graphs that must not be graphed are not."""
+"""``torch.compile(backend="fusionrt")`` on a CUDA GPU (run through the device tool): inference and
+training graphs replayed through CUDA graphs give eager's values on fresh inputs every call, a
+result still held is never overwritten by a later launch, and graphs that must not be graphed
+are not."""
 from __future__ import annotations
 
 import copy
@@ -90,19 +91,63 @@ def test_a_graph_that_writes_an_input_is_not_graphed():
     assert all(cuda_graphed(g) is None for g in new_graphs(before))
 
 
-def test_training_is_not_graphed_and_matches_eager():
+def _graphed_launches(before: int) -> list[int]:
+    return [cuda_graphed(g).launches for g in new_graphs(before) if cuda_graphed(g) is not None]
+
+
+@pytest.mark.parametrize("make", [Block, conv_net])
+def test_graphed_training_steps_equal_eager(make):
+    """Forward and backward both launch CUDA graphs after their warm-up; the SGD step moves the
+    weights in place, so every launch must read the new values; batch norm's running statistics
+    are written where they live; gradients, weights and statistics stay equal to a twin's."""
     torch.manual_seed(0)
-    model = conv_net().cuda().train()
+    model = make().cuda().train()
     twin = copy.deepcopy(model)
     compiled = torch.compile(model, backend="fusionrt")
     before = len(compiled_graphs())
-    for _ in range(3):
-        x = torch.randn(4, 3, 8, 8, device="cuda")
-        compiled(x).square().mean().backward()
-        twin(x).square().mean().backward()
-    for p, q in zip(model.parameters(), twin.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
-    assert all(cuda_graphed(g) is None for g in new_graphs(before))
+    shape = (4, 16, 32) if make is Block else (4, 3, 8, 8)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (model, twin)]
+    for _ in range(7):
+        x = torch.randn(shape, device="cuda")
+        outs, grads = [], []
+        for call, module, opt in ((compiled, model, opts[0]), (twin, twin, opts[1])):
+            out = call(x)
+            out.square().mean().backward()
+            outs.append(out.detach())
+            grads.append([p.grad.clone() for p in module.parameters()])
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        torch.testing.assert_close(outs[0], outs[1], rtol=1e-3, atol=1e-4)
+        for g, h in zip(*grads):
+            torch.testing.assert_close(g, h, rtol=1e-3, atol=1e-4)
+    for a, b in zip(model.state_dict().values(), twin.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+    launches = _graphed_launches(before)
+    assert len(launches) == 2 and min(launches) >= 4  # forward and backward, from the third step
+
+
+def test_graphed_training_never_overwrites_what_a_pending_backward_reads():
+    """Two forwards before their backwards: the second finds the first's saved activations
+    held and runs the jitted replay, and a backward reads in place only what the forward's
+    graph handed out. Gradients accumulate (no zero_grad) and stay equal to eager's."""
+    torch.manual_seed(0)
+    model = Block().cuda().train()
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="fusionrt")
+    before = len(compiled_graphs())
+    for step in range(6):
+        xs = [torch.randn(4, 16, 32, device="cuda") for _ in range(2)]
+        outs = [compiled(x) for x in xs]
+        refs = [twin(x) for x in xs]
+        for out, ref in zip(outs, refs):
+            torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-4)
+        for out, ref in zip(reversed(outs), reversed(refs)):
+            out.square().mean().backward()
+            ref.square().mean().backward()
+        for p, q in zip(model.parameters(), twin.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-4)
+    forward = cuda_graphed(new_graphs(before)[0])
+    assert forward.launches > 0 and forward.held_calls > 0
 
 
 def test_bf16_whole_block_in_a_loop():
