@@ -21,6 +21,7 @@ from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
+_INITIALIZES = re.compile(r"_?(?:init|initialize)_\w*(?:weights?|buffers?)|reset_parameters")
 _SOLE_VALUE = "a copy of a value nothing else holds: whatever is done with the copy can be done with the value"
 _COPY = re.compile(r"\b(?:clone|contiguous)\s*\(")
 # Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
@@ -106,7 +107,9 @@ class RedundantCopy(Rule):
         contiguous (eager returns it as is: nothing to save) or that only feeds ops that make
         their input contiguous themselves (`softmax`, norms, convolutions, `cross_entropy`: no
         worse without it, and no better); copies with arguments
-        (`memory_format=`).
+        (`memory_format=`); copies in a class's `__init__` or a function that initializes
+        weights or buffers (`_init_weights`, `reset_parameters`), which run once to build a
+        model (nothing to save per step).
     """
     use_instead = """
         Use the tensor itself (`x`, or `x.detach()` for `x.detach().clone()`).
@@ -421,7 +424,7 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return _COPY.search(block[index]) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
-        if scope.dynamic:
+        if scope.dynamic or _builds_module(scope):
             return
         # `x.clone().detach()` is one copy, reported at the `detach` call that ends it
         inner = {id(site.node.func.value) for site in scope.sites.get("detach", ())}  # type: ignore[attr-defined]
@@ -433,16 +436,16 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
                 kept, source = copy
                 if not scope.is_tensor(source):
                     continue
-                if key != "contiguous" and _rebinds_sole_value(scope, site, source):
-                    fix = _drop(site) if kept is source else _fix(site, kept)
+                # not `x = x.permute(...).contiguous()` then written in place: that is how index
+                # tables are built (a relative position index, from `__init__`), once per model
+                rebinds = key != "contiguous" and _rebinds_sole_value(scope, site, source)
+                sole = rebinds or _temporary(scope, source)
+                if key != "contiguous" and sole:
+                    fix = _drop(site) if isinstance(kept, cst.Name) else _fix(site, kept)
                     yield Violation(site.node, fix=fix, message=_SOLE_VALUE)
                     continue
-                temporary = _temporary(scope, source)
-                if key != "contiguous" and temporary:
-                    yield Violation(site.node, fix=_fix(site, kept), message=_SOLE_VALUE)
-                    continue
                 fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source)
-                reading = _Reading(strided=key != "contiguous", returnable=fresh, writable=temporary)
+                reading = _Reading(strided=key != "contiguous", returnable=fresh, writable=sole)
                 if not _only_read(scope, site.node, "copy", reading) or not (reading.strided or reading.saves):
                     continue
                 if not _source_is_stable(scope, source, site, reading):
@@ -450,6 +453,16 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
                 if reading.bundled and _lineage_returned(scope, source, site):
                     continue
                 yield Violation(site.node, fix=_fix(site, kept), message=_SOLE_VALUE if reading.wrote else None)
+
+
+def _builds_module(scope: Scope) -> bool:
+    """A class's ``__init__``, or a function that initializes weights or buffers
+    (``_init_weights``, ``reset_parameters``, ``init_non_persistent_buffers``): it runs once, to
+    build a model, so a copy there costs nothing per step."""
+    if not isinstance(scope.node, cst.FunctionDef):
+        return False
+    name = scope.node.name.value
+    return name == "__init__" and scope.class_name is not None or _INITIALIZES.fullmatch(name) is not None
 
 
 def _copy(scope: Scope, call: cst.Call, at: StatementRef) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
@@ -744,37 +757,43 @@ def _to_channels_first(scope: Scope, expr: cst.BaseExpression) -> bool:
     return n >= 4 and dims == [0, n - 1, *range(1, n - 1)]
 
 
-def _temporary(scope: Scope, source: cst.BaseExpression) -> bool:
-    """Does no name hold the copied tensor: a value the copy's own expression makes
-    (``self.conv(x).permute(0, 2, 1)``, ``(a + b)[:, 0]``), reached through views and casts
-    that do not make elements share memory (``expand`` does: a copy of it may be written per
-    element, the view may not)? Whatever is done with the copy may then be done with it."""
-    expr = source
+def _unviewed(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor that ``expr`` views or casts (``x`` of ``x.t()[0].float()``), itself if none;
+    None where a view on the way makes elements share memory (``expand``: a copy of it may be
+    written per element, the view may not)."""
     while True:
         op = scope.op(expr)
         if isinstance(expr, cst.Subscript):
             expr = expr.value
         elif op is not None and op[2] is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
             if op[0] in _OVERLAPPING:
-                return False
+                return None
             expr = op[2]
         else:
-            break
-    return not isinstance(expr, (cst.Name, cst.Attribute)) and _origin(scope, expr, None) == _MADE
+            return expr
+
+
+def _temporary(scope: Scope, source: cst.BaseExpression) -> bool:
+    """Does no name hold the copied tensor: a value the copy's own expression makes
+    (``self.conv(x).permute(0, 2, 1)``, ``(a + b)[:, 0]``)? Whatever is done with the copy may
+    then be done with it."""
+    root = _unviewed(scope, source)
+    return root is not None and not isinstance(root, (cst.Name, cst.Attribute)) and _origin(scope, root, None) == _MADE
 
 
 def _rebinds_sole_value(scope: Scope, site: Site, source: cst.BaseExpression) -> bool:
-    """``g = g.clone()`` where ``g`` alone holds a tensor the function made: once ``g`` is rebound,
-    nothing else reaches the original, so whatever is done with the copy may be done with it."""
+    """``g = g.clone()``, ``g = g.t().clone()``, where ``g`` alone holds a tensor the function
+    made: once ``g`` is rebound, nothing else reaches the original, so whatever is done with the
+    copy may be done with it."""
     small = site.statement.simple
     if not (isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1):
         return False
-    target = small.targets[0].target
-    if not (isinstance(source, cst.Name) and isinstance(target, cst.Name) and target.value == source.value):
+    target, root = small.targets[0].target, _unviewed(scope, source)
+    if not (isinstance(root, cst.Name) and isinstance(target, cst.Name) and target.value == root.value):
         return False
-    if scope.dynamic or source.value in scope.escaped:
+    if scope.dynamic or root.value in scope.escaped:
         return False
-    reaching = reaching_assignment(site.statement, source.value, out_of_ifs=True, unread=True)
+    reaching = reaching_assignment(site.statement, root.value, out_of_ifs=True, unread=True)
     return reaching is not None and _fresh(scope, reaching[1], reaching[0])
 
 
@@ -805,7 +824,48 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
             continue
         if not _only_read(scope, use, "source"):
             return False
+    if any(_called_while_copy_lives(scope, owner, copied_at, last) for owner in _owners(scope, name)):
+        return False
     return name not in scope.inplace or _written_only_before(scope, name, copied_at, last)
+
+
+def _owners(scope: Scope, name: str) -> set[str]:
+    """The objects ``name``'s tensor was taken from (``cache`` of ``ctx = cache.get_state(i)``,
+    ``ctx = cache.state`` or ``ctx = state["h"]``): they still hold it, and a method of theirs,
+    or a function handed them, may write it in place (a cache's ``update``)."""
+    found: set[str] = set()
+    for target, value in scope.assignments:
+        if not (isinstance(target, cst.Name) and target.value == name):
+            continue
+        todo = [value]
+        while todo:
+            expr = todo.pop()
+            if isinstance(expr, cst.IfExp):
+                todo += [expr.body, expr.orelse]
+                continue
+            taken = expr.func if isinstance(expr, cst.Call) else expr
+            if not isinstance(taken, (cst.Attribute, cst.Subscript)) or scope.is_tensor(taken.value):
+                continue  # a tensor's own views and methods: its uses decide
+            owner = root_name(taken.value)
+            if owner == "self" and taken is not expr:
+                continue  # the module's own computation (`self.norm(h)`, `self.altup.correct(p)`)
+            if owner is not None and owner not in scope.facts.imported:
+                found.add(owner)
+    return found
+
+
+def _called_while_copy_lives(scope: Scope, owner: str, copied_at: int | None, last: int | None) -> bool:
+    """Is a method of ``owner`` called, or ``owner`` handed to a call, after the copy's statement
+    (``copied_at``) and up to its last use (``last``)?"""
+    for use in _uses(scope, owner):
+        position = _body_position(scope, use)
+        if position is not None and (copied_at is not None and position <= copied_at or last is not None and position > last):
+            continue
+        path = _path(scope, use)
+        parent, above = (path + [None, None])[:2]
+        if isinstance(parent, cst.Arg) or isinstance(parent, cst.Attribute) and isinstance(above, cst.Call) and above.func is parent:
+            return True
+    return False
 
 
 def _body_position(scope: Scope, node: cst.CSTNode) -> int | None:
@@ -1071,22 +1131,33 @@ def _only_read_name(scope: Scope, assign: cst.Assign, reading: _Reading) -> bool
 
 
 def _uses_until_rebound(scope: Scope, assign: cst.Assign, name: str) -> list[cst.Name]:
-    """The reads of ``name`` after ``assign``, a statement of the function's own body, up to the
-    next statement that assigns it there; none if ``assign`` sits in a nested block (a loop may
-    come back to it)."""
-    statement = _index(scope).parents.get(id(assign))
-    body = scope.node.body
-    if not isinstance(scope.node, cst.FunctionDef) or not isinstance(body, cst.IndentedBlock):
+    """The reads of ``name`` after ``assign``, up to the next statement that assigns it (not in
+    a nested block) in the same block or one around it: an ``if`` or ``with`` block goes on
+    with the statements after it, where the copy may still be there. None if ``assign`` sits in
+    a loop, which may come back to it, or in a ``try``, whose handlers may read it."""
+    if not isinstance(scope.node, cst.FunctionDef):
         return []
-    if statement not in body.body:
-        return []
+    parents = _index(scope).parents
     reads = {id(use) for use in _uses(scope, name)}
     found: list[cst.Name] = []
-    for later in body.body[body.body.index(statement) + 1:]:
-        found += [node for node in _name_nodes(later, name) if id(node) in reads]
-        if name in names_of(later)[1]:
-            break
-    return found
+    statement = parents.get(id(assign))
+    while True:
+        block = parents.get(id(statement))
+        if not isinstance(block, cst.IndentedBlock):
+            return []
+        for later in block.body[block.body.index(statement) + 1:]:  # type: ignore[arg-type]
+            found += [node for node in _name_nodes(later, name) if id(node) in reads]
+            if name in names_of(later)[1]:
+                return found
+        if block is scope.node.body:
+            return found
+        statement = parents.get(id(block))
+        while not isinstance(parents.get(id(statement)), cst.IndentedBlock):
+            if not isinstance(statement, (cst.If, cst.Else, cst.With)):
+                return []
+            statement = parents.get(id(statement))
+        if not isinstance(statement, (cst.If, cst.With)):
+            return []
 
 
 def _name_nodes(root: cst.CSTNode, name: str) -> list[cst.Name]:

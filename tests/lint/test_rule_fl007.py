@@ -274,8 +274,44 @@ class ConvLayer(nn.Module):
         out = torch.tanh(self.dropout(out))
         return residual + out
 """,
+    "a name rebound to a clone of a view of the value it alone holds, then written": """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    g = x @ w
+    g = g.t().clone()
+    g[0] = 0
+    return g
+""",
+    "a returned unpadded slice, copied in an if under a name rebound before": """\
+import torch
+
+
+def window_unpartition(windows: torch.Tensor, window_size: int, hp: int, wp: int, h: int, w: int):
+    b = windows.shape[0] // (hp * wp // window_size // window_size)
+    x = windows.view(b, hp // window_size, wp // window_size, window_size, window_size, -1)
+    x = x.permute(0, 1, 3, 2, 4, 5).contiguous().view(b, hp, wp, -1)
+    if hp > h or wp > w:
+        x = x[:, :h, :w, :].contiguous()
+    return x
+""",
+    "a clone of a cache's state, dead before the cache is updated": """\
+import torch
+
+
+def f(input_ids: torch.Tensor, past_key_values, layer_idx: int):
+    cached_ctx = past_key_values.get_conv_state(layer_idx)
+    previous_context = cached_ctx.clone()
+    out = torch.cat([previous_context, input_ids], dim=-1)
+    past_key_values.update_conv_state(input_ids, layer_idx)
+    return out
+""",
 }
 EXPECTED = {
+    "a clone of a cache's state, dead before the cache is updated": [(6, 24)],
+    "a returned unpadded slice, copied in an if under a name rebound before": [(9, 13)],
+    "a name rebound to a clone of a view of the value it alone holds, then written": [(6, 9)],
     "clones of values no name holds, written in place and handed out": [(6, 13), (8, 13), (10, 21), (11, 13)],
     "contiguous of a conv output no name holds, filled in place and read by ops that take any layout": [(12, 15)],
     "a squeezed piece of the logits a same-file head made, handed out in a record": [(24, 17)],
@@ -702,6 +738,87 @@ def f(a):
     t = torch.from_numpy(a).clone()
     u = torch.as_tensor(a).float().clone()
     return t, u
+""",
+    "copies in a module's __init__ and _init_weights, which run once": """\
+import torch
+from torch import nn
+
+
+class Mixer(nn.Module):
+    def __init__(self, n: int):
+        super().__init__()
+        a = torch.arange(1, n + 1)[None, :].float()
+        self.a_log = nn.Parameter(torch.log(a.t().contiguous()))
+        self.q_scale = nn.Buffer((a * 2).clone().detach(), persistent=False)
+
+    def _init_weights(self, module: nn.Module):
+        a = torch.arange(1, 9)[None, :].float()
+        a = a.expand(4, -1).contiguous()
+        module.a_log.copy_(torch.log(a))
+""",
+    "an index table built by a permuted contiguous copy written in place": """\
+import torch
+
+
+def relative_position_index(height: int, width: int) -> torch.Tensor:
+    coords = torch.flatten(torch.stack(torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")), 1)
+    relative_coords = coords[:, :, None] - coords[:, None, :]
+    relative_coords = relative_coords.permute(1, 2, 0).contiguous()
+    relative_coords[:, :, 0] += height - 1
+    return relative_coords.sum(-1)
+""",
+    "a copy made in an if under a rebound name, written in place after another if may rebind it": """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor, c: bool):
+    h = x @ w
+    y = torch.tanh(h)
+    if c:
+        y = h.clone()
+    z = y * 2
+    if c:
+        y = torch.relu(h)
+    y.add_(1)
+    return y + h + z
+""",
+    "a copy made in a loop or a try under a rebound name": """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor, n: int):
+    h = x @ w
+    y = torch.tanh(h)
+    for _ in range(n):
+        y = h.clone()
+        z = y * 2
+    try:
+        y = h.clone()
+        z = y * 2
+    except RuntimeError:
+        y.add_(1)
+    return y + h + z
+""",
+    "a clone of a cache's state, read after a method of the cache may have written the state": """\
+import torch
+
+
+def f(input_ids: torch.Tensor, past_key_values, layer_idx: int):
+    cached_ctx = past_key_values.get_conv_state(layer_idx) if past_key_values is not None else None
+    if cached_ctx is not None:
+        previous_context = cached_ctx.clone()
+    else:
+        previous_context = input_ids.new_full((input_ids.shape[0], 4), 0)
+    if past_key_values is not None:
+        past_key_values.update_conv_state(input_ids, layer_idx)
+    return torch.cat([previous_context, input_ids], dim=-1)
+
+
+def g(x: torch.Tensor, state: dict):
+    kept = state["h"]
+    before = kept.clone()
+    refresh(state, x)
+    return before * 2
 """,
 }
 
