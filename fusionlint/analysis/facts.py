@@ -8,6 +8,8 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Iterator
 
+import libcst as cst
+
 from fusionlint.analysis.views import ATTR, NAME, View, ast_view, dotted_path
 
 _LIBRARIES = ("torch", "einops")
@@ -171,7 +173,7 @@ class ModuleFacts:
             kind = self._module_kind(node.value)
             if kind is not None:
                 modules.update(dict.fromkeys(targets, kind))
-            if kind == "nn" and isinstance(node.value, ast.Call) and not _in_place(node.value):
+            if kind == "nn" and isinstance(node.value, ast.Call) and not built_in_place(node.value):
                 name = (self.canonical(dotted_path(ast_view, node.value.func) or "") or "").rpartition(".")[2]
                 nn_classes.update(dict.fromkeys(targets, name))
             else:
@@ -195,12 +197,26 @@ class ModuleFacts:
         return None
 
 
-def _in_place(call: ast.Call) -> bool:
-    """``nn.ReLU(inplace=True)``, ``nn.ReLU(True)``: a module that writes its input, so its call
-    is not the op of its class."""
-    flags = [k.value for k in call.keywords if k.arg == "inplace"]
-    flags += [a for a in call.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, bool)]
-    return any(not (isinstance(flag, ast.Constant) and not flag.value) for flag in flags)
+def built_in_place(call: ast.Call | cst.Call) -> bool:
+    """``nn.ReLU(inplace=True)``, ``nn.ReLU(True)`` (in either syntax tree): a module that
+    writes its input, so its call is not the op of its class."""
+    if isinstance(call, ast.Call):
+        keywords = [(k.arg, k.value) for k in call.keywords]
+        first = call.args[0] if call.args else None
+    else:
+        keywords = [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+        first = call.args[0].value if call.args and call.args[0].keyword is None else None
+    flags = [value for key, value in keywords if key == "inplace"]
+    flags += [first] if _bool_literal(first) is not None else []
+    return any(_bool_literal(flag) is not False for flag in flags)
+
+
+def _bool_literal(expr: object) -> bool | None:
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, bool):
+        return expr.value
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return None
 
 
 def module_facts(tree: ast.Module) -> ModuleFacts:

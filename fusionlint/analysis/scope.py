@@ -9,7 +9,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 import libcst as cst
 
-from fusionlint.analysis.facts import ModuleFacts
+from fusionlint.analysis.facts import ModuleFacts, built_in_place
 from fusionlint.analysis.nodes import bound_names, names_of
 from fusionlint.analysis.tensors import TORCH_OP_MODULES, Typing
 from fusionlint.analysis.views import cst_view
@@ -165,7 +165,7 @@ class Scope:
                 continue
             canonical = self.torch_name(value.func) if isinstance(value, cst.Call) else None
             if not isinstance(target, cst.Name) or canonical is None or not canonical.startswith("torch.nn.") \
-                    or _in_place(value):  # type: ignore[arg-type]
+                    or built_in_place(value):  # type: ignore[arg-type]
                 return None
             classes.add(canonical.rpartition(".")[2])
         return classes.pop() if len(classes) == 1 else None
@@ -224,19 +224,6 @@ class Scope:
                 if name in _reads_after_block(owner, ref.block.node):
                     return True
             ref = parent
-
-
-def _in_place(call: cst.Call) -> bool:
-    """``nn.ReLU(inplace=True)``, ``nn.ReLU(True)``: a module that writes its input."""
-    for i, arg in enumerate(call.args):
-        flag = arg.keyword.value == "inplace" if arg.keyword is not None else i == 0 and _is_bool(arg.value)
-        if flag and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
-            return True
-    return False
-
-
-def _is_bool(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value in ("True", "False")
 
 
 _T = TypeVar("_T")
