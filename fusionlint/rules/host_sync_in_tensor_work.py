@@ -147,7 +147,8 @@ class HostSyncInTensorWork(Rule):
         writes, the write 4 -> 1). A selection returned, stored, sorted, sized by its count
         (`torch.arange(len(kept))`) or used to route rows (`index_add_`) is the point, and so is
         a write into an argument or a view (others see it), one an `if m.any():` skips, and one
-        of values another selection packs (`x[m] = y[k]`).
+        whose value reads a local tensor (`x[m] = y[k]`, `x[m] = rows.view(-1)`: possibly one row
+        per hit, a masked scatter that `torch.where` cannot do).
 
         Not flagged, because the host needs the value once and reading it is the point: a sync after
         all the work (`return out.item()`); validation (`assert`, a `*check*(...)` or
@@ -1056,8 +1057,8 @@ def _writes_computed_value(scope: Scope, ref: StatementRef, subscript: cst.CSTNo
     owner = ref.block.parent
     if owner is not None and isinstance(owner.node, cst.If) and _skips_empty_masked_write(owner.node):
         return False
-    if _selects(scope, small.value):
-        return False  # `x[m] = y[k]`: values packed by another selection, a masked scatter
+    if any(name.value in scope.tensors for name in _names_in(small.value)):
+        return False  # `x[m] = y[k]`, `x[m] = rows.view(-1)`: values packed one per hit, a masked scatter
     value = reaching_value(ref, subscript.value.value)
     if not isinstance(value, (cst.Call, cst.BinaryOperation)) or not scope.is_tensor(value):
         return False
@@ -1065,12 +1066,17 @@ def _writes_computed_value(scope: Scope, ref: StatementRef, subscript: cst.CSTNo
     return op is None or op[1] != VIEW
 
 
-def _selects(scope: Scope, node: cst.CSTNode) -> bool:
-    """Does ``node`` hold a selection by the data?"""
-    kind = type(node)
-    if (kind is cst.Call and _data_shaped_call(scope, node)) or (kind is cst.Subscript and _selects_by_mask(scope, node)):
-        return True
-    return any(_selects(scope, child) for child in children(node))
+def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
+    """The variables whose values ``node`` reads (not attribute names: ``self.embed.weight`` reads
+    ``self``; nor a tensor whose metadata only is read: ``len(t)``, ``t.shape``, ``t is None``)."""
+    if isinstance(node, cst.Name):
+        yield node
+    elif isinstance(node, cst.Attribute):
+        if node.attr.value not in _METADATA:
+            yield from _names_in(node.value)
+    elif not (_reads_no_value(node) or (isinstance(node, cst.Call) and _callee(node) == "len")):
+        for child in children(node):
+            yield from _names_in(child)
 
 
 def _data_shaped_call(scope: Scope, call: cst.Call) -> bool:

@@ -232,7 +232,8 @@ import torch
 def embed(points: torch.Tensor, labels: torch.Tensor, w: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
     point_embedding = torch.tanh(points @ w)
     point_embedding[labels == -1] = 0.0
-    point_embedding[labels == 0] += pad
+    point_embedding[labels == 0] += 0.5
+    point_embedding[labels == 1] = pad  # one row per hit, or broadcast: not told apart
     return point_embedding * 2
 
 # --- look-alike 12: selections the work needs, a count that sizes new work, masked writes into an argument
