@@ -14,6 +14,7 @@ from fusionlint.rules.layer_norm_by_hand import LayerNormByHand
 from fusionlint.rules.lerp_by_hand import LerpByHand
 from fusionlint.rules.manual_attention import ManualAttention
 from fusionlint.rules.matmul_bias import MatmulBias
+from fusionlint.rules.norm_before_select import NormBeforeSelect
 from fusionlint.rules.reduce_before_compute import ReduceBeforeCompute
 from fusionlint.rules.rotate_half_copy import RotateHalfCopy
 from fusionlint.rules.redundant_copy import RedundantCopy
@@ -49,6 +50,7 @@ _RULES: tuple[type[Rule], ...] = (
     UnitOffsetScale,
     LayerNormByHand,
     SoftmaxByHand,
+    NormBeforeSelect,
     SyntaxErrorRule,
 )
 

@@ -174,7 +174,7 @@ def correlation(f1: torch.Tensor, f2: torch.Tensor, h: int, w: int) -> torch.Ten
     volume = corr / torch.sqrt(torch.tensor(f1.shape[-1]))
     return volume.flatten(3)
 """,
-            at=((7, 13),),
+            at=((7, 14),),
             fixed=None,
             good="""\
 import torch
