@@ -34,7 +34,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-from fusionlint.analysis import collect_scopes, module_facts
+from fusionlint.analysis import children, collect_scopes, module_facts
 from fusionlint.ops import op_tables
 
 ROOT = os.path.dirname(transformers.__file__) + os.sep
@@ -128,18 +128,41 @@ class Recorder(TorchFunctionMode):
         return result
 
 
-def record(names: list[str]) -> dict[tuple[str, Span], str]:
-    """The sites of one forward of each model, with each attention implementation that a small
-    model runs on CPU (``sdpa``, the default, and ``eager``, the model file's own code)."""
-    recorder = Recorder()
+class Locals:
+    """What each local of each transformers function held while it ran: a tensor, something
+    else (``None`` does not count), by (file, first line, function name)."""
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[str, int, str], dict[str, set[bool]]] = defaultdict(lambda: defaultdict(set))
+
+    def trace(self, frame, event, arg):
+        return self._local if frame.f_code.co_filename.startswith(ROOT) else None
+
+    def _local(self, frame, event, arg):
+        code = frame.f_code
+        held = self.held[(code.co_filename[len(ROOT):], code.co_firstlineno, code.co_name)]
+        for name, value in frame.f_locals.items():
+            if value is not None:
+                held[name].add(isinstance(value, torch.Tensor))
+        return self._local
+
+
+def record(names: list[str]) -> tuple[dict[tuple[str, Span], str], Locals]:
+    """The sites and locals of one forward of each model, with each attention implementation
+    that a small model runs on CPU (``sdpa``, the default, and ``eager``, the model file's own code)."""
+    recorder, local_values = Recorder(), Locals()
     builders = tiny_models()
     for name in names:
         model, inputs = builders[name]()
         for attention in ("sdpa", "eager"):
             model.config._attn_implementation = attention
-            with torch.no_grad(), recorder:
-                model.eval()(**inputs)
-    return recorder.sites
+            sys.settrace(local_values.trace)
+            try:
+                with torch.no_grad(), recorder:
+                    model.eval()(**inputs)
+            finally:
+                sys.settrace(None)
+    return recorder.sites, local_values
 
 
 class _Index(cst.CSTVisitor):
@@ -151,6 +174,7 @@ class _Index(cst.CSTVisitor):
         self.lines, self.scopes = lines, scopes
         self.stack: list[object] = []
         self.spans: list[tuple[Span, cst.BaseExpression, object]] = []
+        self.functions: dict[tuple[int, str], object] = {}  # (first line, name) -> its scope
 
     def _byte(self, line: int, column: int) -> int:
         return len(self.lines[line - 1].decode()[:column].encode())
@@ -158,6 +182,8 @@ class _Index(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             self.stack.append(self.scopes.get(id(node)))
+            if isinstance(node, cst.FunctionDef) and id(node) in self.scopes:
+                self.functions[(self.get_metadata(PositionProvider, node).start.line, node.name.value)] = self.scopes[id(node)]
         elif isinstance(node, cst.BaseExpression) and self.stack and self.stack[-1] is not None:
             where = self.get_metadata(PositionProvider, node)
             span = (where.start.line, where.end.line, self._byte(where.start.line, where.start.column),
@@ -190,10 +216,17 @@ def index_file(path: Path) -> _Index:
 
 
 def recognised(node: cst.BaseExpression, scope, host_read: bool) -> bool:
-    if host_read and isinstance(node, cst.Call):
-        target = node.func.value if isinstance(node.func, cst.Attribute) else node.args[0].value if node.args else node
-        return scope.is_tensor(target)
-    return scope.is_tensor(node)
+    """Is the expression a tensor; for a host read (``x.item()``, the ``bool`` of a condition),
+    is it or one of its operands?"""
+    if scope.is_tensor(node):
+        return True
+    if not host_read:
+        return False
+    if isinstance(node, cst.Call):
+        operands = [node.func.value] if isinstance(node.func, cst.Attribute) else [arg.value for arg in node.args]
+    else:
+        operands = [child for child in children(node) if isinstance(child, cst.BaseExpression)]
+    return any(scope.is_tensor(operand) for operand in operands)
 
 
 def shape(node: cst.CSTNode, scope) -> str:
@@ -225,41 +258,66 @@ def shape(node: cst.CSTNode, scope) -> str:
     return type(node).__name__
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="*", help="a subset of: " + " ".join(tiny_models()))
-    parser.add_argument("--misses", type=int, default=25, help="how many missed shapes to list")
-    args = parser.parse_args()
-    sites = record(args.models or list(tiny_models()))
+def site_coverage(sites: dict[tuple[str, Span], str], indexes: dict[str, _Index], shown: int) -> None:
     per_file: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     misses: Counter[str] = Counter()
     examples: dict[str, str] = {}
-    for file in sorted({file for file, _ in sites}):
-        index = index_file(Path(ROOT) / file)
-        lines = (Path(ROOT) / file).read_text(encoding="utf-8").splitlines()
-        for (site_file, span), name in sites.items():
-            if site_file != file:
-                continue
-            found = index.at(span)
-            if found is None:
-                continue  # module level or a class body: no scope the rules analyse
-            node, scope = found
-            tally = per_file[file]
-            tally[1] += 1
-            if recognised(node, scope, name in HOST_READS):
-                tally[0] += 1
-            else:
-                kind = shape(node, scope)
-                misses[kind] += 1
-                examples.setdefault(kind, f"{file}:{span[0]}: {lines[span[0] - 1].strip()[:90]}")
+    for (file, span), name in sorted(sites.items()):
+        found = indexes[file].at(span)
+        if found is None:
+            continue  # module level or a class body: no scope the rules analyse
+        node, scope = found
+        tally = per_file[file]
+        tally[1] += 1
+        if recognised(node, scope, name in HOST_READS):
+            tally[0] += 1
+        else:
+            kind = shape(node, scope)
+            misses[kind] += 1
+            line = (Path(ROOT) / file).read_text(encoding="utf-8").splitlines()[span[0] - 1]
+            examples.setdefault(kind, f"{file}:{span[0]}: {line.strip()[:90]}")
     total = [sum(t[0] for t in per_file.values()), sum(t[1] for t in per_file.values())]
     print(f"{'file':<48} {'seen':>5} {'sites':>5} {'coverage':>8}")
     for file, (seen, count) in sorted(per_file.items(), key=lambda item: -item[1][1]):
         print(f"{file:<48} {seen:>5} {count:>5} {seen / count:>8.2f}")
     print(f"{'all':<48} {total[0]:>5} {total[1]:>5} {total[0] / total[1]:>8.2f}\n")
     print("most common missed shapes:")
-    for kind, count in misses.most_common(args.misses):
+    for kind, count in misses.most_common(shown):
         print(f"{count:>4}  {kind:<40} {examples[kind]}")
+
+
+def name_accuracy(local_values: Locals, indexes: dict[str, _Index], shown: int) -> None:
+    """The tensor names of each function that ran against what its locals held: a name that held
+    a tensor should be one; a name that only held other values should not."""
+    counts = Counter()
+    wrong: list[str] = []
+    for (file, first, function), held in sorted(local_values.held.items()):
+        scope = indexes[file].functions.get((first, function)) if file in indexes else None
+        if scope is None:
+            continue
+        for name, kinds in held.items():
+            if name in ("self", "cls"):
+                continue
+            inferred, tensor = name in scope.tensors, True in kinds
+            counts[(inferred, tensor)] += 1
+            if inferred and not tensor:
+                wrong.append(f"{file}:{first} {function}: {name}")
+    found, missed, extra = counts[(True, True)], counts[(False, True)], counts[(True, False)]
+    print(f"\nlocals that held a tensor, named tensors: {found}/{found + missed} ({found / (found + missed):.2f});"
+          f" named tensors that held a tensor: {found}/{found + extra} ({found / (found + extra):.2f})")
+    for line in wrong[:shown]:
+        print(f"  named a tensor, held none: {line}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", help="a subset of: " + " ".join(tiny_models()))
+    parser.add_argument("--misses", type=int, default=25, help="how many missed shapes and wrong names to list")
+    args = parser.parse_args()
+    sites, local_values = record(args.models or list(tiny_models()))
+    indexes = {file: index_file(Path(ROOT) / file) for file in sorted({file for file, _ in sites})}
+    site_coverage(sites, indexes, args.misses)
+    name_accuracy(local_values, indexes, args.misses)
     return 0
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from fusionlint.analysis.callers import tensors_from_callers
 from fusionlint.analysis.facts import ModuleFacts
 from fusionlint.analysis.nodes import Walker, dotted_name, is_method_call, root_name
 from fusionlint.analysis.scope import Block, Scope, Site, StatementRef
+from fusionlint.analysis.tensors import SHAPE_ATTRIBUTES
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
 
 _AUTOGRAD_MARKERS = frozenset(
@@ -21,6 +23,7 @@ def collect_scopes(module: cst.Module, facts: ModuleFacts, ops: OpTables) -> lis
     collector.walk(module)
     for scope in collector.scopes:
         scope.resolve_tensors()
+    tensors_from_callers(collector.scopes)
     return collector.scopes
 
 
@@ -97,11 +100,9 @@ class _Collector(Walker):
         forward = node.name.value == "forward"
         for param in params:
             annotation = param.annotation.annotation if param.annotation is not None else None
-            tensor = scope.typing.param_is_tensor(annotation, param.default, forward)
+            tensor = scope.typing.declare(param.name.value, annotation, param.default, forward)
             group = scope.params if tensor else scope.typed if tensor is not None else scope.untyped
             group.add(param.name.value)
-            if tensor is False and scope.typing.is_tensor_sequence_annotation(annotation):
-                scope.typing.tensor_lists.add(param.name.value)
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         self.lambdas += 1
@@ -188,6 +189,8 @@ class _Collector(Walker):
         name = node.attr.value
         if name in VIEW_ATTRIBUTES:
             self._site(name, node)
+        elif name in SHAPE_ATTRIBUTES:
+            scope.used_as_tensor.update(scope.typing.used_as_tensor(node))
         elif name in _AUTOGRAD_MARKERS and id(node) not in self.copy_detaches:
             scope.autograd = True
 

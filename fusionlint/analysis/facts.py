@@ -10,7 +10,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from fusionlint.analysis.views import ATTR, NAME, View, ast_view, dotted_path
+from fusionlint.analysis.views import ATTR, CALL, IFEXP, NAME, View, ast_view, dotted_path
 
 _LIBRARIES = ("torch", "einops")
 _NON_TENSOR_TORCH_PREFIXES = tuple(
@@ -51,7 +51,7 @@ class ModuleFacts:
     functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = field(default_factory=dict)  # top level
     # ``self.<attr> = ...`` and ``register_buffer("<name>", ...)`` anywhere, for the classes around them
     members: list[ast.Assign | ast.Call] = field(default_factory=list)
-    returns: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by tensors.returns_tensor
+    returns: dict[tuple[str | None, str], bool | tuple[bool, ...]] = field(default_factory=dict)  # filled by tensors.returned
     reads_only: dict[tuple[str | None, str, int], bool] = field(default_factory=dict)  # filled by purity.only_reads
     returns_new: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by fresh.returns_new
     _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
@@ -123,13 +123,24 @@ class ModuleFacts:
         return None
 
     def is_module_class(self, class_name: str) -> bool:
-        """Does the class derive (through same-file classes) from a torch.nn class?"""
-        return any(
-            (self.canonical(dotted) or "").startswith("torch.nn.")
-            for cls in self._lineage(class_name)
-            for dotted in (dotted_path(ast_view, base) for base in cls.bases)
-            if dotted
-        )
+        """Does the class derive (through same-file classes) from a torch.nn class, or define a
+        ``forward`` (a module deriving from an imported base: ``class T5Stack(T5PreTrainedModel)``)?"""
+        return self.torch_base(class_name) is not None or self.has_method(class_name, "forward")
+
+    def torch_base(self, class_name: str) -> str | None:
+        """The torch.nn class the class derives from through same-file classes (``Embedding``
+        for ``class Positions(nn.Embedding)``, ``Module``), else None."""
+        for cls in self._lineage(class_name):
+            for base in cls.bases:
+                canonical = self.canonical(dotted_path(ast_view, base) or "") or ""
+                if canonical.startswith("torch.nn."):
+                    return canonical.rpartition(".")[2]
+        return None
+
+    def same_file_bases(self, class_name: str) -> list[str]:
+        """The same-file classes the class names as its bases, in order (where ``super()`` looks)."""
+        return [base.id for cls in self.classes.get(class_name, ()) for base in cls.bases
+                if isinstance(base, ast.Name) and base.id in self.classes]
 
     def _lineage(self, class_name: str) -> list[ast.ClassDef]:
         """The class's definitions, then those of its same-file bases, breadth first."""
@@ -170,7 +181,7 @@ class ModuleFacts:
             targets = [t.attr for t in node.targets if _is_self_attr(t)]  # type: ignore[attr-defined]
             if _is_tensor_call(node.value, self):
                 tensors.update(targets)
-            kind = self._module_kind(node.value)
+            kind = self.module_kind(node.value)
             if kind is not None:
                 modules.update(dict.fromkeys(targets, kind))
             if kind == "nn" and isinstance(node.value, ast.Call) and not built_in_place(node.value):
@@ -180,12 +191,16 @@ class ModuleFacts:
                 for target in targets:
                     nn_classes.pop(target, None)
 
-    def _module_kind(self, value: ast.expr) -> str | None:
-        if isinstance(value, ast.IfExp):
-            return self._module_kind(value.body) or self._module_kind(value.orelse)
-        if not isinstance(value, ast.Call):
+    def module_kind(self, value: object, view: View = ast_view) -> str | None:
+        """What ``value`` (in either syntax tree, through ``view``) builds: "nn" for a torch.nn
+        module, "list"/"dict"/"sequential" for its containers, the class name of a same-file
+        module class; None for anything else."""
+        seen = view(value)
+        if seen[0] == IFEXP:
+            return self.module_kind(seen[1], view) or self.module_kind(seen[2], view)
+        if seen[0] != CALL:
             return None
-        dotted = dotted_path(ast_view, value.func)
+        dotted = dotted_path(view, seen[1])
         if dotted is None:
             return None
         canonical = self.canonical(dotted) or ""

@@ -7,11 +7,13 @@ Both trees are seen through ``views``, so the heuristics exist once.
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Union
+
+import libcst as cst
 
 from fusionlint.analysis.facts import ModuleFacts, torch_call_returns_tensor
 from fusionlint.analysis.views import (
-    ATTR, BINOP, CALL, COMPARE, IFEXP, NAME, NONE, SEQ, STRING, SUBSCRIPT, UNARY, View, ast_view, dotted_path,
+    ATTR, BINOP, CALL, COMPARE, IFEXP, NAME, NONE, OTHER, SEQ, STRING, SUBSCRIPT, UNARY, View, ast_view, dotted_path,
 )
 from fusionlint.ops import MATMULS, VIEW_ATTRIBUTES, OpTables, op_tables
 
@@ -23,6 +25,9 @@ _NON_TENSOR_METHODS = frozenset(
 )
 _TENSOR_ATTRIBUTES = VIEW_ATTRIBUTES | {"data", "grad", "real", "imag"}
 _MODULE_TENSORS = frozenset({"weight", "bias"})
+# Attributes that, of the values a model file handles, a tensor or a NumPy array has: in a file
+# without numpy, ``x.shape[-1]`` tells that ``x`` is a tensor.
+SHAPE_ATTRIBUTES = frozenset({"shape", "ndim"})
 _EINOPS = frozenset({"einops.rearrange", "einops.repeat", "einops.reduce", "einops.einsum"})
 # Methods that, of the values a model file handles, only a tensor has; and those a numpy array
 # has too, which tell a tensor only in a file that does not import numpy (as does ``a @ b``).
@@ -39,12 +44,19 @@ _SEQUENCE_TYPES = frozenset(
     for name in ("list", "List", "tuple", "Tuple", "Sequence", "Iterable", "Iterator", "MutableSequence")
 )
 _CONTAINERS = ("list", "dict", "sequential")
+_NOT_CALLABLE = (None, "list", "dict")  # module kinds whose call is no module's call
+
+# What a call returns, as far as tensors go: True a tensor, a tuple the tensor flags of the
+# elements of the tuple it returns (``return hidden, weights``; one flag: of every element),
+# False anything else.
+Returned = Union[bool, tuple[bool, ...]]
+_FIRST_ONLY = (True, False)  # what a module returns that is no tensor: a tuple or model output led by one
 
 
 class Typing:
     """The tensor and module names of one scope, and the questions asked about its expressions.
 
-    ``tensors`` and ``modules`` grow by ``resolve``: flow-insensitive, to a fixpoint.
+    ``tensors``, ``modules`` and ``tuples`` grow by ``resolve``: flow-insensitive, to a fixpoint.
     """
 
     def __init__(self, facts: ModuleFacts, ops: OpTables, view: View, class_name: str | None) -> None:
@@ -54,18 +66,25 @@ class Typing:
         self.class_name = class_name
         self.tensors: set[str] = set()
         self.modules: set[str] = set()  # local names bound to an nn.Module (``for blk in self.blocks``)
+        self.module_classes: dict[str, str] = {}  # of those, what they hold where known: a same-file class, a container
         self.tensor_lists: set[str] = set()  # parameters annotated ``list[Tensor]`` and the like
+        self.tuples: dict[str, tuple[bool, ...]] = {}  # names bound to a returned tuple: its tensor flags
 
     def torch_name(self, expr: object) -> str | None:
         dotted = dotted_path(self.view, expr)
         return self.facts.canonical(dotted) if dotted else None
 
-    def _self_attr(self, view: tuple) -> str | None:
-        """``fc`` for ``self.fc`` inside a method, else None."""
-        if view[0] == ATTR and self.class_name is not None:
+    def _member(self, view: tuple) -> tuple[str, str] | None:
+        """(class, attribute) of ``self.fc`` inside a method, or of ``attn.fc`` where ``attn``
+        holds a same-file module class; else None."""
+        if view[0] == ATTR:
             owner = self.view(view[1])
-            if owner[0] == NAME and owner[1] == "self":
-                return view[2]
+            if owner[0] == NAME:
+                if owner[1] == "self" and self.class_name is not None:
+                    return self.class_name, view[2]
+                kind = self.module_classes.get(owner[1])
+                if kind in self.facts.classes:
+                    return kind, view[2]
         return None
 
     # --- tensors ---------------------------------------------------------------------------------
@@ -76,40 +95,68 @@ class Typing:
         if kind == NAME:
             return view[1] in self.tensors
         if kind == ATTR:
-            attr = self._self_attr(view)
-            if attr is not None:
-                return attr in self.facts.tensor_attrs(self.class_name)
+            member = self._member(view)
+            if member is not None:
+                return self._member_is_tensor(*member)
             if view[2] in _MODULE_TENSORS and self.is_module(view[1]):
                 return True
             return view[2] in _TENSOR_ATTRIBUTES and self.is_tensor(view[1])
         if kind == CALL:
-            return self.call_returns_tensor(view)
+            return self.call_returns(view) is True
         if kind == BINOP:
             return self.is_tensor(view[1]) or self.is_tensor(view[2])
         if kind == UNARY:
             return not view[2] and self.is_tensor(view[1])
         if kind == SUBSCRIPT:
-            return self.is_tensor(view[1])
+            if self.is_tensor(view[1]):
+                return True
+            flags = self._tuple(view[1])
+            index = _int_index(view[2][0]) if flags and len(view[2]) == 1 else None
+            return index is not None and _flag(flags, index)
         if kind == COMPARE:
-            return any(self.is_tensor(operand) for operand in view[1])
+            return not _tests_identity(expr) and any(self.is_tensor(operand) for operand in view[1])
         if kind == IFEXP:
             return self.is_tensor(view[1]) or self.is_tensor(view[2])
         return False
 
-    def call_returns_tensor(self, call: tuple) -> bool:
+    def _member_is_tensor(self, class_name: str, attr: str) -> bool:
+        """``self.w`` assigned a parameter, buffer or torch call; or the ``weight``/``bias`` of a
+        class deriving from a torch.nn layer (``class Positions(nn.Embedding)``)."""
+        if attr in self.facts.tensor_attrs(class_name):
+            return True
+        return (
+            attr in _MODULE_TENSORS
+            and self.facts.module_attr(class_name, attr) is None
+            and self.facts.torch_base(class_name) not in (None, "Module")
+        )
+
+    def _tuple(self, expr: object) -> tuple[bool, ...] | None:
+        """The tensor flags of the tuple ``expr`` holds: a name bound to a returned tuple, or a call."""
+        view = self.view(expr)
+        if view[0] == NAME:
+            return self.tuples.get(view[1])
+        if view[0] == CALL:
+            returned = self.call_returns(view)
+            return returned if isinstance(returned, tuple) else None
+        return None
+
+    def call_returns(self, call: tuple) -> Returned:
         func, positional = call[1], call[2]
         callee = self.view(func)
         if callee[0] == ATTR and self.is_tensor(callee[1]):
-            return callee[2] not in _NON_TENSOR_METHODS
+            return callee[2] not in _NON_TENSOR_METHODS or (callee[2] == "type" and bool(positional or call[3]))
         if self.is_module(func):
-            return self._module_returns_tensor(func)
-        if callee[0] == ATTR and self.is_module(callee[1]):
-            return self._method_returns_tensor(callee[1], callee[2])
-        attr = self._self_attr(callee)
-        if attr is not None:
-            return returns_tensor(self.facts, self.class_name, attr)
+            return self._module_returns(func)
+        if callee[0] == ATTR:
+            if self.is_module(callee[1]):
+                return self._method_returns(callee[1], callee[2])
+            owner = self.view(callee[1])
+            if self.class_name is not None and owner[0] == NAME and owner[1] == "self":
+                return returned(self.facts, self.class_name, callee[2])
+            if owner[0] == CALL and self.class_name is not None and dotted_path(self.view, owner[1]) == "super":
+                return self._super_returns(callee[2])
         if callee[0] == NAME and callee[1] in self.facts.functions:
-            return returns_tensor(self.facts, None, callee[1])
+            return returned(self.facts, None, callee[1])
         canonical = self.torch_name(func)
         if canonical is None:
             return False
@@ -117,17 +164,36 @@ class Typing:
             return any(self.is_tensor(arg) for arg in positional[:1])
         return torch_call_returns_tensor(canonical)
 
+    def _super_returns(self, method: str) -> Returned:
+        """``super().forward(x)``: the method of the nearest same-file base that has it, else a
+        torch.nn layer's ``forward`` (``class Positions(nn.Embedding)``), which returns a tensor."""
+        for base in self.facts.same_file_bases(self.class_name):
+            if self.facts.has_method(base, method):
+                return returned(self.facts, base, method)
+        return method == "forward" and self.facts.torch_base(self.class_name) not in (None, "Module")
+
     # --- modules ---------------------------------------------------------------------------------
 
     def is_module(self, expr: object) -> bool:
-        """``self.fc``, ``self.layers[i]`` or a local bound to a module: a callable nn.Module."""
+        """``self.fc``, ``self.layers[i]``, ``nn.Linear(2, 2)`` or a name bound to a module: a
+        callable nn.Module."""
         view = self.view(expr)
         if view[0] == NAME:
             return view[1] in self.modules
         if view[0] == SUBSCRIPT:
             return self._container(view[1]) is not None
-        attr = self._self_attr(view)
-        return attr is not None and self.facts.module_attr(self.class_name, attr) not in (None, "list", "dict")
+        if view[0] == CALL:
+            return self.facts.module_kind(expr, self.view) not in _NOT_CALLABLE
+        member = self._member(view)
+        return member is not None and self.facts.module_attr(*member) not in _NOT_CALLABLE
+
+    def _module_class(self, expr: object) -> str | None:
+        """What the module ``expr`` holds, as ``ModuleFacts.module_kind`` says, when it is known."""
+        view = self.view(expr)
+        if view[0] == NAME:
+            return self.module_classes.get(view[1])
+        member = self._member(view)
+        return self.facts.module_attr(*member) if member is not None else None
 
     def _container(self, expr: object) -> str | None:
         """The kind of ``self.blocks`` holding an ``nn.ModuleList`` ("list"), ``ModuleDict`` ("dict")
@@ -135,25 +201,23 @@ class Typing:
         view = self.view(expr)
         if view[0] == SUBSCRIPT:
             return self._container(view[1])
-        attr = self._self_attr(view)
-        kind = self.facts.module_attr(self.class_name, attr) if attr is not None else None
+        kind = self._module_class(expr)
         return kind if kind in _CONTAINERS else None
 
-    def _module_returns_tensor(self, func: object) -> bool:
-        """A module's call: a tensor, unless it is a same-file class whose ``forward`` returns none."""
-        attr = self._self_attr(self.view(func))
-        kind = self.facts.module_attr(self.class_name, attr) if attr is not None else None
+    def _module_returns(self, func: object) -> Returned:
+        """A module's call: a tensor, unless it is a same-file class whose ``forward`` returns
+        none; then, of the tuple or model output it returns, at least the first element is."""
+        kind = self._module_class(func)
         if kind in (None, "nn", "sequential") or not self.facts.has_method(kind, "forward"):
             return True
-        return returns_tensor(self.facts, kind, "forward")
+        return returned(self.facts, kind, "forward") or _FIRST_ONLY
 
-    def _method_returns_tensor(self, module: object, method: str) -> bool:
+    def _method_returns(self, module: object, method: str) -> Returned:
         """``self.altup.predict(x)``: a method of a same-file module class that returns tensors."""
-        attr = self._self_attr(self.view(module))
-        kind = self.facts.module_attr(self.class_name, attr) if attr is not None else None
-        return kind not in (None, *_CONTAINERS, "nn") and self.facts.has_method(kind, method) and returns_tensor(
-            self.facts, kind, method
-        )
+        kind = self._module_class(module)
+        if kind in (None, *_CONTAINERS, "nn") or not self.facts.has_method(kind, method):
+            return False
+        return returned(self.facts, kind, method)
 
     def loop_modules(self, target: object, iterable: object) -> Iterator[str]:
         """Names a ``for`` binds to modules: ``blk`` in ``for blk in self.blocks`` or
@@ -167,6 +231,37 @@ class Typing:
             yield bound[1]
 
     # --- names -----------------------------------------------------------------------------------
+
+    def declare(self, name: str, annotation: object | None, default: object | None, forward: bool) -> bool | None:
+        """A parameter: True/False from its annotation or ``forward``, None when only its use can
+        tell. A ``list[Tensor]`` or a module class (``attn: Attention``, ``fc: nn.Linear``) it is
+        annotated with is noted for the names the scope binds from it."""
+        tensor = self.param_is_tensor(annotation, default, forward)
+        if tensor is False:
+            flags = self.tuple_annotation(annotation)
+            if flags:
+                self.tuples[name] = flags
+            if self.is_tensor_sequence_annotation(annotation):
+                self.tensor_lists.add(name)
+            else:
+                self._declare_module(name, annotation)
+        return tensor
+
+    def _declare_module(self, name: str, annotation: object) -> None:
+        dotted = dotted_path(self.view, annotation)
+        if dotted is None:
+            return
+        if dotted in self.facts.classes:
+            if self.facts.is_module_class(dotted):
+                self.modules.add(name)
+                self.module_classes[name] = dotted
+            return
+        canonical = self.facts.canonical(dotted) or ""
+        last = canonical.rpartition(".")[2]
+        if canonical.startswith("torch.nn.") and last[:1].isupper() and last not in ("Module", "Parameter", "Buffer"):
+            self.modules.add(name)
+            if last in ("ModuleList", "ModuleDict", "Sequential"):
+                self.module_classes[name] = {"ModuleList": "list", "ModuleDict": "dict"}.get(last, "sequential")
 
     def is_tensor_annotation(self, annotation: object) -> bool:
         view = self.view(annotation)
@@ -193,6 +288,24 @@ class Typing:
             return any(self.is_tensor_sequence_annotation(el) for el in view[2])
         return base in _SEQUENCE_TYPES and any(self.is_tensor_annotation(el) for el in view[2])
 
+    def tuple_annotation(self, annotation: object) -> tuple[bool, ...] | None:
+        """The tensor flags of ``tuple[Tensor, Tensor | None]`` (also in ``Optional``); of
+        ``tuple[Tensor, ...]`` and ``tuple[Tensor]`` (often written for "a tuple of tensors"),
+        the one flag of all elements; None for any other annotation."""
+        view = self.view(annotation)
+        if view[0] == BINOP and view[3] == "|":
+            return self.tuple_annotation(view[1]) or self.tuple_annotation(view[2])
+        if view[0] != SUBSCRIPT:
+            return None
+        base = dotted_path(self.view, view[1])
+        if base in _UNION_TYPES:
+            return next(filter(None, map(self.tuple_annotation, view[2])), None)
+        if base not in ("tuple", "Tuple", "typing.Tuple"):
+            return None
+        if len(view[2]) == 2 and self.view(view[2][1])[0] == OTHER:  # tuple[Tensor, ...]
+            return (self.is_tensor_annotation(view[2][0]),)
+        return tuple(self.is_tensor_annotation(el) for el in view[2])
+
     def _is_tensor_type(self, dotted: str) -> bool:
         canonical = self.facts.canonical(dotted)
         if canonical is None:
@@ -210,12 +323,17 @@ class Typing:
 
     def used_as_tensor(self, expr: object) -> Iterator[str]:
         """Names that ``expr`` uses the way only a tensor is used: the receiver of a tensor-only
-        method (``x.clone()``, ``x.sum(dim=1)``), an operand of ``@``, the input of a torch op
-        (``torch.softmax(x, -1)``), any operand of a matmul (``torch.matmul(x, y)``)."""
+        method (``x.clone()``, ``x.sum(dim=1)``, also down a chain: ``x.pow(2).mean(-1,
+        keepdim=True)``), an operand of ``@``, the input of a torch op (``torch.softmax(x, -1)``),
+        any operand of a matmul (``torch.matmul(x, y)``); in a file without numpy, the owner of
+        ``x.shape``."""
         view = self.view(expr)
         if view[0] == BINOP and view[3] == "@":
             if not self.facts.imports_numpy:
                 yield from self._names((view[1], view[2]))
+        elif view[0] == ATTR:
+            if view[2] in SHAPE_ATTRIBUTES and not self.facts.imports_numpy:
+                yield from self._names((view[1],))
         elif view[0] == CALL:
             callee = self.view(view[1])
             canonical = self.torch_name(view[1]) if callee[0] in (NAME, ATTR) else None
@@ -226,18 +344,29 @@ class Typing:
             elif callee[0] == ATTR and (
                 callee[2] in _TENSOR_ONLY_METHODS
                 or (callee[2] in _NUMPY_METHODS and not self.facts.imports_numpy)
-                or (callee[2] in _DIM_REDUCTIONS and "dim" in view[3])
+                or (callee[2] in _DIM_REDUCTIONS and ("dim" in view[3] or "keepdim" in view[3]))
             ):
                 yield from self._names((callee[1],))
 
     def _names(self, exprs: Iterable[object]) -> Iterator[str]:
+        """The names ``exprs`` are, or start a chain of tensor methods from (``x`` of
+        ``x.float().pow(2)``; methods a NumPy array shares only in a file without numpy)."""
         for expr in exprs:
             view = self.view(expr)
+            while view[0] == CALL:
+                callee = self.view(view[1])
+                if callee[0] != ATTR or not (
+                    callee[2] in _TENSOR_ONLY_METHODS
+                    or (not self.facts.imports_numpy and self.ops.op_class(callee[2]) is not None)
+                ):
+                    break
+                view = self.view(callee[1])
             if view[0] == NAME and view[1] not in ("self", "cls") and view[1] not in self.facts.imported:
                 yield view[1]
 
     def resolve(self, assignments: list[tuple[object, object]], loops: list[tuple[object, object]]) -> None:
-        """Grow ``tensors`` and ``modules`` over the scope's assignments and loops to a fixpoint."""
+        """Grow ``tensors``, ``modules`` and ``tuples`` over the scope's assignments and loops to a
+        fixpoint."""
         for target, iterable in loops:
             self.modules.update(self.loop_modules(target, iterable))
         pending = list(assignments)
@@ -247,12 +376,12 @@ class Typing:
             changed = False
             rest = []
             for target, value in pending:
-                modules = len(self.modules)
+                known = len(self.modules) + len(self.tuples)
                 names = self._tensor_targets(target, value)
-                if names or len(self.modules) > modules:
+                changed = changed or bool(names) or len(self.modules) + len(self.tuples) > known
+                if names:
                     self.tensors |= names
-                    changed = True
-                else:
+                else:  # a module or tuple it bound may turn out a tensor once more names are known
                     rest.append((target, value))
             pending = rest
             rest_loops = []
@@ -286,23 +415,60 @@ class Typing:
         return set()
 
     def _tensor_targets(self, target: object, value: object) -> set[str]:
-        bound = self.view(target)
+        bound, source = self.view(target), self.view(value)
         if bound[0] == NAME:
-            if self.is_module(value):
-                self.modules.add(bound[1])
-                return set()
-            return {bound[1]} if self.is_tensor(value) else set()
+            if source[0] == CALL:
+                kind = self.facts.module_kind(value, self.view)
+                if kind not in _NOT_CALLABLE:
+                    self.modules.add(bound[1])
+                    if kind != "nn":
+                        self.module_classes[bound[1]] = kind
+                    return set()
+                returns = self.call_returns(source)
+            else:
+                if self.is_module(value):
+                    self.modules.add(bound[1])
+                    return set()
+                returns = self.is_tensor(value) or self._tuple(value) or False
+            if returns is True:
+                return {bound[1]}
+            if returns and bound[1] not in self.tuples:
+                self.tuples[bound[1]] = returns
+            return set()
         if bound[0] == SEQ:
             elements = bound[1]
-            source = self.view(value)
             if source[0] == SEQ and len(source[1]) == source[2] == len(elements) == bound[2]:
                 found = set()
                 for t, v in zip(elements, source[1]):
                     found |= self._tensor_targets(t, v)
                 return found
-            if source[0] == CALL and self.call_returns_tensor(source):  # split, chunk, max(dim)
+            returns = self.call_returns(source) if source[0] == CALL else self._tuple(value)
+            if returns is True:  # split, chunk, max(dim)
                 return {v[1] for v in map(self.view, elements) if v[0] == NAME}
+            if returns and len(elements) == bound[2] and len(returns) in (1, len(elements)):
+                return {v[1] for i, v in enumerate(map(self.view, elements)) if _flag(returns, i) and v[0] == NAME}
         return set()
+
+
+def _flag(flags: tuple[bool, ...], index: int) -> bool:
+    """Is element ``index`` of a tuple with these flags a tensor? One flag is every element's."""
+    if len(flags) == 1:
+        return flags[0]
+    return -len(flags) <= index < len(flags) and flags[index]
+
+
+def _tests_identity(compare: object) -> bool:
+    """``a is None``, ``key in cache``: a comparison whose value is a bool, whatever its operands."""
+    if type(compare) is cst.Comparison:
+        return any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in compare.comparisons)
+    return any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in compare.ops)  # type: ignore[attr-defined]
+
+
+def _int_index(index: object) -> int | None:
+    """The value of a non-negative integer literal index (``0``, ``1``), in either syntax tree."""
+    if type(index) is ast.Constant:
+        return index.value if type(index.value) is int else None
+    return int(index.value, 0) if type(index) is cst.Integer else None  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- same-file functions
@@ -310,24 +476,44 @@ class Typing:
 
 def returns_tensor(facts: ModuleFacts, class_name: str | None, name: str) -> bool:
     """Does the same-file function ``name`` (a method of ``class_name`` or of a same-file base)
-    return a tensor? By its return annotation, else by its ``return`` values. Each function is
-    analysed once, when first asked; a call back into a function still being analysed counts
-    as no tensor (the fixpoint from below)."""
+    return a tensor?"""
+    return returned(facts, class_name, name) is True
+
+
+def returned(facts: ModuleFacts, class_name: str | None, name: str) -> Returned:
+    """What the same-file function ``name`` (a method of ``class_name`` or of a same-file base)
+    returns: a tensor, a tuple with tensors, or neither. By its return annotation, else by its
+    ``return`` values. Each function is analysed once, when first asked; a call back into a
+    function still being analysed counts as no tensor (the fixpoint from below)."""
     key = (class_name, name)
     known = facts.returns.get(key)
     if known is not None:
         return known
     facts.returns[key] = False
     functions = facts.functions.get(name, ()) if class_name is None else facts.methods(class_name, name)
-    result = any(_function_returns_tensor(facts, function, class_name) for function in functions)
+    result = _combined(_function_returns(facts, function, class_name) for function in functions)
     facts.returns[key] = result
     return result
 
 
-def _function_returns_tensor(facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef, class_name: str | None) -> bool:
+def _combined(results: Iterable[Returned]) -> Returned:
+    """A tensor if any result is; else the tuples of the first one's length, flags or-ed; else False."""
+    tuples = []
+    for result in results:
+        if result is True:
+            return True
+        if result:
+            tuples.append(result)
+    if not tuples:
+        return False
+    same = [t for t in tuples if len(t) == len(tuples[0])]
+    return tuple(any(flags) for flags in zip(*same))
+
+
+def _function_returns(facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef, class_name: str | None) -> Returned:
     typing = Typing(facts, op_tables(), ast_view, class_name)
     if function.returns is not None:
-        return typing.is_tensor_annotation(function.returns)
+        return typing.is_tensor_annotation(function.returns) or typing.tuple_annotation(function.returns) or False
     body = _FunctionBody(function)
     if not body.returns:
         return False
@@ -340,21 +526,28 @@ def _function_returns_tensor(facts: ModuleFacts, function: ast.FunctionDef | ast
     forward = function.name == "forward"
     typed = set()
     for param, default in params:
-        tensor = typing.param_is_tensor(param.annotation, default, forward)
+        tensor = typing.declare(param.arg, param.annotation, default, forward)
         if tensor:
             typing.tensors.add(param.arg)
         elif tensor is not None:
             typed.add(param.arg)
-            if typing.is_tensor_sequence_annotation(param.annotation):
-                typing.tensor_lists.add(param.arg)
     typing.tensors |= {name for expr in body.uses for name in typing.used_as_tensor(expr)} - typed
     typing.resolve(body.assignments, body.loops)
-    return any(typing.is_tensor(value) for value in body.returns)
+    return _combined(_value_returns(typing, value) for value in body.returns)
+
+
+def _value_returns(typing: Typing, value: ast.expr) -> Returned:
+    if typing.is_tensor(value):
+        return True
+    if isinstance(value, ast.Tuple):
+        return tuple(typing.is_tensor(element) for element in value.elts)
+    return typing._tuple(value) or False
 
 
 class _FunctionBody:
     """What a function's own body holds (nested functions and classes left out): its ``return``
-    values, assignments, ``for`` loops, and the calls and ``@`` that may use names as tensors."""
+    values, assignments, ``for`` loops, and the calls, ``@`` and ``.shape`` that may use names as
+    tensors."""
 
     def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.returns: list[ast.expr] = []
@@ -374,6 +567,10 @@ class _FunctionBody:
                 self.assignments.append((node.target, node.value))
             elif isinstance(node, (ast.For, ast.AsyncFor)):
                 self.loops.append((node.target, node.iter))
-            elif isinstance(node, ast.Call) or (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult)):
+            elif (
+                isinstance(node, ast.Call)
+                or (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult))
+                or (isinstance(node, ast.Attribute) and node.attr in SHAPE_ATTRIBUTES)
+            ):
                 self.uses.append(node)
             todo.extend(ast.iter_child_nodes(node))

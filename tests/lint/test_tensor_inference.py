@@ -324,3 +324,272 @@ def test_host_reads_tell_a_tensor():
             return a.cpu(), b.numpy(), c.item(), d.tolist()
     """)["f"]
     assert {"a", "b"} <= numpy and not {"c", "d"} & numpy
+
+
+def test_shape_reads_tell_a_tensor_in_a_file_without_numpy():
+    source = """
+        import torch
+
+        def rotate_half(x, cfg):
+            x1 = x[..., : x.shape[-1] // 2]
+            n = x.shape[0]
+            rank = x.ndim
+            size = cfg.size
+            return x1
+    """
+    found = tensors(source)["rotate_half"]
+    assert {"x", "x1"} <= found
+    assert not {"n", "rank", "size", "cfg"} & found
+    arrays = tensors("import numpy as np\n" + textwrap.dedent(source))["rotate_half"]
+    assert not {"x", "x1"} & arrays
+
+
+def test_tensor_methods_down_a_chain_tell_its_root():
+    found = tensors("""
+        import torch
+
+        def f(attn_output, x, cfg, shape):
+            out = attn_output.reshape(*shape, -1).contiguous()
+            var = x.pow(2).mean(-1, keepdim=True)
+            value = cfg.get("k").contiguous()
+            return out
+    """)["f"]
+    assert {"attn_output", "out", "x", "var"} <= found
+    assert not {"cfg", "shape"} & found
+
+
+def test_module_instances_bound_to_names():
+    found = tensors("""
+        import torch
+        from torch import nn
+        from torch.nn import CrossEntropyLoss
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.scale = 0.5
+
+            def forward(self, x):
+                return self.fc(x)
+
+        def run(logits, labels, x):
+            loss_fct = CrossEntropyLoss()
+            loss = loss_fct(logits, labels)
+            y = nn.Linear(4, 4)(x)
+            blk = Block()
+            z = blk(x)
+            h = blk.fc(x)
+            s = blk.scale
+            maker = make_block()
+            m = maker(x)
+            return loss
+    """)["run"]
+    assert {"loss", "y", "z", "h"} <= found
+    assert not {"loss_fct", "blk", "s", "maker", "m"} & found
+
+
+def test_parameters_annotated_with_a_module_class():
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.to_q = nn.Linear(8, 8)
+                self.heads = 2
+
+            def prepare(self, mask: torch.Tensor) -> torch.Tensor:
+                return mask * 2
+
+        def process(attn: Attention, fc: nn.Linear, any_module: nn.Module, x: torch.Tensor, mask):
+            q = attn.to_q(x)
+            heads = attn.heads
+            prepared = attn.prepare(mask)
+            y = fc(x)
+            w = fc.weight
+            z = any_module(x)
+            return q
+    """)["process"]
+    assert {"q", "prepared", "y", "w"} <= found
+    assert not {"attn", "heads", "fc", "any_module", "z"} & found
+
+
+def test_torch_layer_subclasses_and_super_calls():
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        class Positions(nn.Embedding):
+            def embed(self, ids, scale):
+                e = super().forward(ids)
+                w = self.weight[ids]
+                pad = self.padding_idx
+                return e * scale
+
+        class Base(nn.Module):
+            def pair(self, x: torch.Tensor):
+                return x, x
+
+            def double(self, x: torch.Tensor):
+                return x * 2
+
+        class Child(Base):
+            def run(self, x):
+                p = super().pair(x)
+                d = super().double(x)
+                w = self.weight
+                return d
+    """)
+    assert {"e", "w"} <= found["embed"] and not {"pad", "ids", "scale"} & found["embed"]
+    assert "d" in found["run"] and not {"p", "w"} & found["run"]  # nn.Module itself has no weight
+
+
+def test_elements_of_returned_tuples():
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        def attend(q: torch.Tensor, k: torch.Tensor):
+            weights = torch.softmax(q @ k.T, -1)
+            return weights @ k, None
+
+        def rope(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+            return x, 0
+
+        def loose(x) -> tuple[torch.Tensor]:  # "a tuple of tensors"
+            return x, x
+
+        class Layer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+
+            def forward(self, x):
+                return self.fc(x), x.shape
+
+        class Encoder(nn.Module):
+            def forward(self, x):
+                return Output(hidden=x)
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = Layer()
+                self.encoder = Encoder()
+
+            def run(self, q, k, position_embeddings: tuple[torch.Tensor, torch.Tensor]):
+                out, attn_weights = attend(q, k)
+                result = attend(q, k)
+                first, second = result[0], result[1]
+                rotated, offset = rope(q)
+                a, b = loose(q)
+                h, shape = self.layer(q)
+                hidden = self.layer(q)[0]
+                size = self.layer(q)[1]
+                encoded = self.encoder(q)
+                main = encoded[0]
+                other = encoded[1]
+                cos, sin = position_embeddings
+                return out
+    """)["run"]
+    assert {"out", "first", "rotated", "a", "b", "h", "hidden", "main", "cos", "sin"} <= found
+    assert not {"attn_weights", "result", "second", "offset", "shape", "size", "encoded", "other",
+                "position_embeddings"} & found
+
+
+def test_modules_deriving_from_an_imported_base():
+    """A same-file class with a ``forward`` is a module even when its base is imported
+    (``class T5Stack(T5PreTrainedModel)``): the first element of what it returns is a tensor."""
+    found = tensors("""
+        import torch
+        from torch import nn
+        from .modeling_utils import PreTrainedModel
+
+        class Stack(PreTrainedModel):
+            def forward(self, x):
+                return ModelOutput(last_hidden_state=x)
+
+        class Helper(PreTrainedModel):
+            def describe(self):
+                return "helper"
+
+        class Model(PreTrainedModel):
+            def __init__(self, cfg):
+                super().__init__(cfg)
+                self.encoder = Stack(cfg)
+                self.helper = Helper(cfg)
+
+            def run(self, x):
+                outputs = self.encoder(x)
+                hidden = outputs[0]
+                described = self.helper(x)
+                return hidden
+    """)["run"]
+    assert "hidden" in found and not {"outputs", "described"} & found
+
+
+def test_untyped_parameters_of_helpers_that_calls_pass_tensors():
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        def rotate_half(x):
+            x1 = x[..., :4]
+            x2 = x[..., 4:]
+            return torch.cat((-x2, x1), dim=-1)
+
+        def apply_rotary(q, cos, sin, unsqueeze_dim=1):
+            cos = cos.unsqueeze(unsqueeze_dim)
+            return (q * cos) + (rotate_half(q) * sin)
+
+        def scaled(x, factor):
+            y = x * factor
+            return y
+
+        def never_a_tensor(count):
+            half = count // 2
+            return half
+
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q_proj = nn.Linear(8, 8)
+
+            def _norm(self, states):
+                centered = states - 1
+                return centered
+
+            def forward(self, hidden, cos, sin):
+                q = self.q_proj(hidden)
+                q = apply_rotary(q, cos, sin)
+                y = scaled(factor=2.0, x=q)
+                n = never_a_tensor(8)
+                return self._norm(q)
+    """)
+    assert {"x", "x1", "x2"} <= found["rotate_half"]
+    assert {"q", "cos", "sin"} <= found["apply_rotary"] and "unsqueeze_dim" not in found["apply_rotary"]
+    assert {"x", "y"} <= found["scaled"] and "factor" not in found["scaled"]
+    assert not {"count", "half"} & found["never_a_tensor"]
+    assert {"states", "centered"} <= found["_norm"]
+
+
+def test_identity_tests_and_type_queries_are_no_tensors():
+    found = tensors("""
+        import torch
+
+        def f(x: torch.Tensor, cache, key):
+            missing = x is None
+            cached = key in cache
+            equal = x == 0
+            as_float = x.type(torch.float32)
+            name = x.type()
+            rows = x.size(0)
+            count = len(x)
+            value = x.sum().item()
+            listed = x.tolist()
+            return equal
+    """)["f"]
+    assert {"equal", "as_float"} <= found
+    assert not {"missing", "cached", "name", "rows", "count", "value", "listed"} & found
