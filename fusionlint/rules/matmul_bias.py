@@ -1,5 +1,6 @@
-"""FL011: a matmul followed by a bias add (``x @ w.t() + b``), two eager kernels where
-``F.linear``/``torch.addmm`` run one with the bias in the GEMM epilogue."""
+"""FL011: a matmul followed by a bias add (``x @ w.t() + b``, ``c - 2 * torch.mm(a, b)``), two
+or three eager kernels where ``F.linear``/``torch.addmm`` run one with the bias (and the scale) in
+the GEMM epilogue."""
 from __future__ import annotations
 
 import re
@@ -31,14 +32,20 @@ class MatmulBias(Rule):
 
         Flagged: `+` of a tensor and a product whose weight is transposed by `.t()` or `.T`
         (`x @ w.t()`, `torch.matmul(x, w.T)`, `x.mm(w.t())`) -> `F.linear`; `+` of a tensor
-        and `torch.mm(a, c)`/`a.mm(c)` (2-D by definition) -> `torch.addmm`. Also across
+        and `torch.mm(a, c)`/`a.mm(c)` (2-D by definition) -> `torch.addmm`; a tensor plus or
+        minus a number times `torch.mm(a, c)` -> `torch.addmm(c, a, b, alpha=...)` (the squared
+        distances of a vector quantizer, `x2 + e2 - 2 * torch.mm(x, e.t())`: eager 8 -> 6
+        kernels with the squares, 3 -> 1 for the sum itself). Also across
         statements (`h = x @ w.t()` then `h = h + b` or `h += b`), when the product is read
         by that addition only and nothing between reassigns its operands. Not flagged: `a @ c`
         without a transposed weight (its operands may be 1-D or batched, which `addmm` does
         not take), a product that is read again, an addend not known to be a tensor
         (`F.linear` takes no number as bias).
     """
-    use_instead = "`F.linear(x, w, b)` for `x @ w.t() + b`; `torch.addmm(b, a, c)` for `b + torch.mm(a, c)`."
+    use_instead = (
+        "`F.linear(x, w, b)` for `x @ w.t() + b`; `torch.addmm(b, a, c)` for `b + torch.mm(a, c)`; "
+        "`torch.addmm(b, a, c, alpha=-2)` for `b - 2 * torch.mm(a, c)`."
+    )
     fix_safety = FixSafety.UNSAFE
     pays_in = (EAGER,)
     fix_notes = """
@@ -112,6 +119,26 @@ def head(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 """,
             call="head(randn(64, 32), randn(10, 32), randn(10))",
         ),
+        Example(  # a vector quantizer's squared distances: the scale goes into addmm's alpha
+            bad="""\
+import torch
+
+
+def codebook_distances(flat: torch.Tensor, codebook: torch.Tensor) -> torch.Tensor:
+    squares = (flat**2).sum(dim=1, keepdim=True) + (codebook**2).sum(dim=1)
+    return squares - 2 * torch.mm(flat, codebook.t())
+""",
+            at=((6, 12),),
+            fixed="""\
+import torch
+
+
+def codebook_distances(flat: torch.Tensor, codebook: torch.Tensor) -> torch.Tensor:
+    squares = (flat**2).sum(dim=1, keepdim=True) + (codebook**2).sum(dim=1)
+    return torch.addmm(squares, flat, codebook.t(), alpha=-2)
+""",
+            call="codebook_distances(randn(256, 64), randn(512, 64))",
+        ),
     )
     valid = (
         # the product is read again; a number added; a product without a transposed weight
@@ -156,7 +183,7 @@ def g(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
         text = block[index]
         return (
             _MATMUL_TEXT.search(text) is not None and _STRING_STATEMENT.match(text) is None
-            and any("+" in block[i] for i in range(index, len(block)))
+            and (any("+" in block[i] for i in range(index, len(block))) or ("-" in text and "*" in text))
         )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
@@ -169,13 +196,19 @@ def g(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
                 if operands is None:
                     continue
                 found = _bias_sum(scope, site.statement, site.node) or _bias_later(scope, site.statement, site.node)
+                alpha = None
+                if found is None and _is_mm(scope, site.node):  # 2-D: addmm takes the scale
+                    scaled = _scaled_bias_sum(scope, site.statement, site.node)
+                    if scaled is not None:
+                        found, alpha = scaled[:4], scaled[4]
+                        operands = ("addmm", *_mm_operands(site.node))
                 if found is None:
                     continue
                 node, total, bias, edits = found
                 if id(total) in sums:
                     continue
                 sums.add(id(total))
-                fused = _fused_call(scope, operands, bias)
+                fused = _fused_call(scope, operands, bias, alpha)
                 fix = None if fused is None else edits(fused)
                 yield Violation(node, fix=fix, spans=tuple(edit.statement for edit in fix or ()))
 
@@ -239,6 +272,48 @@ def _bias_sum(scope: Scope, ref: StatementRef, product: cst.CSTNode):
         return (StatementEdit(statement, (replace_nodes(statement, {total: fused.with_changes(lpar=total.lpar, rpar=total.rpar)}),)),)
 
     return total, total, bias, edits
+
+
+def _scaled_bias_sum(scope: Scope, ref: StatementRef, product: cst.CSTNode):
+    """``b + k * torch.mm(a, c)`` or ``b - k * ...`` (``k`` a number, either side of the product)
+    in one statement: (where to report, the sum, the bias, how to fix it, addmm's alpha)."""
+    path = ancestors(ref.node, product)
+    if not path or len(path) < 2 or not isinstance(path[0], cst.BinaryOperation) or not isinstance(path[0].operator, cst.Multiply):
+        return None
+    scaled, total = path[0], path[1]
+    factor = scaled.left if scaled.right is product else scaled.right
+    if not isinstance(factor, (cst.Integer, cst.Float)) or not isinstance(total, cst.BinaryOperation):
+        return None
+    if isinstance(total.operator, cst.Subtract) and total.right is scaled:
+        alpha: cst.BaseExpression = cst.UnaryOperation(cst.Minus(), factor.with_changes(lpar=[], rpar=[]))
+    elif isinstance(total.operator, cst.Add):
+        alpha = factor.with_changes(lpar=[], rpar=[])
+    else:
+        return None
+    bias = total.right if total.left is scaled else total.left
+    if not scope.is_tensor(bias):
+        return None
+    statement = ref.node
+
+    def edits(fused: cst.BaseExpression) -> tuple[StatementEdit, ...] | None:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return None
+        return (StatementEdit(statement, (replace_nodes(statement, {total: fused.with_changes(lpar=total.lpar, rpar=total.rpar)}),)),)
+
+    return total, total, bias, edits, alpha
+
+
+def _is_mm(scope: Scope, product: cst.CSTNode) -> bool:
+    op = scope.op(product)
+    return op is not None and op[0] == "mm"
+
+
+def _mm_operands(product: cst.CSTNode) -> tuple[cst.BaseExpression, cst.BaseExpression]:
+    """(a, c) of ``torch.mm(a, c)`` or ``a.mm(c)``, as written (``_operands`` has checked the call)."""
+    assert isinstance(product, cst.Call)
+    if len(product.args) == 1:
+        return product.func.value, product.args[0].value  # type: ignore[attr-defined]
+    return product.args[0].value, product.args[1].value
 
 
 def _bias_later(scope: Scope, ref: StatementRef, product: cst.CSTNode):
@@ -319,10 +394,11 @@ class _NameReads(cst.CSTVisitor):
         return False
 
 
-def _fused_call(scope: Scope, operands: tuple[str, cst.BaseExpression, cst.BaseExpression], bias: cst.BaseExpression) -> cst.Call | None:
+def _fused_call(scope: Scope, operands: tuple[str, cst.BaseExpression, cst.BaseExpression], bias: cst.BaseExpression,
+                alpha: cst.BaseExpression | None = None) -> cst.Call | None:
     kind, first, second = operands
     if kind == "linear":
         func, args = scope.facts.spelling("torch.nn.functional.linear"), (first, second, bias)
     else:
         func, args = scope.facts.spelling("torch.addmm"), (bias, first, second)
-    return None if func is None else fused_call(func, args)
+    return None if func is None else fused_call(func, args, (("alpha", alpha),))

@@ -36,6 +36,8 @@ def fixed(body: str) -> str:
         ("    return torch.mm(x, a) + b\n", "    return torch.addmm(b, x, a)\n"),
         ("    h = x @ w.t()\n    y = h + b\n    return y\n", "    y = F.linear(x, w, b)\n    return y\n"),
         ("    h = x @ w.t()\n    c = b * 2\n    h += c\n    return h\n", "    c = b * 2\n    h = F.linear(x, w, c)\n    return h\n"),
+        ("    return b - 2 * torch.mm(x, w.t())\n", "    return torch.addmm(b, x, w.t(), alpha=-2)\n"),
+        ("    return (b + x.mm(a) * 0.5).relu()\n", "    return (torch.addmm(b, x, a, alpha=0.5)).relu()\n"),
     ],
 )
 def test_flagged_and_fused(body, rewritten):
@@ -55,6 +57,9 @@ def test_flagged_and_fused(body, rewritten):
         "    h = x @ w.t()\n    w = w * 2\n    return h + b\n",  # an operand changes between
         "    h = x @ w.t()\n    if b.dim():\n        h = h + b\n    return h\n",  # the use is in a branch
         "    h = x @ w.t()\n    x.mul_(2)\n    return h + b\n",  # an operand written in place
+        "    return b - 2 * (x @ w.t())\n",  # `@` may be batched: addmm takes 2-D operands only
+        "    return 2 * torch.mm(x, a) - b\n",  # the bias subtracted
+        "    return b - a.sum() * torch.mm(x, a)\n",  # a scale that is no number
     ],
 )
 def test_silent(body):

@@ -26,6 +26,14 @@ def head(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     logits += b
     return F.log_softmax(logits, -1)
 
+# --- example 4
+import torch
+
+
+def codebook_distances(flat: torch.Tensor, codebook: torch.Tensor) -> torch.Tensor:
+    squares = (flat**2).sum(dim=1, keepdim=True) + (codebook**2).sum(dim=1)
+    return squares - 2 * torch.mm(flat, codebook.t())
+
 # --- look-alike 1
 import torch
 
