@@ -67,7 +67,8 @@ class RedundantCopy(Rule):
         Flagged: `.clone()`, `.detach().clone()`, `.clone().detach()`, `torch.clone(x)`, and
         `.contiguous()` of a transposed, permuted or expanded view, of a slice past the first
         dimension (`x[:, :n]`) or of a piece of a split along a later one (`start, end =
-        logits.split(1, dim=-1)`), squeezed or not, of a tensor, when every use of the copy
+        logits.split(1, dim=-1)`), squeezed, cast or detached or not (a cast keeps a dense
+        input's strides: `x.t().float().contiguous()`), of a tensor, when every use of the copy
         only reads it (arithmetic, comparisons, a tensor op that is not in place, `torch.cat`,
         metadata, a same-file function or method whose body only reads that parameter and
         hands back a new tensor; a view or a cast of it used the same way), its source is a
@@ -494,9 +495,14 @@ def _copy(scope: Scope, call: cst.Call, at: StatementRef) -> tuple[cst.BaseExpre
 
 def _strided_at(scope: Scope, expr: cst.BaseExpression, at: StatementRef) -> bool:
     """Is ``expr`` surely strided at ``at``: a strided view, a name holding one, or such a value
-    squeezed or unsqueezed (``start.squeeze(-1)`` of a piece of ``logits.split(1, dim=-1)``)?"""
+    squeezed or unsqueezed (``start.squeeze(-1)`` of a piece of ``logits.split(1, dim=-1)``),
+    cast or detached (``x.t().float()``: a cast keeps the strides of a dense input)?"""
     op = scope.op(expr)
-    if op is not None and op[0] in _KEEP_STRIDES and op[2] is not None:
+    keeps = op is not None and (op[0] in _KEEP_STRIDES or op[0] in MAY_ALIAS and op[0] != "contiguous")
+    if keeps and isinstance(expr, cst.Call) and any(a.keyword is not None and a.keyword.value == "memory_format"
+                                                     for a in expr.args):
+        return False  # `.to(memory_format=...)` sets the layout
+    if keeps and op[2] is not None:
         return _strided_at(scope, op[2], at)
     return _strided(scope, expr) or _strided_name(scope, expr, at)
 

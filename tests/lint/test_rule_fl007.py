@@ -307,8 +307,18 @@ def f(input_ids: torch.Tensor, past_key_values, layer_idx: int):
     past_key_values.update_conv_state(input_ids, layer_idx)
     return out
 """,
+    "contiguous of a transposed view, cast or detached on the way": """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    h = x @ w
+    a = h.t().detach().contiguous() + 1
+    return (h.transpose(0, 1).float().contiguous() * 2).sum(-1) + a
+""",
 }
 EXPECTED = {
+    "contiguous of a transposed view, cast or detached on the way": [(6, 9), (7, 13)],
     "a clone of a cache's state, dead before the cache is updated": [(6, 24)],
     "a returned unpadded slice, copied in an if under a name rebound before": [(9, 13)],
     "a name rebound to a clone of a view of the value it alone holds, then written": [(6, 9)],
@@ -819,6 +829,15 @@ def g(x: torch.Tensor, state: dict):
     before = kept.clone()
     refresh(state, x)
     return before * 2
+""",
+    "contiguous of a transposed view cast to a layout, or cast and viewed": """\
+import torch
+
+
+def f(x: torch.Tensor, w: torch.Tensor):
+    h = x @ w
+    a = h.t().to(memory_format=torch.contiguous_format).contiguous() + 1
+    return torch.relu(h.t().float().contiguous().view(-1)), a
 """,
 }
 
