@@ -62,6 +62,11 @@ _MASKED_WRITE_MESSAGE = (
     "`x = torch.where(mask, v, x)` (`x = x + torch.where(mask, v, 0)` for `+=`) gives the same values with no "
     "sync and fuses"
 )
+_READ_BACK_MESSAGE = (
+    "a host sync that reads back what the host had: the tensor was made here from Python values "
+    "(`torch.tensor(lengths)`), so the reduction launches a kernel and the read waits for the device; "
+    "compute it on the host values (`max(lengths)`)"
+)
 _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]*['\"]cpu")
 # `if idx == self.num_experts:`: a bare name compared for equality with a name, not a constant
 _COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None\b|True\b|False\b)[\w.]+\s*:")
@@ -149,6 +154,11 @@ class HostSyncInTensorWork(Rule):
         a write into an argument or a view (others see it), one an `if m.any():` skips, and one
         whose value reads a local tensor (`x[m] = y[k]`, `x[m] = rows.view(-1)`: possibly one row
         per hit, a masked scatter that `torch.where` cannot do).
+
+        A scalar read of a tensor the function made from Python values (`lengths =
+        torch.tensor([len(s) for s in seqs])`, then `int(lengths.amax().item())`) is flagged
+        wherever it is, a size included: the host had the values, and the round trip launches a
+        reduction and waits for it (monai's NaViT: 2 -> 1 kernels with `max(lengths)`).
 
         Not flagged, because the host needs the value once and reading it is the point: a sync after
         all the work (`return out.item()`); validation (`assert`, a `*check*(...)` or
@@ -409,6 +419,28 @@ def embed(x: torch.Tensor, labels: torch.Tensor, w: torch.Tensor) -> torch.Tenso
     return torch.tanh(h) * 2
 """,
         ),
+        Example(  # a round trip: a tensor made from Python values, reduced and read back
+            bad="""\
+import torch
+
+
+def pad_batch(seqs: list, x: torch.Tensor) -> torch.Tensor:
+    lengths = torch.tensor([len(s) for s in seqs])
+    width = int(lengths.amax().item())
+    return torch.tanh(x[:, :width]) * 2
+""",
+            at=((6, 17),),
+            fixed=None,
+            call="pad_batch([[1, 2], [3, 4, 5], [6]], randn(8, 16))",
+            good="""\
+import torch
+
+
+def pad_batch(seqs: list, x: torch.Tensor) -> torch.Tensor:
+    width = max(len(s) for s in seqs)
+    return torch.tanh(x[:, :width]) * 2
+""",
+        ),
     )
     valid = (
         # the sync comes after all the work
@@ -654,6 +686,9 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                             yield Violation(node, message=_MASKED_WRITE_MESSAGE)
                         elif _only_reduced(scope, ref, node):
                             yield Violation(node, message=_SELECT_MESSAGE)
+                        continue
+                    if kind in _SCALAR_READS | _HAND_OFFS and not _runs_once(scope) and _reads_back(scope, ref, node):
+                        yield Violation(node, message=_READ_BACK_MESSAGE)
                         continue
                     where = _where(scope, ref)
                     if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
@@ -1415,6 +1450,25 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
     else:
         return False
     return once and not _decides_branch(scope, ref, node)
+
+
+def _reads_back(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Does the sync read a tensor (or a reduction of one) that this function made from Python
+    values a few statements above (``t = torch.tensor([s.shape[0] for s in seqs])``, then
+    ``int(t.amax().item())``)? The host had the values: the round trip buys a kernel and a wait."""
+    receiver = node.args[0].value if _callee(node) in _SCALAR_READS and not isinstance(node.func, cst.Attribute) \
+        and node.args else node
+    while isinstance(receiver, (cst.Call, cst.Attribute, cst.Subscript)):
+        receiver = receiver.func if isinstance(receiver, cst.Call) else receiver.value
+    if not isinstance(receiver, cst.Name):
+        return False
+    value = reaching_value(ref, receiver.value)
+    if not (isinstance(value, cst.Call) and value.args and value.args[0].keyword is None):
+        return False
+    made = scope.torch_name(value.func)
+    return made in ("torch.tensor", "torch.as_tensor") and not scope.is_tensor(value.args[0].value) and not _has_table_op_call(
+        scope, value.args[0].value, None
+    )
 
 
 def _runs_once(scope: Scope) -> bool:
