@@ -2,12 +2,14 @@
 a per-token norm commutes with picking tokens, so pick first and normalize only those."""
 from __future__ import annotations
 
+import ast
 import re
 from typing import Iterator, Sequence
 
 import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, is_elementwise_expr, names_of, reaching_value, scope_statements
+from fusionlint.analysis.nodes import children
 from fusionlint.analysis.numbers import int_literal
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import OpTables
@@ -17,6 +19,9 @@ from fusionlint.rule import Example, Rule, Violation
 _NORMED_TEXT = re.compile(r"\s*(\w+)\s*(?::[^=]*)?=\s*[\w.]*(?:norm|ln)\w*\s*\(", re.IGNORECASE)
 # Norms over the last dim (the module's own normalized shape is read as the last dim).
 _PER_TOKEN = frozenset({"layer_norm", "rms_norm", "normalize"})
+# Module attributes named as norms: ``norm``, ``ln_final``, ``final_layer_norm``, ``norm2``.
+_NORM_NAME = re.compile(r"(?:^|_)(?:ln|norm|layernorm|layer_norm|rmsnorm|rms_norm)(?:_|\d|$)")
+_REPEATING = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda)
 _METADATA = frozenset({"shape", "size", "device", "dtype", "ndim"})
 
 
@@ -32,11 +37,15 @@ class NormBeforeSelect(Rule):
         for nothing, in eager PyTorch and in a fusing backend alike: open_clip's text pooling,
         measured on its labels, writes 80 -> 3 KiB under fusionrt and in eager.
 
-        Flagged: `y = norm(x)` (a `torch.nn.LayerNorm`/`RMSNorm` module of the class,
-        `F.layer_norm`, `F.rms_norm`, `F.normalize(x, dim=-1)`) whose next reader picks tokens
-        of `y` by index (`y[:, 0]`, `y[:, -1, :]`, `y[0]`, `y[idx]`, `y[arange(b), idx]`, the
-        index not made from `y`), and nothing reads `y` after that. Not flagged: a slice of
-        tokens (`y[:, 1:]`: most of them stay), a mean or another reduction over tokens (the
+        Flagged, at the norm: `y = norm(x)` (a `torch.nn.LayerNorm`/`RMSNorm` module of the
+        class, or one named as a norm whose class the file does not tell, `self.ln_final =
+        norm_layer(width)`; `F.layer_norm`, `F.rms_norm`, `F.normalize(x, dim=-1)`) whose next
+        reader picks tokens of `y` by index (`y[:, 0]`, `y[:, -1, :]`, `y[0]`, `y[idx]`,
+        `y[arange(b), idx]`, the index not made from `y`) or hands `y` to a function of the
+        file that only does that or returns it unchanged (open_clip's `text_global_pool`), and
+        nothing reads `y` after that. Not flagged: a slice of tokens (`y[:, 1:]`: most of them
+        stay), picks repeated for each item of a comprehension (they may cover every token), a
+        mean or another reduction over tokens (the
         mean of normalized tokens is not the normalized mean), `y` read again (returned as
         the last hidden state too: every token is needed normalized).
     """
@@ -60,7 +69,7 @@ def class_token(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
     x = F.layer_norm(x, x.shape[-1:], weight, bias)
     return x[:, 0]
 """,
-            at=((7, 12),),
+            at=((6, 9),),
             fixed=None,
             good="""\
 import torch
@@ -84,7 +93,7 @@ def text_pool(x: torch.Tensor, proj: torch.Tensor, text: torch.Tensor, w: torch.
     pooled = x[torch.arange(x.shape[0]), text.argmax(dim=-1)]
     return pooled
 """,
-            at=((8, 14),),
+            at=((7, 9),),
             fixed=None,
             good="""\
 import torch
@@ -149,36 +158,48 @@ def f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
         normed = _NORMED_TEXT.match(block[index])
         if normed is None:
             return False
-        picked = re.compile(r"\b%s\s*\[" % normed.group(1))
+        picked = re.compile(r"\b{0}\s*\[|(?<![\w.])\w+\s*\(\s*{0}\s*[,)]".format(normed.group(1)))  # y[...], pool(y, ...)
         return any(picked.search(block[later]) for later in range(index + 1, min(index + 4, len(block))))
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
-            name = _normed_name(scope, ref)
-            if name is None:
+            normed = _normed(scope, ref)
+            if normed is None:
                 continue
+            name, norm = normed
             reader = _next_reader(ref, name)
-            if reader is None:
-                continue
-            picks = _picks(reader.node, name)
-            if picks and not _read_after(scope, reader, name):
-                yield Violation(picks[0])
+            if reader is not None and _picks(scope, reader.node, name) and not _read_after(scope, reader, name):
+                yield Violation(norm)
 
 
-def _normed_name(scope: Scope, ref: StatementRef) -> str | None:
-    """``y`` where ``ref`` is ``y = norm(x)``, a norm over the last dim."""
+def _normed(scope: Scope, ref: StatementRef) -> tuple[str, cst.Call] | None:
+    """(``y``, the norm's call) where ``ref`` is ``y = norm(x)``, a norm over the last dim."""
     small = ref.simple
     if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call)):
         return None
     target, call = small.targets[0].target, small.value
     if not isinstance(target, cst.Name):
         return None
-    op = scope.module_op(call) or scope.op(call)
+    op = scope.module_op(call) or scope.op(call) or _norm_module_by_name(scope, call)
     if op is None or op[0] not in _PER_TOKEN or op[2] is None:
         return None
     if op[0] == "normalize" and not _over_last_dim(call):
         return None
-    return None if _pending_elementwise(scope, ref, op[2]) else target.value
+    return None if _pending_elementwise(scope, ref, op[2]) else (target.value, call)
+
+
+def _norm_module_by_name(scope: Scope, call: cst.Call) -> tuple[str, str | None, cst.BaseExpression] | None:
+    """``self.ln_final(x)``, ``self.norm(x)``: a module of the class named as a norm whose class
+    the file does not tell (``norm_layer(width)``, a subclass of ``nn.LayerNorm``), read as a
+    layer norm; a module known to be of another torch.nn class (a batch or group norm) is not."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        return None
+    if scope.class_name is None or scope.facts.nn_class(scope.class_name, func.attr.value) not in (None, "Identity"):
+        return None  # `nn.Identity()` where a pruned model drops its norm picks the same tokens
+    if not _NORM_NAME.search(func.attr.value) or len(call.args) != 1 or call.args[0].keyword is not None:
+        return None
+    return "layer_norm", None, call.args[0].value
 
 
 def _pending_elementwise(scope: Scope, ref: StatementRef, expr: cst.BaseExpression) -> bool:
@@ -211,9 +232,10 @@ def _next_reader(ref: StatementRef, name: str) -> StatementRef | None:
     return None
 
 
-def _picks(statement: cst.CSTNode, name: str) -> list[cst.Subscript]:
-    """The token picks ``name[...]`` in ``statement``, if every read of ``name`` there is one."""
-    picks: list[cst.Subscript] = []
+def _picks(scope: Scope, statement: cst.CSTNode, name: str) -> list[cst.CSTNode]:
+    """The token picks of ``name`` in ``statement`` (``name[...]``, or a same-file function that
+    only picks tokens of its first argument given ``name``), if every read of ``name`` there is one."""
+    picks: list[cst.CSTNode] = []
     reads = 0
     todo: list[cst.CSTNode] = [statement]
     while todo:
@@ -223,10 +245,76 @@ def _picks(statement: cst.CSTNode, name: str) -> list[cst.Subscript]:
                 return []
             picks.append(node)
             continue
+        if isinstance(node, cst.Call) and _passed_first(node, name) and _picking_function(scope, node.func):
+            picks.append(node)
+            todo.extend(arg.value for arg in node.args[1:])
+            continue
         if isinstance(node, cst.Name) and node.value == name:
             reads += 1
-        todo.extend(node.children)
+        if isinstance(node, _REPEATING) and _made_from(node, name):
+            return []  # picked once per item, the picks may cover every token
+        todo.extend(children(node))
     return [] if reads else picks
+
+
+def _passed_first(call: cst.Call, name: str) -> bool:
+    first = call.args[0] if call.args else None
+    return first is not None and first.keyword is None and not first.star and \
+        isinstance(first.value, cst.Name) and first.value.value == name
+
+
+def _picking_function(scope: Scope, func: cst.BaseExpression) -> bool:
+    """Is ``func`` a top-level function of the file (one definition) that only picks tokens of
+    its first parameter, or hands it back unchanged (open_clip's ``text_global_pool``)?"""
+    if not isinstance(func, cst.Name) or func.value in scope.params or func.value in scope.tensors:
+        return False
+    definitions = scope.facts.functions.get(func.value, ())
+    if len(definitions) != 1 or not definitions[0].args.args:
+        return False
+    param = definitions[0].args.args[0].arg
+    if not _read_whole_at_most(definitions[0], param):
+        return False
+    definition = cst.parse_statement(ast.unparse(definitions[0]))
+    returned: set[str] = set()
+    return isinstance(definition, cst.FunctionDef) and _only_picked(definition.body, param, returned)
+
+
+def _read_whole_at_most(function: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> bool:
+    """A cheap first test, on the function's ``ast``: is ``param`` only indexed, asked for an
+    attribute, returned or assigned whole (what ``_only_picked`` goes on to check in detail)?"""
+    for node in ast.walk(function):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Name) and child.id == param:
+                whole = isinstance(node, (ast.Subscript, ast.Attribute, ast.Return, ast.Assign)) and node.value is child
+                if not whole:
+                    return False
+    return True
+
+
+def _only_picked(node: cst.CSTNode, param: str, aliases: set[str]) -> bool:
+    """Is every use of ``param`` under ``node`` a token pick, a read of its metadata, ``return
+    param``, or ``alias = param`` with the alias only returned (``aliases`` collects them)?"""
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == param:
+        return _picks_tokens(node, param)
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == param:
+        return node.attr.value in _METADATA
+    if isinstance(node, cst.Return) and isinstance(node.value, cst.Name):
+        return node.value.value in aliases or node.value.value == param or _only_picked(node.value, param, aliases)
+    if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == param:
+        targets = [t.target for t in node.targets]
+        if len(targets) != 1 or not isinstance(targets[0], cst.Name):
+            return False
+        aliases.add(targets[0].value)
+        return True
+    if isinstance(node, cst.Assign):
+        stored = [t.target for t in node.targets]
+        if any(isinstance(t, cst.Name) and t.value == param for t in stored):
+            return False
+        return all(isinstance(t, cst.Name) or _only_picked(t, param, aliases) for t in stored) and \
+            _only_picked(node.value, param, aliases)
+    if isinstance(node, cst.Name):
+        return node.value != param and node.value not in aliases
+    return all(_only_picked(child, param, aliases) for child in children(node))
 
 
 def _picks_tokens(subscript: cst.Subscript, name: str) -> bool:
@@ -255,7 +343,7 @@ def _made_from(expr: cst.CSTNode, name: str) -> bool:
         return expr.attr.value not in _METADATA
     if isinstance(expr, cst.Name):
         return expr.value == name
-    return any(_made_from(child, name) for child in expr.children)
+    return any(_made_from(child, name) for child in children(expr))
 
 
 def _read_after(scope: Scope, reader: StatementRef, name: str) -> bool:

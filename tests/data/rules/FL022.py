@@ -86,3 +86,45 @@ class Pooler(nn.Module):
     def other(self, x, norm):
         x = norm(x)
         return x[:, 0]
+
+# --- a pooling function of the file that only picks tokens, a norm module named as one
+def text_global_pool(x, text=None, pool_type: str = "argmax"):
+    if pool_type == "first":
+        pooled = x[:, 0]
+    elif pool_type == "argmax":
+        pooled = x[torch.arange(x.shape[0], device=x.device), text.argmax(dim=-1)]
+    else:
+        pooled = x
+    return pooled
+
+
+def mean_pool(x):
+    return x.mean(1)
+
+
+class TextTower(nn.Module):
+    def __init__(self, width: int, norm_layer=nn.LayerNorm):
+        super().__init__()
+        self.ln_final = norm_layer(width)
+
+    def forward(self, x, text):
+        x = self.ln_final(x)
+        pooled = text_global_pool(x, text, pool_type="argmax")
+        return pooled
+
+    # --- look-alike: the normalized tokens are kept too
+    def tokens_too(self, x, text):
+        x = self.ln_final(x)
+        pooled = text_global_pool(x, text)
+        tokens = x
+        return pooled, tokens
+
+    # --- look-alike: a function that averages the tokens
+    def mean(self, x):
+        x = self.ln_final(x)
+        return mean_pool(x)
+
+    # --- look-alike: one pick per sample, over every sample
+    def per_sample(self, x, valid, n: int):
+        x = self.ln_final(x)
+        return [x[b][valid[b]] for b in range(n)]
