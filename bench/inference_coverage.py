@@ -16,11 +16,15 @@ global or import, ``self.A`` an attribute of ``self``).
 
     .venv/bin/python bench/inference_coverage.py            # all models
     .venv/bin/python bench/inference_coverage.py gpt2 bert  # some
+
+x_transformers' models run too when it is importable (its tuning wheel unpacked, with einops,
+einx, loguru, frozendict and torch-einops-utils on ``PYTHONPATH``).
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import os
 import sys
 from collections import Counter, defaultdict
@@ -37,7 +41,9 @@ from torch.utils._pytree import tree_leaves
 from fusionlint.analysis import children, collect_scopes, module_facts
 from fusionlint.ops import op_tables
 
-ROOT = os.path.dirname(transformers.__file__) + os.sep
+# The packages whose frames count: files are named relative to the folder holding them.
+PACKAGES = ["transformers", *(["x_transformers"] if importlib.util.find_spec("x_transformers") else [])]
+ROOTS = tuple(os.path.dirname(importlib.util.find_spec(name).origin) + os.sep for name in PACKAGES)
 HOST_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy"})
 Span = tuple[int, int, int, int]  # first line, last line, first column, end column (bytes, as co_positions)
 
@@ -104,7 +110,33 @@ def tiny_models() -> dict[str, Callable[[], tuple[torch.nn.Module, dict]]]:
             text_config=dict(vocab_size=100, max_position_embeddings=16, **small),
             vision_config=dict(image_size=32, patch_size=8, **small))),
             dict(input_ids=ids, attention_mask=mask, pixel_values=image, return_loss=True)),
+        **(x_transformers_models(ids, image) if "x_transformers" in PACKAGES else {}),
     }
+
+
+def x_transformers_models(ids: torch.Tensor, image: torch.Tensor) -> dict[str, Callable[[], tuple[torch.nn.Module, dict]]]:
+    """x_transformers' wrappers with a spread of its options (it has no config objects)."""
+    import x_transformers as x
+
+    def lm(**options) -> Callable[[], tuple[torch.nn.Module, dict]]:
+        return lambda: (x.TransformerWrapper(num_tokens=100, max_seq_len=32, attn_layers=x.Decoder(
+            dim=32, depth=2, heads=4, **options)), dict(x=ids))
+
+    return {
+        "xt_rotary": lm(rotary_pos_emb=True, ff_glu=True, use_rmsnorm=True),
+        "xt_alibi": lm(alibi_pos_bias=True, ff_swish=True),
+        "xt_relpos": lm(rel_pos_bias=True, residual_attn=True, macaron=True, attn_qk_norm=True),
+        "xt_encoder": lambda: (x.TransformerWrapper(num_tokens=100, max_seq_len=32, attn_layers=x.Encoder(
+            dim=32, depth=2, heads=4, attn_gate_values=True, sandwich_norm=True)), dict(x=ids, mask=ids > 5)),
+        "xt_vit": lambda: (x.ViTransformerWrapper(image_size=32, patch_size=8, num_classes=3, attn_layers=x.Encoder(
+            dim=32, depth=2, heads=4)), dict(img=image)),
+    }
+
+
+def display(file: str) -> str:
+    """``transformers/models/gpt2/modeling_gpt2.py``: the file from its package's folder on."""
+    root = next(root for root in ROOTS if file.startswith(root))
+    return os.path.relpath(file, os.path.dirname(root.rstrip(os.sep)))
 
 
 class Recorder(TorchFunctionMode):
@@ -119,12 +151,12 @@ class Recorder(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name in HOST_READS or any(isinstance(leaf, torch.Tensor) for leaf in tree_leaves(result)):
             frame = sys._getframe(1)
-            while frame is not None and not frame.f_code.co_filename.startswith(ROOT):
+            while frame is not None and not frame.f_code.co_filename.startswith(ROOTS):
                 frame = frame.f_back
             if frame is not None:
                 first, last, col, end = list(frame.f_code.co_positions())[frame.f_lasti // 2]
                 if first is not None:
-                    self.sites.setdefault((frame.f_code.co_filename[len(ROOT):], (first, last, col, end)), name)
+                    self.sites.setdefault((frame.f_code.co_filename, (first, last, col, end)), name)
         return result
 
 
@@ -136,11 +168,11 @@ class Locals:
         self.held: dict[tuple[str, int, str], dict[str, set[bool]]] = defaultdict(lambda: defaultdict(set))
 
     def trace(self, frame, event, arg):
-        return self._local if frame.f_code.co_filename.startswith(ROOT) else None
+        return self._local if frame.f_code.co_filename.startswith(ROOTS) else None
 
     def _local(self, frame, event, arg):
         code = frame.f_code
-        held = self.held[(code.co_filename[len(ROOT):], code.co_firstlineno, code.co_name)]
+        held = self.held[(code.co_filename, code.co_firstlineno, code.co_name)]
         for name, value in frame.f_locals.items():
             if value is not None:
                 held[name].add(isinstance(value, torch.Tensor))
@@ -155,7 +187,8 @@ def record(names: list[str]) -> tuple[dict[tuple[str, Span], str], Locals]:
     for name in names:
         model, inputs = builders[name]()
         for attention in ("sdpa", "eager"):
-            model.config._attn_implementation = attention
+            if hasattr(model, "config"):
+                model.config._attn_implementation = attention
             sys.settrace(local_values.trace)
             try:
                 with torch.no_grad(), recorder:
@@ -274,12 +307,12 @@ def site_coverage(sites: dict[tuple[str, Span], str], indexes: dict[str, _Index]
         else:
             kind = shape(node, scope)
             misses[kind] += 1
-            line = (Path(ROOT) / file).read_text(encoding="utf-8").splitlines()[span[0] - 1]
-            examples.setdefault(kind, f"{file}:{span[0]}: {line.strip()[:90]}")
+            line = Path(file).read_text(encoding="utf-8").splitlines()[span[0] - 1]
+            examples.setdefault(kind, f"{display(file)}:{span[0]}: {line.strip()[:90]}")
     total = [sum(t[0] for t in per_file.values()), sum(t[1] for t in per_file.values())]
     print(f"{'file':<48} {'seen':>5} {'sites':>5} {'coverage':>8}")
     for file, (seen, count) in sorted(per_file.items(), key=lambda item: -item[1][1]):
-        print(f"{file:<48} {seen:>5} {count:>5} {seen / count:>8.2f}")
+        print(f"{display(file):<48} {seen:>5} {count:>5} {seen / count:>8.2f}")
     print(f"{'all':<48} {total[0]:>5} {total[1]:>5} {total[0] / total[1]:>8.2f}\n")
     print("most common missed shapes:")
     for kind, count in misses.most_common(shown):
@@ -301,7 +334,7 @@ def name_accuracy(local_values: Locals, indexes: dict[str, _Index], shown: int) 
             inferred, tensor = name in scope.tensors, True in kinds
             counts[(inferred, tensor)] += 1
             if inferred and not tensor:
-                wrong.append(f"{file}:{first} {function}: {name}")
+                wrong.append(f"{display(file)}:{first} {function}: {name}")
     found, missed, extra = counts[(True, True)], counts[(False, True)], counts[(True, False)]
     print(f"\nlocals that held a tensor, named tensors: {found}/{found + missed} ({found / (found + missed):.2f});"
           f" named tensors that held a tensor: {found}/{found + extra} ({found / (found + extra):.2f})")
@@ -315,7 +348,7 @@ def main() -> int:
     parser.add_argument("--misses", type=int, default=25, help="how many missed shapes and wrong names to list")
     args = parser.parse_args()
     sites, local_values = record(args.models or list(tiny_models()))
-    indexes = {file: index_file(Path(ROOT) / file) for file in sorted({file for file, _ in sites})}
+    indexes = {file: index_file(Path(file)) for file in sorted({file for file, _ in sites})}
     site_coverage(sites, indexes, args.misses)
     name_accuracy(local_values, indexes, args.misses)
     return 0

@@ -4,6 +4,8 @@
 uses them only by indexing and arithmetic, which a numbers-only reading would also allow."""
 from __future__ import annotations
 
+from typing import Iterator
+
 import libcst as cst
 
 from fusionlint.analysis.facts import ModuleFacts
@@ -13,29 +15,33 @@ _ROUNDS = 3  # a helper calling a helper: each round reaches one call deeper
 
 
 def tensors_from_callers(scopes: list[Scope]) -> None:
-    """Grow each function scope's tensors by the untyped parameters some same-file call passes
-    a tensor (``helper(x)``, or ``self.helper(x)`` from a method of the class or a subclass)."""
+    """Grow each function scope's tensors by the untyped parameters that every same-file call
+    passing them passes a tensor (``helper(x)``, or ``self.helper(x)`` from a method of the class
+    or a subclass). Every call, not some: ``default(val, d)`` takes anything."""
     callees: dict[str, list[Scope]] = {}
     for scope in scopes:
         if isinstance(scope.node, cst.FunctionDef) and scope.untyped - scope.params:
             callees.setdefault(scope.node.name.value, []).append(scope)
     for _ in range(_ROUNDS):
-        grown: set[int] = set()
+        passed: dict[int, dict[str, bool]] = {}  # callee -> parameter -> every call so far passed a tensor
         for caller in scopes:
             for name in caller.sites.keys() & callees.keys():
                 for site in caller.sites[name]:
                     for callee in callees[name]:
                         if isinstance(site.node, cst.Call) and _calls(caller, site.node, callee):
-                            passed = _passed_tensors(caller, site.node, callee)
-                            if passed:
-                                callee.params |= passed
-                                grown.add(id(callee))
+                            seen = passed.setdefault(id(callee), {})
+                            for param, tensor in _passed(caller, site.node, callee):
+                                seen[param] = seen.get(param, True) and tensor
+        grown = False
+        for scope in (scope for named in callees.values() for scope in named):
+            tensors = {param for param, tensor in passed.get(id(scope), {}).items() if tensor}
+            if tensors:
+                grown = True
+                scope.params |= tensors
+                scope.tensors |= tensors
+                scope.typing.resolve(scope.assignments, scope.loops)
         if not grown:
             return
-        for scope in scopes:
-            if id(scope) in grown:
-                scope.tensors |= scope.params
-                scope.typing.resolve(scope.assignments, scope.loops)
 
 
 def _calls(caller: Scope, call: cst.Call, callee: Scope) -> bool:
@@ -63,8 +69,9 @@ def _inherits(facts: ModuleFacts, class_name: str, base: str) -> bool:
     return False
 
 
-def _passed_tensors(caller: Scope, call: cst.Call, callee: Scope) -> set[str]:
-    """The callee's untyped parameters (not yet tensors) that this call passes a tensor."""
+def _passed(caller: Scope, call: cst.Call, callee: Scope) -> Iterator[tuple[str, bool]]:
+    """The callee's untyped parameters (not yet tensors) this call passes, each with whether it
+    passes a tensor."""
     node = callee.node
     positional = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]  # type: ignore[union-attr]
     if callee.class_name is not None and not any(
@@ -72,13 +79,11 @@ def _passed_tensors(caller: Scope, call: cst.Call, callee: Scope) -> set[str]:
     ):
         positional = positional[1:]  # self / cls
     open_params = callee.untyped - callee.params
-    passed = set()
     for i, arg in enumerate(call.args):
         if arg.star:
-            if arg.keyword is None and arg.star == "*":
+            if arg.star == "*":
                 positional = positional[:i]  # what follows a *args is not known by position
             continue
         name = arg.keyword.value if arg.keyword is not None else positional[i] if i < len(positional) else None
-        if name in open_params and caller.is_tensor(arg.value):
-            passed.add(name)
-    return passed
+        if name in open_params:
+            yield name, caller.is_tensor(arg.value)

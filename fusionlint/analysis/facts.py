@@ -194,15 +194,18 @@ class ModuleFacts:
     def module_kind(self, value: object, view: View = ast_view) -> str | None:
         """What ``value`` (in either syntax tree, through ``view``) builds: "nn" for a torch.nn
         module, "list"/"dict"/"sequential" for its containers, the class name of a same-file
-        module class; None for anything else."""
+        module class, "op" for a functional op held as a value (``F.gelu``, ``partial(F.softmax,
+        dim=-1)``), called as a module is; None for anything else."""
         seen = view(value)
         if seen[0] == IFEXP:
             return self.module_kind(seen[1], view) or self.module_kind(seen[2], view)
         if seen[0] != CALL:
-            return None
+            return "op" if self._functional_op(dotted_path(view, value)) else None
         dotted = dotted_path(view, seen[1])
         if dotted is None:
             return None
+        if dotted in ("partial", "functools.partial") and seen[2]:
+            return "op" if self._functional_op(dotted_path(view, seen[2][0])) else None
         canonical = self.canonical(dotted) or ""
         name = canonical.rpartition(".")[2]
         if canonical.startswith("torch.nn.") and name[:1].isupper() and name not in _NON_MODULES:
@@ -210,6 +213,11 @@ class ModuleFacts:
         if dotted in self.classes and self.is_module_class(dotted):
             return dotted
         return None
+
+    def _functional_op(self, dotted: str | None) -> bool:
+        """``F.gelu``, ``torch.special.erf``: a torch function that is an op, never a dtype or constant."""
+        canonical = self.canonical(dotted) if dotted else None
+        return canonical is not None and canonical.startswith(("torch.nn.functional.", "torch.special."))
 
 
 def built_in_place(call: ast.Call | cst.Call) -> bool:

@@ -417,13 +417,13 @@ class Typing:
     def _tensor_targets(self, target: object, value: object) -> set[str]:
         bound, source = self.view(target), self.view(value)
         if bound[0] == NAME:
+            kind = self.facts.module_kind(value, self.view) if source[0] in (CALL, ATTR, IFEXP) else None
+            if kind not in _NOT_CALLABLE:
+                self.modules.add(bound[1])
+                if kind not in ("nn", "op"):
+                    self.module_classes[bound[1]] = kind
+                return set()
             if source[0] == CALL:
-                kind = self.facts.module_kind(value, self.view)
-                if kind not in _NOT_CALLABLE:
-                    self.modules.add(bound[1])
-                    if kind != "nn":
-                        self.module_classes[bound[1]] = kind
-                    return set()
                 returns = self.call_returns(source)
             else:
                 if self.is_module(value):

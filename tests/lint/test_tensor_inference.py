@@ -593,3 +593,47 @@ def test_identity_tests_and_type_queries_are_no_tensors():
     """)["f"]
     assert {"equal", "as_float"} <= found
     assert not {"missing", "cached", "name", "rows", "count", "value", "listed"} & found
+
+
+def test_functional_ops_held_as_values():
+    found = tensors("""
+        import torch
+        import torch.nn.functional as F
+        from functools import partial
+        from torch import nn
+
+        class Gate(nn.Module):
+            def __init__(self, kind):
+                super().__init__()
+                self.act = F.gelu
+                self.attn_fn = partial(F.softmax, dim=-1)
+                self.dtype_of = torch.float32
+                self.custom = kind
+
+            def run(self, x):
+                a = self.act(x)
+                s = self.attn_fn(x)
+                c = self.custom(x)
+                fn = F.silu
+                f = fn(x)
+                return a
+    """)["run"]
+    assert {"a", "s", "f"} <= found
+    assert not {"c", "fn", "x"} & found
+
+
+def test_helpers_called_with_anything_keep_their_parameters_untyped():
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        def default(val, d):
+            return val if val is not None else d
+
+        class Block(nn.Module):
+            def forward(self, x):
+                y = default(x, x)
+                s = default(self.scale, 1.0)
+                return y * s
+    """)
+    assert not {"val", "d"} & found["default"]
