@@ -1,5 +1,6 @@
 """FL015: a constant tensor made from ``torch.ones``/``torch.zeros`` by arithmetic
-(``torch.ones(n, 1) * pad``, ``-torch.ones(n, n)``, ``torch.zeros(n) + c``): ``torch.full`` makes it."""
+(``torch.ones(n, 1) * pad``, ``-torch.ones(n, n)``, ``torch.zeros(n) + c``): ``torch.full`` makes it;
+ones only summed cumulatively (``grid = torch.ones(h, w)``, ``grid.cumsum(0)``): ``torch.arange``."""
 from __future__ import annotations
 
 import re
@@ -7,7 +8,7 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, own_parts, scope_statements
+from fusionlint.analysis import Scope, StatementRef, names_of, own_parts, scope_statements
 from fusionlint.analysis.nodes import Walker
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
@@ -33,12 +34,20 @@ class FillByHand(Rule):
         with `ones * pad_token_id` and concatenates it (fusionrt 2 -> 1 writes and kernels; eager
         too). The rewrite pays in eager, and under fusionrt where the constant is written.
 
+        A grid of positions made as `grid = torch.ones(h, w)` and `grid.cumsum(dim=0)` (Segment
+        Anything's and SAM 2's random position embedding) writes the ones and then each
+        cumulative sum at full size: `torch.arange(1, h + 1)` along the summed dim, broadcast
+        with `[:, None].expand(h, w)`, writes a row (the third example, with the matmul that
+        follows: fusionrt 6 -> 4 kernels, eager 8 -> 6).
+
         Flagged: `torch.ones(...) * c` (either order), `-torch.ones(...)` and `torch.zeros(...) +
-        c` (either order), `c` not known to be a tensor. Not flagged: `ones_like`/`zeros_like`
+        c` (either order), `c` not known to be a tensor; a name a function's body assigns
+        `torch.ones(...)` and reads only as `.cumsum(...)` (or `torch.cumsum(name, ...)`), at
+        the `torch.ones` (no fix: the arange needs the sizes per dim). Not flagged: `ones_like`/`zeros_like`
         (their dtype follows a tensor the rule cannot see), a factor that is a tensor, code that
         builds a model's parameters once (`__init__`, `reset_parameters`, `init_*`).
     """
-    use_instead = "`torch.full(size, value, dtype=..., device=...)`."
+    use_instead = "`torch.full(size, value, dtype=..., device=...)`; for cumulative sums of ones, `torch.arange(1, n + 1)` broadcast."
     pays_in = (EAGER,)
     fix_safety = FixSafety.UNSAFE
     fix_notes = """
@@ -89,6 +98,32 @@ def signs(x: torch.Tensor) -> torch.Tensor:
 """,
             call="signs(randn(64, 64))",
         ),
+        Example(  # Segment Anything's grid of pixel centres: no fix, the arange needs the sizes
+            bad="""\
+import torch
+
+
+def position_encoding(gaussian: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    grid = torch.ones((h, w), dtype=torch.float32)
+    y_embed = grid.cumsum(dim=0) - 0.5
+    x_embed = grid.cumsum(dim=1) - 0.5
+    coords = torch.stack([x_embed / w, y_embed / h], dim=-1)
+    return coords @ gaussian
+""",
+            at=((5, 12),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def position_encoding(gaussian: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    y_embed = (torch.arange(1, h + 1, dtype=torch.float32) - 0.5)[:, None].expand(h, w)
+    x_embed = (torch.arange(1, w + 1, dtype=torch.float32) - 0.5).expand(h, w)
+    coords = torch.stack([x_embed / w, y_embed / h], dim=-1)
+    return coords @ gaussian
+""",
+            call="position_encoding(randn(2, 64), 32, 32)",
+        ),
     )
     valid = (
         # a dtype that follows a tensor; a tensor factor; ones used as they are
@@ -122,7 +157,8 @@ class LayerScale(nn.Module):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        return _FACTORY_TEXT.search(text) is not None and any(op in text for op in "*+-")
+        return _FACTORY_TEXT.search(text) is not None and (
+            any(op in text for op in "*+-") or any("cumsum(" in block[i] for i in range(index + 1, len(block))))
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if isinstance(scope.node, cst.FunctionDef) and _RUNS_ONCE.match(scope.node.name.value):
@@ -139,6 +175,59 @@ class LayerScale(nn.Module):
                         full = full.with_changes(lpar=node.lpar, rpar=node.rpar)
                         fix = (StatementEdit(ref.node, (replace_nodes(ref.node, {node: full}),)),)
                 yield Violation(node, fix=fix)
+            summed = _ones_summed(scope, ref)
+            if summed is not None:
+                name, ones = summed
+                yield Violation(ones, message=(
+                    f"`{name}` is ones only summed cumulatively: `torch.arange(1, n + 1)` along each summed dim, "
+                    "broadcast with `expand`, makes it without writing the ones"))
+
+
+def _ones_summed(scope: Scope, ref: StatementRef) -> tuple[str, cst.Call] | None:
+    """(name, ``torch.ones(...)``) of ``name = torch.ones(...)`` in the function's own body
+    whose every later read is the operand of a cumulative sum."""
+    small = ref.simple
+    if ref.block.parent is not None or not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        return None
+    target, ones = small.targets[0].target, small.value
+    if not isinstance(target, cst.Name) or _factory(scope, ones) != "torch.ones":
+        return None
+    name = target.value
+    if name in scope.escaped or name in scope.inplace or scope.dynamic:
+        return None
+    reads = _Cumsums(scope, name)
+    for later in ref.later():
+        reads.walk(later.node)
+        if name in names_of(later.node)[1]:
+            break
+    return (name, ones) if reads.summed and reads.summed == reads.reads else None  # type: ignore[return-value]
+
+
+class _Cumsums(Walker):
+    """How often a name is read, and how often as the operand of ``.cumsum``/``torch.cumsum``."""
+
+    def __init__(self, scope: Scope, name: str) -> None:
+        self.scope = scope
+        self.name = name
+        self.reads = 0
+        self.summed = 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.reads += node.value == self.name
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if self.scope.torch_name(func) == "torch.cumsum" and node.args:
+            operand = node.args[0].value
+        elif isinstance(func, cst.Attribute) and func.attr.value == "cumsum":
+            operand = func.value
+        else:
+            return
+        self.summed += isinstance(operand, cst.Name) and operand.value == self.name
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self.walk(node.value)  # an attribute's name is no variable
+        return False
 
 
 class _Fills(Walker):

@@ -16,6 +16,17 @@ def signs(x: torch.Tensor) -> torch.Tensor:
     labels = -torch.ones(x.shape[0], x.shape[0])
     return x * labels
 
+# --- example 3
+import torch
+
+
+def position_encoding(gaussian: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    grid = torch.ones((h, w), dtype=torch.float32)
+    y_embed = grid.cumsum(dim=0) - 0.5
+    x_embed = grid.cumsum(dim=1) - 0.5
+    coords = torch.stack([x_embed / w, y_embed / h], dim=-1)
+    return coords @ gaussian
+
 # --- look-alike 1
 import torch
 
@@ -35,3 +46,19 @@ class LayerScale(nn.Module):
     def __init__(self, dim: int, init_values: float = 1e-5):
         super().__init__()
         self.gamma = nn.Parameter(init_values * torch.ones(dim))
+
+# --- look-alike 3: ones summed and also read as they are; not read (the rule reads a function's own body
+# only, not its nested blocks): ones summed inside an `if`
+import torch
+
+
+def kept(h: int, w: int):
+    grid = torch.ones(h, w)
+    return grid.cumsum(0), grid
+
+
+def nested(h: int, flag: bool):
+    if flag:
+        ones = torch.ones(h)
+        return ones.cumsum(0)
+    return None
