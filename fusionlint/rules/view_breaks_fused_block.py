@@ -42,6 +42,7 @@ _DOTTED_AT_END = re.compile(r"(?:[A-Za-z_]\w*\s*\.\s*)*$")
 _RETURN_AT_END = re.compile(r"(?:^|[^\w.])return$")
 _NUMBER = re.compile(r"[-+]?[\d.]+")
 _OPERATOR = re.compile(r"[-+*/%&|^~<>]")
+_VIEWED_DEPTH = 3  # assignments followed back to the view a value was made with
 _METADATA = frozenset({"shape", "dtype", "device", "ndim", "size", "dim"})
 # Casts: a no-op where the tensor has the dtype already, so no work surely follows a cat.
 _CASTS = frozenset({"to", "type", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short", "bool",
@@ -68,7 +69,7 @@ class ViewBreaksFusedBlock(Rule):
         (`sum`, `mean`, `amax`, `softmax`, `layer_norm`, ...), there or right after the `if` it
         is made in. A `view`/`reshape` merges when its shape says so, or when it gives fewer
         dims than the view an operand was made with (Swin's `attn.view(-1, heads, n, n)` of a
-        masked 5-d `attn.view(b, w, heads, n, n) + mask`). Not flagged, because fusionrt shows
+        masked 5-d `attn.view(b, w, heads, n, n) + mask`, up to three assignments back). Not flagged, because fusionrt shows
         no saving there: simple views, views of inputs, parameters and matmul results, a view
         feeding a matmul directly (its input is written anyway), a view that is only returned;
         nor views of values not known to be tensors (NumPy, `memoryview`, a framework's
@@ -224,6 +225,34 @@ def sinusoidal(pos: torch.Tensor, inv_freq: torch.Tensor, scale: float) -> torch
     return torch.cat((emb.sin() * scale, emb.cos() * scale), dim=-1)
 """,
             call="sinusoidal(randn(128), randn(32), 0.125)",
+        ),
+        Example(  # the 5-d view two element-wise statements back
+            bad="""\
+import torch
+
+
+def masked_scores(scores: torch.Tensor, mask: torch.Tensor, heads: int, n: int) -> torch.Tensor:
+    w = mask.shape[0]
+    scores = scores.view(-1, w, heads, n, n)
+    scores = scores + mask.unsqueeze(1).unsqueeze(0)
+    scores = scores * 0.5
+    scores = scores.view(-1, heads, n, n)
+    return scores.softmax(-1)
+""",
+            at=((9, 14),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def masked_scores(scores: torch.Tensor, mask: torch.Tensor, heads: int, n: int) -> torch.Tensor:
+    w = mask.shape[0]
+    scores = scores.view(-1, w, heads, n, n)
+    scores = scores + mask.unsqueeze(1).unsqueeze(0)
+    scores = scores * 0.5
+    return scores.softmax(-1).view(-1, heads, n, n)
+""",
+            call="masked_scores(randn(8, 4, 16, 16), randn(4, 16, 16), 4, 16)",
         ),
     )
     valid = (
@@ -692,23 +721,24 @@ def _fewer_dims_than_viewed(
     """Does the view give fewer dims than a view an operand of ``receiver`` was made with
     (``a = s.view(b, w, h, n, n)``, ``a = a + m``, then ``a.view(-1, h, n, n)``)? Then it merges."""
     rank = _explicit_rank(args)
-    if rank is None:
-        return False
-    at: StatementRef | None = ref
-    if isinstance(receiver, cst.Name):
-        found = reaching_assignment(ref, receiver.value)
-        at, receiver = found if found is not None else (None, receiver)
-    leaves = _leaves(scope, receiver) or [receiver]
-    for leaf in leaves:
-        if isinstance(leaf, cst.Name) and at is not None:
-            found = reaching_assignment(at, leaf.value)
-            leaf = found[1] if found is not None else leaf
-        op = scope.op(leaf)
-        if op is not None and op[0] in ("view", "reshape") and isinstance(leaf, cst.Call):
-            viewed = _explicit_rank(leaf.args if isinstance(leaf.func, cst.Attribute) else leaf.args[1:])
-            if viewed is not None and viewed > rank:
-                return True
-    return False
+    return rank is not None and _viewed_to_more_dims(scope, ref, receiver, rank, _VIEWED_DEPTH)
+
+
+def _viewed_to_more_dims(scope: Scope, at: StatementRef, expr: cst.BaseExpression, rank: int, depth: int) -> bool:
+    """Is ``expr`` a ``view``/``reshape`` to more than ``rank`` dims, or element-wise work on one,
+    following names to their values in the block up to ``depth`` assignments back (Swin V2 adds
+    its mask twice: ``a = a.view(b, w, h, n, n) + m``, ``a = a + m``, ``a.view(-1, h, n, n)``)?"""
+    if isinstance(expr, cst.Name):
+        found = reaching_assignment(at, expr.value) if depth > 0 else None
+        if found is None:
+            return False
+        (at, expr), depth = found, depth - 1
+    op = scope.op(expr)
+    if op is not None and op[0] in ("view", "reshape") and isinstance(expr, cst.Call):
+        viewed = _explicit_rank(expr.args if isinstance(expr.func, cst.Attribute) else expr.args[1:])
+        return viewed is not None and viewed > rank
+    leaves = _leaves(scope, expr) or []
+    return any(_viewed_to_more_dims(scope, at, leaf, rank, depth) for leaf in leaves if leaf is not expr)
 
 
 def _explicit_rank(args: Sequence[cst.Arg]) -> int | None:

@@ -164,3 +164,26 @@ def f(h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
     w = w + mask
     p = w.softmax(-1)
     return rotated, filled, p, torch.cat((h * 2, h), 0).float()
+
+# --- the 5-d view two element-wise statements back (Swin V2 adds its window mask twice)
+import torch
+from torch import nn
+
+
+class Swinv2SelfAttention(nn.Module):
+    def forward(self, attention_scores, attention_mask, batch_size: int, dim: int):
+        if attention_mask is not None:
+            mask_shape = attention_mask.shape[0]
+            attention_scores = attention_scores.view(
+                batch_size // mask_shape, mask_shape, self.num_attention_heads, dim, dim
+            ) + attention_mask.unsqueeze(1).unsqueeze(0)
+            attention_scores = attention_scores + attention_mask.unsqueeze(1).unsqueeze(0)
+            attention_scores = attention_scores.view(-1, self.num_attention_heads, dim, dim)
+        return nn.functional.softmax(attention_scores, dim=-1)
+
+# --- look-alike: a view to as many dims as the value was viewed with
+def same_rank(scores: torch.Tensor, mask: torch.Tensor, heads: int, n: int):
+    scores = scores.view(-1, heads, n, n) + mask
+    scores = scores + mask
+    scores = scores.view(-1, heads, n, n)
+    return scores.softmax(-1)
