@@ -13,7 +13,6 @@ import libcst as cst
 from fusionlint.analysis.flow import inner_blocks
 from fusionlint.analysis.nodes import children, names_of
 from fusionlint.analysis.scope import Block, Scope, StatementRef, per_scope
-from fusionlint.ops import VIEW
 
 
 # ``name = name * s``, ``name = name / s``, ``name = s * name`` in a statement's text (``Rule.may_match``)
