@@ -89,6 +89,7 @@ _REDUCING_TEXT = re.compile(
     r"\b(?:sum|nansum|mean|nanmean|amax|amin|max|min|prod|std|var|norm|logsumexp|count_nonzero)\s*\(|loss|cross_entropy"
 )
 _NAME_ASSIGNMENT = re.compile(r"\s*(\w+(?:\s*,\s*\w+)*)\s*(?::[^=]*)?=[^=]")
+_STRING_STATEMENT = re.compile(r"\s*(?:\w+\s*=\s*)?[rRbBuUfF]{0,2}['\"]")
 _COMPOUND = re.compile(r"\s*(?:if|elif|for|while|with|try)\b")
 # `x[...] = v`, `x[...] += v`: a write through an index into the name `x`
 _INDEX_WRITE = re.compile(r"\s*(\w+)\s*\[.*\]\s*[-+*/]?=(?!=)")
@@ -699,20 +700,28 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
 def _selects_text(block: Sequence[str], index: int) -> bool:
     """Can the statement select by the data where the check reports it: a write through a mask into a
     name an earlier statement of its block assigns, or a selection reduced in the statement or
-    assigned to names (a value returned or stored as it is needs the selection)?"""
+    assigned to names a later statement reduces (a value returned or stored as it is needs the
+    selection)? An index by a name the block does not assign may be a mask only where the statement
+    reduces or computes a loss."""
     text = block[index]
     if "[" not in text and "where" not in text and "nonzero" not in text and "masked_select" not in text:
         return False  # `argwhere` holds `where`
+    if _STRING_STATEMENT.match(text):
+        return False  # a docstring, or a string assigned
     write = _INDEX_WRITE.match(text)
+    reduces = _REDUCING_TEXT.search(text) is not None
     if write is not None:
         assigned = _assignments_of(write.group(1))[0]
         if not any(assigned.match(block[earlier]) for earlier in range(index)):
             return False
-    elif not _REDUCING_TEXT.search(text):
+    elif not reduces:
         assignment = _NAME_ASSIGNMENT.match(text)
         if assignment is None or not _reduced_later_text(block, index, assignment.group(1)):
             return False
-    return _SELECT_CALL.search(text) is not None or _selects_by_mask_text(block, index)
+    if _SELECT_CALL.search(text) is not None:
+        return True
+    mask = _mask_index_text(block, index)
+    return mask == "mask" or (mask == "maybe" and reduces and write is None)
 
 
 def _reduced_later_text(block: Sequence[str], index: int, targets: str) -> bool:
@@ -731,17 +740,21 @@ def _reads_of(names: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"\b(?:" + "|".join(names) + r")\b")
 
 
-def _selects_by_mask_text(block: Sequence[str], index: int) -> bool:
-    """Does the statement index a tensor by a comparison, an inverted mask, or a name that an earlier
-    statement of its block assigns a mask (``keep = scores > t`` ... ``boxes[keep]``)?"""
+def _mask_index_text(block: Sequence[str], index: int) -> str | None:
+    """How the statement indexes a tensor: by a mask ("mask": a comparison, an inverted mask, a name
+    the nearest earlier assignment of its block makes a mask, ``keep = scores > t`` ... ``boxes[keep]``),
+    maybe by one ("maybe": a name its block does not assign), or by no mask (None)."""
     text = block[index]
+    found_maybe = False
     for found in _MASK_INDEX.finditer(text):
         if found.group(1) or found.group(3) != "]":
-            return True
+            return "mask"
         assigned = _assignments_of(found.group(2))[0]
-        if any(assigned.match(block[earlier]) and _MASK_TEXT.search(block[earlier]) for earlier in range(index)):
-            return True
-    return False
+        nearest = next((block[earlier] for earlier in range(index - 1, -1, -1) if assigned.match(block[earlier])), None)
+        if nearest is not None and _MASK_TEXT.search(nearest):
+            return "mask"
+        found_maybe = found_maybe or nearest is None
+    return "maybe" if found_maybe else None
 
 
 @functools.lru_cache(maxsize=4096)
