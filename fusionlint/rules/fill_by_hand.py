@@ -163,6 +163,7 @@ class LayerScale(nn.Module):
     def check(self, scope: Scope) -> Iterator[Violation]:
         if isinstance(scope.node, cst.FunctionDef) and _RUNS_ONCE.match(scope.node.name.value):
             return
+        cumsums = bool(scope.sites.get("cumsum"))  # ones summed cumulatively need one
         for ref in scope_statements(scope):
             found = _Fills(scope)
             for part in own_parts(ref.node):
@@ -175,7 +176,7 @@ class LayerScale(nn.Module):
                         full = full.with_changes(lpar=node.lpar, rpar=node.rpar)
                         fix = (StatementEdit(ref.node, (replace_nodes(ref.node, {node: full}),)),)
                 yield Violation(node, fix=fix)
-            summed = _ones_summed(scope, ref)
+            summed = _ones_summed(scope, ref) if cumsums else None
             if summed is not None:
                 name, ones = summed
                 yield Violation(ones, message=(
