@@ -160,16 +160,16 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        if len(_PRODUCT_TEXT.findall(text)) >= 2 and _SMALL_TEXT.search(text):
-            return True
-        made = _ASSIGNED_PRODUCT.match(text)
-        if made is not None and _SMALL_TEXT.search(text):  # rescaled a few statements below
-            if rescaled_below(made.group(1), block, index):
+        if _SMALL_TEXT.search(text):
+            if len(_PRODUCT_TEXT.findall(text)) >= 2:
+                return True
+            made = _ASSIGNED_PRODUCT.match(text)
+            if made is not None and rescaled_below(made.group(1), block, index):  # rescaled a few statements below
                 return True
         rescaled = RESCALE_TEXT.match(text)
         if rescaled is None:
             return False
-        made = re.compile(r"\s*" + (rescaled.group(1) or rescaled.group(2)) + r"\s*=[^=].*\*")
+        made = re.compile(r"\s*" + rescaled.group(1) + r"\s*=[^=].*\*")
         return any(  # made a few lines above, or in the arms of the `if` above
             (made.match(block[earlier]) and _SMALL_TEXT.search(block[earlier])) or block[earlier].lstrip().startswith("if ")
             for earlier in range(max(0, index - 5), index)
