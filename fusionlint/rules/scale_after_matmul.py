@@ -36,9 +36,9 @@ class ScaleAfterMatmul(Rule):
 
         Flagged: `*` or `/` by a value not known to be a tensor (a number, a float attribute
         such as `self.scale`, `math.sqrt(d)`), or by a 0-d tensor (`torch.sqrt(torch.tensor(d))`),
-        applied directly to a matmul (`@`, `matmul`,
-        `bmm`) whose second operand is a transposed view (`k.transpose(-2, -1)`, `k.mT`, a
-        `permute` that moves `k`'s last dim next to last), or to a two-operand `einsum` whose
+        applied directly to a matmul (`@`, `matmul`, `bmm`) whose second operand is a
+        transposed view (`k.transpose(-2, -1)`, `k.mT`, a `permute` that moves `k`'s last dim
+        next to last), or to a two-operand `einsum` whose
         output keeps one index of each operand and sums over a shared one (keys shared by the
         heads too, `b h i d, b j d -> b h i j`; an equation an f-string builds from known
         strings must be one in every form it may take); also where the
