@@ -14,9 +14,11 @@ from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
 
-# The normalising statement takes a square root (``rsqrt``, ``sqrt``, ``** 0.5``) of the variance
-# and subtracts the mean.
+# The normalising statement takes a square root (``rsqrt``, ``sqrt``, ``** 0.5``) of the variance;
+# it or a statement before it in its block subtracts the mean (a binary minus, not ``** -0.5``'s
+# sign) and takes it.
 _ROOT_TEXT = re.compile(r"sqrt|\*\*\s*-?0?\.5")
+_MINUS_TEXT = re.compile(r"[\w)\]]\s*-(?!=)")
 
 Statistics = tuple[cst.BaseExpression, str, cst.BaseExpression]  # x, its dim's code, the node to report
 
@@ -143,8 +145,10 @@ def g(x: torch.Tensor, eps: float):
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        text = block[index]
-        return "-" in text and _ROOT_TEXT.search(text) is not None
+        if _ROOT_TEXT.search(block[index]) is None:
+            return False
+        earlier = [block[i] for i in range(index, -1, -1)]
+        return any("mean(" in text for text in earlier) and any(_MINUS_TEXT.search(text) for text in earlier)
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if not (scope.sites.get("mean") or scope.sites.get("var_mean")):
