@@ -544,33 +544,47 @@ def _value_returns(typing: Typing, value: ast.expr) -> Returned:
     return typing._tuple(value) or False
 
 
+_NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+_ONE_TARGET = frozenset({ast.AnnAssign, ast.AugAssign, ast.NamedExpr})
+
+
 class _FunctionBody:
     """What a function's own body holds (nested functions and classes left out): its ``return``
     values, assignments, ``for`` loops, and the calls, ``@`` and ``.shape`` that may use names as
-    tensors."""
+    tensors. Node types are told by identity and expression contexts skipped: the walk meets
+    every node of every function asked about."""
 
     def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.returns: list[ast.expr] = []
         self.assignments: list[tuple[ast.expr, ast.expr]] = []
         self.loops: list[tuple[ast.expr, ast.expr]] = []
         self.uses: list[ast.expr] = []
-        todo = list(function.body)
+        todo: list = list(function.body)
         while todo:
             node = todo.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            kind = type(node)
+            if kind in _NESTED:
                 continue
-            if isinstance(node, ast.Return) and node.value is not None:
-                self.returns.append(node.value)
-            elif isinstance(node, ast.Assign):
+            if kind is ast.Return:
+                if node.value is not None:
+                    self.returns.append(node.value)
+            elif kind is ast.Assign:
                 self.assignments += [(target, node.value) for target in node.targets]
-            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
-                self.assignments.append((node.target, node.value))
-            elif isinstance(node, (ast.For, ast.AsyncFor)):
+            elif kind in _ONE_TARGET:
+                if node.value is not None:
+                    self.assignments.append((node.target, node.value))
+            elif kind is ast.For or kind is ast.AsyncFor:
                 self.loops.append((node.target, node.iter))
             elif (
-                isinstance(node, ast.Call)
-                or (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult))
-                or (isinstance(node, ast.Attribute) and node.attr in SHAPE_ATTRIBUTES)
+                kind is ast.Call
+                or (kind is ast.BinOp and type(node.op) is ast.MatMult)
+                or (kind is ast.Attribute and node.attr in SHAPE_ATTRIBUTES)
             ):
                 self.uses.append(node)
-            todo.extend(ast.iter_child_nodes(node))
+            for name in getattr(node, "_fields", ()):  # a list may hold names (global) or None (dict keys)
+                if name != "ctx":
+                    value = getattr(node, name, None)
+                    if type(value) is list:
+                        todo += value
+                    elif isinstance(value, ast.AST):
+                        todo.append(value)
