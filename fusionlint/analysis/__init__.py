@@ -6,20 +6,30 @@ Heuristics (documented in docs/engine.md), all static and local to one file:
   as F``, ``from torch import Tensor, matmul``); a file that never imports torch has no tensors.
 - a name holds a tensor when it is a parameter annotated ``Tensor``/``torch.*Tensor`` (also inside
   ``Optional[...]`` or ``... | None``), an argument of ``forward`` (unless annotated otherwise or
-  defaulting to a non-``None`` constant), a name the scope uses the way only a tensor is used
-  (``x.clone()``, ``x.cpu()``, ``x.sum(dim=1)``, ``torch.matmul(x, y)``; ``x @ y``,
-  ``x.transpose()`` and ``x.item()`` only in a file without numpy), what a ``for`` takes from a
+  defaulting to a non-``None`` constant), an untyped parameter that every same-file call passing
+  it passes a tensor (``rotate_half(q)``), a name the scope uses the way only a tensor is used
+  (``x.clone()``, ``x.cpu()``, ``x.sum(dim=1)``, ``torch.matmul(x, y)``, also down a chain of
+  tensor methods: ``x.pow(2).mean(-1, keepdim=True)``; ``x @ y``, ``x.transpose()``,
+  ``x.item()`` and ``x.shape`` only in a file without numpy), what a ``for`` takes from a
   tensor or from a parameter annotated ``list[Tensor]`` (also through ``enumerate``/``zip``), or
   is assigned from a tensor expression anywhere in its scope (flow-insensitive, to a fixpoint):
   a torch / ``F.*`` / einops call that returns tensors, a
   tensor method or tensor attribute (``.T``, ``.data``) of a tensor, arithmetic and indexing with
-  a tensor operand, the call of a module (``self.fc(x)`` where the class or a same-file base
-  assigns ``self.fc = nn.Linear(...)`` or a same-file module class; ``self.layers[i](x)`` and
-  ``for blk in self.blocks: blk(x)`` over an ``nn.ModuleList``/``Sequential``), or the call of a
-  same-file function, ``self.`` method or method of a same-file module attribute
-  (``self.altup.predict(x)``) whose return annotation or ``return`` values are tensors.
+  a tensor operand (not ``x is None`` nor ``k in x``), the call of a module (``self.fc(x)`` where
+  the class or a same-file base assigns ``self.fc = nn.Linear(...)``, a same-file module class
+  (one deriving from torch.nn or defining ``forward``) or a functional op (``F.gelu``,
+  ``partial(F.softmax, dim=-1)``); ``self.layers[i](x)`` and ``for blk in self.blocks: blk(x)``
+  over an ``nn.ModuleList``/``Sequential``; a local bound to a module, ``loss_fct =
+  CrossEntropyLoss()``; a parameter annotated with a module class, ``attn: Attention`` making
+  ``attn.to_q(x)`` a call of its ``to_q``), ``super().forward(x)`` in a torch.nn layer's subclass,
+  or the call of a same-file function, ``self.`` method or method of a same-file module attribute
+  (``self.altup.predict(x)``) whose return annotation or ``return`` values are tensors. Of a tuple
+  such a call returns (``return out, weights``, ``-> tuple[Tensor, int]``), or a parameter
+  annotated as one, unpacking and constant indexing give the elements that are tensors; of what
+  a module returns that is no tensor (a tuple, a model output), element 0 is one.
   ``self.<attr>`` is a (concrete) tensor when the class assigns it an ``nn.Parameter`` or a torch
-  call, or registers it as a buffer.
+  call, or registers it as a buffer, and ``self.weight``/``self.bias`` in a torch.nn layer's
+  subclass (``class Positions(nn.Embedding)``).
 - liveness is conservative along straight-line statement sequences: a read in a later statement,
   in a loop that repeats the statement, in an exception handler that may follow, in a nested
   function or lambda (a closure), or after ``locals()``/``eval`` keeps a name alive.
@@ -27,10 +37,11 @@ Heuristics (documented in docs/engine.md), all static and local to one file:
 One module per idea: ``facts`` (the file's imports and classes), ``views`` (one view of an
 expression over libcst and ast), ``tensors`` (which expressions hold tensors), ``scope`` (scopes,
 blocks and statements), ``nodes`` (small helpers over libcst nodes), ``collect`` (the one pass that
-builds the scopes), ``flow`` (statements in flow order), ``compute`` (compute-bound statements and
-the element-wise work that may move past them), ``rescale`` (a value rescaled by a later
-statement), ``numbers`` (names that surely hold Python numbers), ``torch_calls`` (a torch call's
-operand and reduced dim, function or method).
+builds the scopes), ``callers`` (untyped parameters that same-file calls pass tensors), ``flow``
+(statements in flow order), ``compute`` (compute-bound statements and the element-wise work that
+may move past them), ``rescale`` (a value rescaled by a later statement), ``numbers`` (names that
+surely hold Python numbers), ``torch_calls`` (a torch call's operand and reduced dim, function or
+method).
 """
 from fusionlint.analysis.collect import collect_scopes
 from fusionlint.analysis.compute import (
