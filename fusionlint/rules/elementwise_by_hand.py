@@ -20,6 +20,7 @@ from fusionlint.rule import Example, Rule, Violation
 # Every pattern calls one of these, as a function or a method (top-level alternatives, each
 # with a literal prefix: the engine's search of a file is one fast scan per alternative).
 _CALL_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|log\s*\(|exp\s*\(|relu6\s*\(|clamp\(.*6|clip\(.*6")
+_SMOOTH_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|log\s*\(|exp\s*\(")
 # The divisor or factor that makes ``x / sqrt(2)``: ``math.sqrt(2.0)``, ``1.4142...``, ``0.7071...``.
 _SQRT_TWO = re.compile(r"^(?:(?:math\.|torch\.|np\.)?sqrt\(\s*2(?:\.0*)?\s*\)|1\.4142\d*)$")
 _INVERSE_SQRT_TWO = re.compile(r"^0\.7071\d*$")
@@ -186,9 +187,11 @@ def g(x: torch.Tensor):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        # every formula has an operator but ``log1p(exp(x))`` and ``x.mul(...)``
-        return _CALL_TEXT.search(text) is not None and (
-            "*" in text or "+" in text or "-" in text or "log1p" in text or "mul(" in text)
+        if _SMOOTH_TEXT.search(text) is not None:
+            # every formula has an operator but ``log1p(exp(x))`` and ``x.mul(...)``
+            return "*" in text or "+" in text or "-" in text or "log1p" in text or "mul(" in text
+        # hard sigmoid and swish without those calls: ``x + 3`` clamped to [0, 6], divided by 6
+        return _CALL_TEXT.search(text) is not None and "3" in text and "6" in text and ("/" in text or "div(" in text)
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
