@@ -310,10 +310,10 @@ def site_coverage(sites: dict[tuple[str, Span], str], indexes: dict[str, _Index]
             line = Path(file).read_text(encoding="utf-8").splitlines()[span[0] - 1]
             examples.setdefault(kind, f"{display(file)}:{span[0]}: {line.strip()[:90]}")
     total = [sum(t[0] for t in per_file.values()), sum(t[1] for t in per_file.values())]
-    print(f"{'file':<48} {'seen':>5} {'sites':>5} {'coverage':>8}")
+    print(f"{'file':<56} {'seen':>5} {'sites':>5} {'coverage':>8}")
     for file, (seen, count) in sorted(per_file.items(), key=lambda item: -item[1][1]):
-        print(f"{display(file):<48} {seen:>5} {count:>5} {seen / count:>8.2f}")
-    print(f"{'all':<48} {total[0]:>5} {total[1]:>5} {total[0] / total[1]:>8.2f}\n")
+        print(f"{display(file):<56} {seen:>5} {count:>5} {seen / count:>8.2f}")
+    print(f"{'all':<56} {total[0]:>5} {total[1]:>5} {total[0] / total[1]:>8.2f}\n")
     print("most common missed shapes:")
     for kind, count in misses.most_common(shown):
         print(f"{count:>4}  {kind:<40} {examples[kind]}")

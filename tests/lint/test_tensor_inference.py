@@ -1,5 +1,6 @@
-"""Tensor inference that reads models: module attributes, same-file functions, library calls and
-names used the way only a tensor is, on real libcst and ast trees (and through the engine)."""
+"""Tensor inference that reads models: module attributes, same-file functions and the tuples they
+return, library calls, names used the way only a tensor is and helpers' parameters that calls pass
+tensors, on real libcst and ast trees (and through the engine); each case with what is no tensor."""
 from __future__ import annotations
 
 import ast
