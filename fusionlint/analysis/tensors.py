@@ -267,12 +267,25 @@ class Typing:
         view = self.view(annotation)
         if view[0] == STRING:
             return self._is_tensor_type(view[1].strip())
-        if view[0] == SUBSCRIPT:  # Optional[Tensor], Union[Tensor, None]
-            return dotted_path(self.view, view[1]) in _UNION_TYPES and any(self.is_tensor_annotation(el) for el in view[2])
+        if view[0] == SUBSCRIPT:  # Optional[Tensor], Union[Tensor, None]; not Union[int, Tensor]
+            return dotted_path(self.view, view[1]) in _UNION_TYPES and self._tensor_or_none(view[2])
         if view[0] == BINOP and view[3] == "|":
-            return self.is_tensor_annotation(view[1]) or self.is_tensor_annotation(view[2])
+            return self._tensor_or_none(self._union_members(annotation))
         dotted = dotted_path(self.view, annotation)
         return dotted is not None and self._is_tensor_type(dotted)
+
+    def _union_members(self, annotation: object) -> list[object]:
+        view = self.view(annotation)
+        if view[0] == BINOP and view[3] == "|":
+            return self._union_members(view[1]) + self._union_members(view[2])
+        return [annotation]
+
+    def _tensor_or_none(self, members: Iterable[object]) -> bool:
+        """Every member a tensor or None, one a tensor: a member of another type (an int size)
+        may be what the name holds."""
+        flags = [None if self.view(m)[0] == NONE or dotted_path(self.view, m) == "None" else self.is_tensor_annotation(m)
+                 for m in members]
+        return any(flags) and all(flag is not False for flag in flags)
 
     def is_tensor_sequence_annotation(self, annotation: object) -> bool:
         """``list[Tensor]``, ``Sequence[torch.Tensor]``, ``tuple[Tensor, ...]`` (also in ``Optional``)."""

@@ -25,7 +25,7 @@ from test_contract import FUSION_RULES, PAIRS, _counts, _run, _saves  # noqa: E4
 # example writes the scaled operand for backward: 9 -> 11 writes).
 PAYS_IN_TRAINING: dict[str, bool] = {
     "FL001": True, "FL002": True, "FL003": True, "FL004": True, "FL005": True, "FL006": True,
-    "FL007": True, "FL008": False, "FL009": False, "FL010": False,
+    "FL007": False, "FL008": False, "FL009": False, "FL010": False,
     "FL011": False, "FL012": False, "FL013": False, "FL014": False, "FL015": True, "FL016": False,
     "FL017": False, "FL018": False, "FL019": False, "FL020": False, "FL021": False, "FL022": True,
 }

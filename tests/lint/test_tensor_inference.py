@@ -638,3 +638,18 @@ def test_helpers_called_with_anything_keep_their_parameters_untyped():
                 return y * s
     """)
     assert not {"val", "d"} & found["default"]
+
+
+def test_a_union_with_a_non_tensor_member_is_no_tensor():
+    """``Union[int, Tensor]`` may hold the int (a size given either way): arithmetic on it is
+    not tensor work; ``Optional[Tensor]`` and ``Tensor | None`` hold a tensor when they hold one."""
+    found = tensors("""
+        from typing import Optional, Union
+        import torch
+
+        def f(x: torch.Tensor, a: Union[int, torch.Tensor], b: Optional[torch.Tensor],
+              c: torch.Tensor | None, d: int | torch.Tensor):
+            return x + a * 2, x + b * 2, x + c * 2, x + d * 2
+    """)["f"]
+    assert {"x", "b", "c"} <= found
+    assert not found & {"a", "d"}
