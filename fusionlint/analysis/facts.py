@@ -6,11 +6,11 @@ from __future__ import annotations
 import ast
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import libcst as cst
 
-from fusionlint.analysis.views import ATTR, CALL, IFEXP, NAME, View, ast_view, dotted_path
+from fusionlint.analysis.views import ATTR, CALL, IFEXP, NAME, SUBSCRIPT, View, ast_view, dotted_path
 
 _LIBRARIES = ("torch", "einops")
 _NON_TENSOR_TORCH_PREFIXES = tuple(
@@ -30,6 +30,16 @@ _TENSOR_TORCH_NN = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Paramete
 # nn classes that are not modules, or whose call is no tensor
 _NON_MODULES = frozenset({"Parameter", "Buffer", "ParameterList", "ParameterDict", "Module"})
 _CONTAINERS = {"ModuleList": "list", "ModuleDict": "dict", "Sequential": "sequential"}
+# Registries of element-wise activation modules, read by key (``ACT2FN[config.hidden_act]``): each
+# entry is a module whose call makes a new tensor, or (its ``linear`` entry) returns its input
+# unchanged; none writes its input. Their ``nn_class`` is the registry's name.
+ACTIVATION_REGISTRIES = frozenset({"ACT2FN"})
+# Helpers, imported by name, that build an activation module (transformers', diffusers' and timm's).
+_MODULE_BUILDERS = frozenset({"get_activation", "create_act_layer"})
+# Helpers that return a layer class to build modules from (timm's ``get_act_layer("gelu")``).
+_LAYER_GETTERS = frozenset({"get_act_layer", "get_norm_layer"})
+_FACTORY_TYPES = frozenset({"Callable", "Type", "type"})
+_UNIONS = frozenset({"Optional", "Union"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class ModuleFacts:
     reads_only: dict[tuple[str | None, str, int], bool] = field(default_factory=dict)  # filled by purity.only_reads
     returns_new: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by fresh.returns_new
     _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
+    _factories: dict[int, dict[str, str]] = field(default_factory=dict)  # by id of the method
 
     @property
     def imports_torch(self) -> bool:
@@ -181,43 +192,136 @@ class ModuleFacts:
             targets = [t.attr for t in node.targets if _is_self_attr(t)]  # type: ignore[attr-defined]
             if _is_tensor_call(node.value, self):
                 tensors.update(targets)
-            kind = self.module_kind(node.value)
+            kind = self.module_kind(node.value, ast_view, self._method_factories(cls, node))
             if kind is not None:
                 modules.update(dict.fromkeys(targets, kind))
-            if kind == "nn" and isinstance(node.value, ast.Call) and not built_in_place(node.value):
-                name = (self.canonical(dotted_path(ast_view, node.value.func) or "") or "").rpartition(".")[2]
-                nn_classes.update(dict.fromkeys(targets, name))
+            if kind == "nn" and isinstance(node.value, ast.Subscript):
+                nn_classes.update(dict.fromkeys(targets, _last(dotted_path(ast_view, node.value.value))))
+            elif kind == "nn" and isinstance(node.value, ast.Call) and not built_in_place(node.value) \
+                    and _is_nn_class(canonical := self.canonical(dotted_path(ast_view, node.value.func) or "")):
+                nn_classes.update(dict.fromkeys(targets, _last(canonical)))
             else:
                 for target in targets:
                     nn_classes.pop(target, None)
 
-    def module_kind(self, value: object, view: View = ast_view) -> str | None:
+    def module_kind(self, value: object, view: View = ast_view, factories: Mapping[str, str] = {}) -> str | None:
         """What ``value`` (in either syntax tree, through ``view``) builds: "nn" for a torch.nn
-        module, "list"/"dict"/"sequential" for its containers, the class name of a same-file
-        module class, "op" for a functional op held as a value (``F.gelu``, ``partial(F.softmax,
-        dim=-1)``), called as a module is; None for anything else."""
+        module or an activation from a registry or builder (``ACT2FN[act]``,
+        ``get_activation(act)``), "list"/"dict"/"sequential" for its containers, the class name of
+        a same-file module class, "op" for a functional op held as a value (``F.gelu``,
+        ``partial(F.softmax, dim=-1)``), called as a module is; None for anything else. A call of
+        one of ``factories`` (names bound to layer classes: ``norm_layer(dim)``) builds the kind
+        it maps to."""
         seen = view(value)
         if seen[0] == IFEXP:
-            return self.module_kind(seen[1], view) or self.module_kind(seen[2], view)
+            return self.module_kind(seen[1], view, factories) or self.module_kind(seen[2], view, factories)
+        if seen[0] == SUBSCRIPT:
+            return "nn" if _last(dotted_path(view, seen[1])) in ACTIVATION_REGISTRIES else None
         if seen[0] != CALL:
             return "op" if self._functional_op(dotted_path(view, value)) else None
         dotted = dotted_path(view, seen[1])
         if dotted is None:
             return None
+        if dotted in factories:
+            return factories[dotted]
         if dotted in ("partial", "functools.partial") and seen[2]:
             return "op" if self._functional_op(dotted_path(view, seen[2][0])) else None
-        canonical = self.canonical(dotted) or ""
-        name = canonical.rpartition(".")[2]
-        if canonical.startswith("torch.nn.") and name[:1].isupper() and name not in _NON_MODULES:
-            return _CONTAINERS.get(name, "nn")
+        canonical = self.canonical(dotted)
+        if _is_nn_class(canonical):
+            return _CONTAINERS.get(_last(canonical), "nn")
         if dotted in self.classes and self.is_module_class(dotted):
             return dotted
+        return "nn" if _last(dotted) in _MODULE_BUILDERS else None
+
+    def _method_factories(self, cls: ast.ClassDef, member: ast.Assign) -> Mapping[str, str]:
+        """The layer factories of the method of ``cls`` that assigns ``member`` (none unless it
+        calls a plain name: most members need no look)."""
+        value = member.value
+        while isinstance(value, ast.IfExp):
+            value = value.body if isinstance(value.body, ast.Call) else value.orelse
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return {}
+        for method in cls.body:
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and method.lineno <= member.lineno <= (method.end_lineno or method.lineno):
+                known = self._factories.get(id(method))
+                if known is None:
+                    known = self._factories[id(method)] = self._read_factories(method)
+                return known
+        return {}
+
+    def _read_factories(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+        """Names the function binds to layer classes, injected as its constructor's parameters
+        are (``act_layer=nn.GELU``, ``norm_layer: Callable[..., nn.Module]``,
+        ``partial(nn.LayerNorm, eps=1e-6)``) or in its body (``norm_layer = norm_layer or
+        nn.BatchNorm2d``), each with the kind of module its call builds."""
+        arguments = function.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        defaults = [None] * (len(positional) - len(arguments.defaults)) + [*arguments.defaults, *arguments.kw_defaults]
+        found: dict[str, str] = {}
+        for param, default in zip([*positional, *arguments.kwonlyargs], defaults):
+            kind = self._factory_kind(default, found) or self._factory_annotation(param.annotation)
+            if kind is not None:
+                found[param.arg] = kind
+        for node in ast.walk(function):
+            if type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+                kind = self._factory_kind(node.value, found)
+                if kind is not None:
+                    found[node.targets[0].id] = kind
+        return found
+
+    def _factory_kind(self, expr: ast.expr | None, known: Mapping[str, str]) -> str | None:
+        """The kind of module a call of ``expr`` builds when it is a layer class: a torch.nn or
+        same-file module class, a ``partial`` of one, a name in ``known``, either side of an
+        ``or`` or an if-expression; None for anything else."""
+        if isinstance(expr, ast.BoolOp):
+            return next(filter(None, (self._factory_kind(value, known) for value in expr.values)), None)
+        if isinstance(expr, ast.IfExp):
+            return self._factory_kind(expr.body, known) or self._factory_kind(expr.orelse, known)
+        if isinstance(expr, ast.Call):
+            dotted = dotted_path(ast_view, expr.func)
+            if dotted in ("partial", "functools.partial") and expr.args:
+                return self._factory_kind(expr.args[0], known)
+            return "nn" if _last(dotted) in _LAYER_GETTERS else None
+        dotted = dotted_path(ast_view, expr) if expr is not None else None
+        if dotted is None:
+            return None
+        if dotted in known:
+            return known[dotted]
+        if dotted in self.classes:
+            return dotted if self.is_module_class(dotted) else None
+        canonical = self.canonical(dotted)
+        return _CONTAINERS.get(_last(canonical), "nn") if _is_nn_class(canonical) else None
+
+    def _factory_annotation(self, annotation: ast.expr | None) -> str | None:
+        """"nn" for ``Callable[..., nn.Module]``, ``type[nn.LayerNorm]`` (also in ``Optional``)."""
+        if not isinstance(annotation, ast.Subscript):
+            return None
+        base = _last(dotted_path(ast_view, annotation.value))
+        members = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+        if base in _UNIONS:
+            return next(filter(None, map(self._factory_annotation, members)), None)
+        if base in _FACTORY_TYPES:
+            dotted = dotted_path(ast_view, members[-1])
+            canonical = self.canonical(dotted) if dotted else None
+            return "nn" if canonical == "torch.nn.Module" or _is_nn_class(canonical) else None
         return None
 
     def _functional_op(self, dotted: str | None) -> bool:
         """``F.gelu``, ``torch.special.erf``: a torch function that is an op, never a dtype or constant."""
         canonical = self.canonical(dotted) if dotted else None
         return canonical is not None and canonical.startswith(("torch.nn.functional.", "torch.special."))
+
+
+def _last(dotted: str | None) -> str:
+    """``ACT2FN`` of ``activations.ACT2FN``; empty for None."""
+    return (dotted or "").rpartition(".")[2]
+
+
+def _is_nn_class(canonical: str | None) -> bool:
+    """A torch.nn module class (``torch.nn.LayerNorm``), not a parameter nor ``Module`` itself."""
+    name = _last(canonical)
+    return bool(canonical) and canonical.startswith("torch.nn.") and name[:1].isupper() and name not in _NON_MODULES
 
 
 def built_in_place(call: ast.Call | cst.Call) -> bool:

@@ -175,13 +175,13 @@ class Typing:
     # --- modules ---------------------------------------------------------------------------------
 
     def is_module(self, expr: object) -> bool:
-        """``self.fc``, ``self.layers[i]``, ``nn.Linear(2, 2)`` or a name bound to a module: a
+        """``self.fc``, ``self.layers[i]``, ``nn.Linear(2, 2)``, ``ACT2FN["gelu"]`` or a name bound to a module: a
         callable nn.Module."""
         view = self.view(expr)
         if view[0] == NAME:
             return view[1] in self.modules
-        if view[0] == SUBSCRIPT:
-            return self._container(view[1]) is not None
+        if view[0] == SUBSCRIPT:  # a container's item, or an activation registry's (``ACT2FN[act]``)
+            return self._container(view[1]) is not None or self.facts.module_kind(expr, self.view) == "nn"
         if view[0] == CALL:
             return self.facts.module_kind(expr, self.view) not in _NOT_CALLABLE
         member = self._member(view)
@@ -430,7 +430,7 @@ class Typing:
     def _tensor_targets(self, target: object, value: object) -> set[str]:
         bound, source = self.view(target), self.view(value)
         if bound[0] == NAME:
-            kind = self.facts.module_kind(value, self.view) if source[0] in (CALL, ATTR, IFEXP) else None
+            kind = self.facts.module_kind(value, self.view) if source[0] in (CALL, ATTR, IFEXP, SUBSCRIPT) else None
             if kind not in _NOT_CALLABLE:
                 self.modules.add(bound[1])
                 if kind not in ("nn", "op"):

@@ -653,3 +653,90 @@ def test_a_union_with_a_non_tensor_member_is_no_tensor():
     """)["f"]
     assert {"x", "b", "c"} <= found
     assert not found & {"a", "d"}
+
+
+def test_layers_built_by_injected_factories():
+    """timm's, torchvision's and monai's blocks take their layer classes as constructor
+    parameters: the module each builds is a module, whatever the caller passes; a parameter
+    whose default is no layer class (a helper, a number, None never replaced) builds nothing known."""
+    source = """
+        from functools import partial
+        from typing import Callable, Optional
+        import torch
+        from torch import nn
+
+        class Mlp(nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        class Block(nn.Module):
+            def __init__(self, dim, act_layer=nn.GELU, norm_layer: Callable = nn.LayerNorm,
+                         ln=partial(nn.LayerNorm, eps=1e-6), bn=None, gn=None, mlp_layer=Mlp,
+                         proj: Optional[Callable[..., nn.Module]] = None, helper=make_helper, scale=1.0, maybe=None):
+                super().__init__()
+                bn = bn or nn.BatchNorm2d
+                if gn is None:
+                    gn = nn.GroupNorm
+                self.act = act_layer()
+                self.norm = norm_layer(dim)
+                self.ln = ln(dim)
+                self.bn = bn(dim)
+                self.gn = gn(2, dim) if dim > 2 else nn.Identity()
+                self.mlp = mlp_layer()
+                self.proj = proj(dim, dim)
+                self.blocks = nn.Sequential(*[norm_layer(dim) for _ in range(2)])
+                self.helper = helper(dim)
+                self.scale = scale(dim)
+                self.maybe = maybe(dim)
+
+            def run(self, x: torch.Tensor):
+                a, n, l, b, g, m, p = self.act(x), self.norm(x), self.ln(x), self.bn(x), self.gn(x), self.mlp(x), self.proj(x)
+                for blk in self.blocks:
+                    y = blk(x)
+                h, s, q = self.helper(x), self.scale(x), self.maybe(x)
+                return a
+    """
+    assert {"a", "n", "l", "b", "g", "m", "p", "y"} <= tensors(source)["run"]
+    assert not {"h", "s", "q"} & tensors(source)["run"]
+    facts = module_facts(ast.parse(textwrap.dedent(source)))
+    assert facts.module_attr("Block", "mlp") == "Mlp"
+    assert facts.module_attr("Block", "blocks") == "sequential"
+    assert facts.nn_class("Block", "norm") is None  # the caller may pass another class
+    assert facts.module_attr("Block", "helper") is None
+
+
+def test_activations_from_registries_and_builders():
+    """``ACT2FN[config.hidden_act]`` and ``get_activation(...)`` are modules (the registry named as
+    their class); any other table read by key, or an unknown helper's result, is not."""
+    source = """
+        import torch
+        from torch import nn
+        from transformers.activations import ACT2FN, get_activation
+
+        class Mlp(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.act = ACT2FN[config.hidden_act]
+                self.gelu = ACT2FN["gelu"]
+                self.silu = get_activation(config.act_fn)
+                self.acts = nn.ModuleDict({"gelu": nn.GELU()})
+                self.table = TABLE[config.kind]
+                self.other = make_activation(config.act_fn)
+
+            def run(self, x: torch.Tensor, key: str):
+                a, g, s = self.act(x), self.gelu(x), self.silu(x)
+                d = ACT2FN["relu"](x)
+                act = ACT2FN[key]
+                b = act(x)
+                picked = self.acts[key]
+                c = picked(x)
+                t, o = self.table(x), self.other(x)
+                return a
+    """
+    found = tensors(source)["run"]
+    assert {"a", "g", "s", "d", "b", "c"} <= found
+    assert not {"t", "o", "act", "picked", "key"} & found
+    facts = module_facts(ast.parse(textwrap.dedent(source)))
+    assert facts.nn_class("Mlp", "act") == "ACT2FN"
+    assert facts.module_attr("Mlp", "silu") == "nn" and facts.nn_class("Mlp", "silu") is None
+    assert facts.module_attr("Mlp", "table") is None
