@@ -40,7 +40,10 @@ class ManualAttention(Rule):
 
         Flagged: the chain, inline or through the names it assigns in one block, of a score
         matmul (`@`, `matmul`, `bmm`, or `einsum('b h i d, b h j d -> b h i j')`) against a
-        transposed key, an optional scale (`*`/`/` by a number, or `q * scale` before the
+        transposed key (or, on (heads, dim, tokens) operands, `q.transpose(-2, -1) @ k` with
+        `v @ weights.transpose(-2, -1)` whose result is permuted next; or an einsum in any
+        letter order, such as `'b n h d, b k h d -> b h n k'`: both without a fix, SDPA wants
+        its operands transposed), an optional scale (`*`/`/` by a number, or `q * scale` before the
         matmul), an optional mask (`+ mask`, or `.masked_fill(mask, float('-inf'))`), a softmax
         over the last dim, optional dropout (an `nn.Dropout` attribute or `F.dropout`), and the
         matmul with the values; where the code shows the operands are 4-d (`x.view(b, t, h, d)`,
@@ -233,6 +236,74 @@ class Attention(nn.Module):
 """,
             call="Attention()(randn(2, 64, 384))",
         ),
+        # the scores as an einsum over (batch, tokens, heads, dim) operands: SDPA wants the heads
+        # before the tokens, so the rewrite transposes them (views) and no fix is offered
+        Example(
+            bad="""\
+import torch
+import torch.nn.functional as F
+
+
+def pooled_attention(q, k, v):
+    bs, nh, hc = 2, 4, 16
+    q = q.reshape(bs, -1, nh, hc)
+    k = k.reshape(bs, -1, nh, hc)
+    v = v.reshape(bs, -1, nh, hc)
+    aw = torch.einsum("bnmc,bkmc->bmnk", q, k)
+    aw = aw / (hc**0.5)
+    aw = F.softmax(aw, dim=-1)
+    x = torch.einsum("bmnk,bkmc->bnmc", aw, v)
+    return x.reshape(bs, -1, nh * hc)
+""",
+            at=((10, 10),),
+            fixed=None,
+            good="""\
+import torch
+import torch.nn.functional as F
+
+
+def pooled_attention(q, k, v):
+    bs, nh, hc = 2, 4, 16
+    q = q.reshape(bs, -1, nh, hc).transpose(1, 2)
+    k = k.reshape(bs, -1, nh, hc).transpose(1, 2)
+    v = v.reshape(bs, -1, nh, hc).transpose(1, 2)
+    x = F.scaled_dot_product_attention(q, k, v)
+    return x.transpose(1, 2).reshape(bs, -1, nh * hc)
+""",
+            call="pooled_attention(randn(2, 20, 64), randn(2, 27, 64), randn(2, 27, 64))",
+        ),
+        # (heads, dim, tokens) operands: the scores are q^T @ k and the output v @ weights^T, which
+        # is SDPA's output transposed; no fix offered
+        Example(
+            bad="""\
+import torch
+
+
+def area_attention(qkv):
+    B, N, num_heads, head_dim = 4, 32, 2, 16
+    q, k, v = qkv.view(B, N, num_heads, head_dim * 3).permute(0, 2, 3, 1).split([head_dim, head_dim, head_dim], dim=2)
+    attn = (q * (head_dim**-0.5)).transpose(-2, -1) @ k
+    attn = attn.softmax(dim=-1)
+    x = v @ attn.transpose(-2, -1)
+    x = x.permute(0, 3, 1, 2)
+    return x.reshape(B, N, -1)
+""",
+            at=((7, 12),),
+            fixed=None,
+            good="""\
+import torch
+import torch.nn.functional as F
+
+
+def area_attention(qkv):
+    B, N, num_heads, head_dim = 4, 32, 2, 16
+    q, k, v = qkv.view(B, N, num_heads, head_dim * 3).permute(0, 2, 3, 1).split([head_dim, head_dim, head_dim], dim=2)
+    x = F.scaled_dot_product_attention(q.transpose(-2, -1), k.transpose(-2, -1), v.transpose(-2, -1))
+    x = x.transpose(1, 2)
+    return x.reshape(B, N, -1)
+""",
+            call="area_attention(randn(4, 32, 96))",
+        ),
     )
     valid = (
         # the weights are returned: SDPA does not give them, and the score matrix is written anyway
@@ -281,7 +352,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
                     continue
                 chain = _chain(scope, site.node, site.statement)
                 if chain is not None:
-                    yield Violation(chain.scores, fix=_fix(scope, chain), spans=tuple(r.node for r in chain.statements))
+                    fix = _fix(scope, chain) if chain.fixable else None
+                    yield Violation(chain.scores, fix=fix, spans=tuple(r.node for r in chain.statements))
 
 
 @dataclass
@@ -299,6 +371,7 @@ class _Chain:
     is_causal: bool = False
     unbatched: bool = False  # 3-d (batch x heads, tokens, head_dim): SDPA gets them unsqueezed to 4-d
     dropout_p: cst.BaseExpression | None = None
+    fixable: bool = True  # False: the operands need permutes to be SDPA's (batch, heads, tokens, dim)
     # statements the chain runs through (the final one last), and those the fix deletes
     statements: list[StatementRef] = field(default_factory=list)
     deleted: list[StatementRef] = field(default_factory=list)
@@ -307,12 +380,18 @@ class _Chain:
 
 
 def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain | None:
-    values = _value_matmul(scope, final)
-    if values is None:
-        return None
-    weights, chain_v, batch = values
-    chain = _Chain(final, final_ref, v=chain_v, statements=[final_ref])
-    expr, at = _follow(scope, chain, weights, final_ref)
+    for values in _value_matmuls(scope, final):
+        chain = _chain_from(scope, values, final, final_ref)
+        if chain is not None:
+            return chain
+    return None
+
+
+def _chain_from(scope: Scope, values: _Values, final: cst.CSTNode, final_ref: StatementRef) -> _Chain | None:
+    if values.transposed and not _permuted_next(final, final_ref):
+        return None  # a view of the (heads, dim, tokens) result would copy SDPA's transposed one
+    chain = _Chain(final, final_ref, v=values.v, statements=[final_ref])
+    expr, at = _follow(scope, chain, values.weights, final_ref)
     dropped = _dropout(scope, expr)
     if dropped is not None:
         inner, chain.dropout_p = dropped
@@ -332,10 +411,10 @@ def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain 
     if scale is not None:
         expr, factor, divided = scale
         expr, at = _follow(scope, chain, expr, at)
-    scores = _score_matmul(scope, expr, batch)
+    scores = _score_matmul(scope, expr, values)
     if scores is None:
         return None
-    chain.scores, (q, chain.k, rank) = expr, scores
+    chain.scores, (q, chain.k, rank, chain.fixable) = expr, scores
     ranks = {r for r in (rank, _rank(scope, q, at), _rank(scope, chain.k, at), _rank(scope, chain.v, final_ref)) if r}
     if ranks not in ({3}, {4}):
         return None  # SDPA's fused kernels take 4-d tensors (3-d ones are unsqueezed); others run its math form
@@ -363,6 +442,24 @@ def _chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> _Chain 
         else:
             chain.attn_mask = _four_dims(scope, mask, mask_ref, chain)
     return chain if _movable(scope, chain) else None
+
+
+def _permuted_next(final: cst.CSTNode, final_ref: StatementRef) -> bool:
+    """Is ``x = final`` next read as ``x.permute(...)`` or ``x.transpose(...)``, an order of its
+    dims that SDPA's transposed result gives as cheaply?"""
+    small = final_ref.simple
+    if not (isinstance(small, cst.Assign) and small.value is final and len(small.targets) == 1):
+        return False
+    target = small.targets[0].target
+    if not isinstance(target, cst.Name):
+        return False
+    for ref in final_ref.later():
+        if target.value in names_of(ref.node)[0]:
+            value = getattr(ref.simple, "value", None)
+            return (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                    and value.func.attr.value in ("permute", "transpose")
+                    and isinstance(value.func.value, cst.Name) and value.func.value.value == target.value)
+    return False
 
 
 # --------------------------------------------------------------------------- following names
@@ -411,23 +508,30 @@ def _read_between(first: StatementRef, last: StatementRef, name: str) -> bool:
 # --------------------------------------------------------------------------- the stages
 
 
-def _value_matmul(scope: Scope, node: cst.CSTNode
-                  ) -> tuple[cst.BaseExpression, cst.BaseExpression, str | None] | None:
-    """(weights, values, einsum batch letters) of ``weights @ v``, ``matmul``/``bmm`` or
-    ``einsum('A i j, A j e -> A i e', weights, v)``."""
+@dataclass(frozen=True)
+class _Values:
+    """A matmul with the values: its operands and how it lays them out."""
+
+    weights: cst.BaseExpression
+    v: cst.BaseExpression
+    einsum: tuple[str, str, str] | None = None  # (weights, values, output) subscripts
+    transposed: bool = False  # ``v @ weights.transpose(-2, -1)``: every operand has its last two dims swapped
+
+
+def _value_matmuls(scope: Scope, node: cst.CSTNode) -> Iterator[_Values]:
+    """The readings of ``node`` as the matmul with the values: ``weights @ v`` (``matmul``, ``bmm``),
+    ``v @ weights.transpose(-2, -1)``, or an einsum that sums the weights' last dim against the values."""
     operands = _matmul_operands(scope, node)
     if operands is not None:
-        return (*operands, None)
-    if _op_name(scope, node) == "einsum" and len(node.args) == 3 and _plain_args(node):  # type: ignore[attr-defined]
+        yield _Values(*operands)
+        weights = _untransposed(operands[1], _KEY_TRANSPOSES)
+        if weights is not None and _op_name(scope, node) != "bmm":
+            yield _Values(weights, operands[0], transposed=True)
+    elif _op_name(scope, node) == "einsum" and len(node.args) == 3 and _plain_args(node):  # type: ignore[attr-defined]
         parts = _einsum_parts(node.args[0].value)  # type: ignore[attr-defined]
         if parts is not None:
             (w, v), out = parts
-            if len(w) < 2:  # a vector operand (`einsum("r, c -> rc", ...)`): no weights matrix
-                return None
-            batch, i, j = w[:-2], w[-2], w[-1]
-            if len(v) >= 2 and v[:-2] == batch and v[-2] == j and out == batch + i + v[-1] and len(set(w + v[-1])) == len(w) + 1:
-                return node.args[1].value, node.args[2].value, batch  # type: ignore[attr-defined]
-    return None
+            yield _Values(node.args[1].value, node.args[2].value, einsum=(w, v, out))  # type: ignore[attr-defined]
 
 
 def _matmul_operands(scope: Scope, node: cst.CSTNode) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
@@ -442,38 +546,64 @@ def _matmul_operands(scope: Scope, node: cst.CSTNode) -> tuple[cst.BaseExpressio
     return (args[0], args[1]) if len(args) == 2 else None
 
 
-def _score_matmul(scope: Scope, node: cst.BaseExpression | None, batch: str | None
-                  ) -> tuple[cst.BaseExpression, cst.BaseExpression, int | None] | None:
-    """(q, k, their rank if the matmul tells it) of ``q @ k.transpose(-2, -1)`` (``matmul``,
-    ``bmm``: 3) or of ``einsum('A i d, A j d -> A i j', q, k)`` whose batch letters are those of
-    the values' einsum."""
+def _score_matmul(scope: Scope, node: cst.BaseExpression | None, values: _Values
+                  ) -> tuple[cst.BaseExpression, cst.BaseExpression, int | None, bool] | None:
+    """(q, k, their rank if the matmul tells it, whether they are laid out as SDPA's) of
+    ``q @ k.transpose(-2, -1)`` (``matmul``, ``bmm``: 3), of ``q.transpose(-2, -1) @ k`` for
+    transposed values, or of an einsum of ``q`` and ``k`` that ``_attention_einsums`` accepts."""
     if node is None:
         return None
-    if batch is not None:
+    if values.einsum is not None:
         if _op_name(scope, node) != "einsum" or len(node.args) != 3 or not _plain_args(node):  # type: ignore[attr-defined]
             return None
         parts = _einsum_parts(node.args[0].value)  # type: ignore[attr-defined]
-        if parts is None:
+        layout = _attention_einsums(parts, values.einsum) if parts is not None else None
+        if layout is None:
             return None
-        (q, k), out = parts
-        gram = len(q) >= 2 and len(k) >= 2 and q[:-2] == k[:-2] == batch and q[-1] == k[-1] and out == batch + q[-2] + k[-2]
-        if not gram or len(set(q + k[-2])) != len(q) + 1:
-            return None
-        return node.args[1].value, node.args[2].value, None if "." in q else len(q)  # type: ignore[attr-defined]
+        return node.args[1].value, node.args[2].value, *layout  # type: ignore[attr-defined]
     operands = _matmul_operands(scope, node)
     if operands is None:
         return None
+    q_t, key = operands
+    if values.transposed:
+        q = _untransposed(q_t, _KEY_TRANSPOSES)
+        return (q, key, _transpose_rank(q_t), False) if q is not None else None
     q, key_t = operands
     bmm = _op_name(scope, node) == "bmm"
     swapped = _last_two_swapped(key_t)
     if swapped is not None:
         key, rank = swapped
-        return (q, key, rank) if rank == 3 or not bmm else None
+        return (q, key, rank, True) if rank == 3 or not bmm else None
     key = _untransposed(key_t, _BMM_KEY_TRANSPOSES if bmm else _KEY_TRANSPOSES)
     if key is None:
         return None
-    transposed_23 = isinstance(key_t, cst.Call) and _integer(key_t.args[0].value) in (2, 3)
-    return q, key, 3 if bmm else 4 if transposed_23 else None
+    return q, key, 3 if bmm else _transpose_rank(key_t), True
+
+
+def _transpose_rank(expr: cst.BaseExpression) -> int | None:
+    """4 for ``x.transpose(2, 3)``, which says the last two dims of a 4-d tensor; else unknown."""
+    return 4 if isinstance(expr, cst.Call) and _integer(expr.args[0].value) in (2, 3) else None
+
+
+def _attention_einsums(scores: tuple[tuple[str, str], str], values: tuple[str, str, str]) -> tuple[int | None, bool] | None:
+    """(rank, laid out as SDPA's) where ``einsum(scores, q, k)`` then ``einsum(values, weights, v)``
+    is attention: the scores sum one letter of ``q`` and ``k`` and end in ``k``'s token letter (the
+    softmax's dim), the values sum that letter, and both keep every other letter; the rank is
+    unknown for ``...``."""
+    (qs, ks), w = scores
+    ws, vs, out = values
+    if ws != w or any(len(set(x)) != len(x) for x in (qs, ks, w, vs, out)):
+        return None
+    i, j, d, e = set(qs) - set(ks), set(ks) - set(qs), set(qs) & set(ks) - set(w), set(vs) - set(w)
+    if not len(i) == len(j) == len(d) == len(e) == 1 or w[-1] not in j:
+        return None
+    batch = set(qs) & set(ks) & set(w)
+    if set(qs) | set(ks) != batch | i | j | d or set(w) != batch | i | j or set(vs) != batch | j | e or set(out) != batch | i | e:
+        return None
+    b, (q_token, k_token, dim, v_dim) = w[:-2], (min(x) for x in (i, j, d, e))
+    sdpa = (b + q_token + dim, b + k_token + dim, b + q_token + k_token, b + k_token + v_dim, b + q_token + v_dim)
+    canonical = (qs, ks, w, vs, out) == sdpa
+    return (None if "." in qs else len(qs)), canonical
 
 
 def _last_two_swapped(expr: cst.BaseExpression) -> tuple[cst.BaseExpression, int] | None:

@@ -158,3 +158,69 @@ def not_a_key_transpose(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> to
     attn = q @ k.permute(0, 2, 3, 1)
     attn = torch.softmax(attn, dim=-1)
     return attn @ v
+
+
+# --- the scores as an einsum over (batch, tokens, heads, dim) operands (Ultralytics' image pooling
+# attention): flagged without a fix, SDPA wants the heads before the tokens
+def pooled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    bs, nh, hc = 2, 4, 16
+    q = q.reshape(bs, -1, nh, hc)
+    k = k.reshape(bs, -1, nh, hc)
+    v = v.reshape(bs, -1, nh, hc)
+    aw = torch.einsum("bnmc,bkmc->bmnk", q, k)
+    aw = aw / (hc**0.5)
+    aw = F.softmax(aw, dim=-1)
+    x = torch.einsum("bmnk,bkmc->bnmc", aw, v)
+    return x.reshape(bs, -1, nh * hc)
+
+
+# a 3-d einsum over (batch, tokens, heads) with no head dim summed is no attention; a 5-d one
+# would take SDPA's math path: neither flagged
+def not_attention_einsum(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    aw = torch.einsum("bnm,bkm->bnk", q, k).softmax(dim=-1)
+    return torch.einsum("bnk,bkmc->bnmc", aw, v)
+
+
+def five_d_einsum(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    aw = torch.einsum("bgnmc,bgkmc->bgmnk", q, k).softmax(dim=-1)
+    return torch.einsum("bgmnk,bgkmc->bgnmc", aw, v)
+
+
+# --- (heads, dim, tokens) operands (YOLO12's area attention): q^T @ k, then v @ weights^T, whose
+# result is permuted next, as SDPA's transposed output can be: flagged without a fix
+def area_attention(qkv: torch.Tensor) -> torch.Tensor:
+    B, N, num_heads, head_dim = 4, 32, 2, 16
+    q, k, v = qkv.view(B, N, num_heads, head_dim * 3).permute(0, 2, 3, 1).split([head_dim, head_dim, head_dim], dim=2)
+    attn = (q * (head_dim**-0.5)).transpose(-2, -1) @ k
+    attn = attn.softmax(dim=-1)
+    x = v @ attn.transpose(-2, -1)
+    x = x.permute(0, 3, 1, 2)
+    return x.reshape(B, N, -1)
+
+
+# the same attention whose (heads, dim, tokens) result is viewed at once (YOLO's PSA block): SDPA's
+# transposed output would need a copy there (measured: more writes), not flagged
+def psa_attention(qkv: torch.Tensor) -> torch.Tensor:
+    B, C, H, W = 2, 64, 8, 8
+    q, k, v = qkv.view(B, 2, 64, H * W).split([16, 16, 32], dim=2)
+    attn = ((q * 0.25).transpose(-2, -1) @ k).softmax(dim=-1)
+    return (v @ attn.transpose(-2, -1)).view(B, C, H, W)
+
+
+# --- more look-alikes: weights returned after a transposed matmul, and a mask that multiplies the
+# scores (not SDPA's additive mask)
+def returned_weights(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    q = q.view(2, 4, 16, 8)
+    k = k.view(2, 4, 16, 8)
+    attn = (q.transpose(-2, -1) @ k).softmax(dim=-1)
+    x = v @ attn.transpose(-2, -1)
+    x = x.permute(0, 3, 1, 2)
+    return x, attn
+
+
+def multiplied_mask(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    q = q.view(2, 4, 16, 8)
+    k = k.view(2, 4, 16, 8)
+    attn = (q @ k.transpose(-2, -1)) * keep
+    attn = attn.softmax(dim=-1)
+    return attn @ v
