@@ -36,6 +36,10 @@ COMPOSITE_OPS = {"_softmax", "_log_softmax", "native_layer_norm", "var", "std", 
 # What every executor computes (complex and unsigned 16-64 bit types run eagerly).
 DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
                     torch.float16, torch.bfloat16, torch.float32, torch.float64})
+# Ops recorded as their decomposition with or without autograd: it is reductions and element-wise
+# ops only, which fuse whole (a vector norm: abs, pow, sum, root), where the op itself would run
+# eagerly and flush.
+DECOMPOSED_ALWAYS = frozenset({torch.ops.aten.linalg_vector_norm.default})
 EXTERN_KINDS = {"mm": "matmul", "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul",
                 "convolution": "conv", "cat": "copy"}
 FACTORY_OPS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like",
@@ -241,7 +245,8 @@ class DispatchCapture(TorchDispatchMode):
     def _decomposition(self, func, name: str, tensors: list[torch.Tensor]) -> Optional[Any]:
         """How an op the capture cannot record whole is recorded as simpler ops: a ``_foreach_``
         op (optimizers) per tensor, and PyTorch's decomposition of an op of a backward pass or
-        of an op autograd records (training). Code without autograd keeps its fallbacks."""
+        of an op autograd records (training). Code without autograd keeps its fallbacks, but for
+        the few ops whose decomposition fuses whole (``DECOMPOSED_ALWAYS``)."""
         if func in self._decomposing:
             return None  # a decomposition that calls its own op
         if torch.Tag.nondeterministic_seeded in func.tags:
@@ -253,7 +258,7 @@ class DispatchCapture(TorchDispatchMode):
         if "scaled_dot_product" in name:
             return None  # attention's decomposition writes the score matrix (and disagrees on logsumexp)
         training = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-        if "backward" in name or training:
+        if "backward" in name or training or func in DECOMPOSED_ALWAYS:
             return decomposition_table.get(func)
         return None
 

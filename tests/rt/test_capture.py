@@ -55,6 +55,28 @@ def test_fallback_runs_eagerly_and_is_reported_by_name():
     assert "fallback" in [k.kind for k in report.kernel_records]
 
 
+@pytest.mark.parametrize("executor", ["reference", "interpret"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_vector_norm_fuses_through_its_decomposition(executor, dtype):
+    """A norm runs as its decomposition's reductions and element-wise ops, without autograd
+    too: normalizing by hand is one pending block, not a flush at each norm."""
+    x = torch.randn(33, 70, dtype=dtype)
+    tol = dict(rtol=2e-2, atol=1e-3) if dtype == torch.bfloat16 else {}
+
+    def f(x):
+        y = x / x.norm(dim=-1, keepdim=True)
+        return y, torch.nn.functional.normalize(x, dim=0), [
+            torch.linalg.vector_norm(x, ord=o, dim=d) for o in (1, 3, float("inf"), 0) for d in (-1, None)]
+
+    out, report = fusionrt.measure(f, x, executor=executor)
+    ref = f(x)
+    torch.testing.assert_close(out[0], ref[0], **tol)
+    torch.testing.assert_close(out[1], ref[1], **tol)
+    for a, b in zip(out[2], ref[2]):
+        torch.testing.assert_close(a, b, **tol)
+    assert not report.fallbacks
+
+
 def test_tensors_that_require_grad_are_recorded():
     w = torch.randn(4, requires_grad=True)
     with fusionrt.lazy(executor="reference") as session:
