@@ -44,7 +44,8 @@ class ManualAttention(Rule):
         `v @ weights.transpose(-2, -1)` whose result is permuted next; or an einsum in any
         letter order, such as `'b n h d, b k h d -> b h n k'`: both without a fix, SDPA wants
         its operands transposed), an optional scale (`*`/`/` by a number, or `q * scale` before the
-        matmul), an optional mask (`+ mask`, or `.masked_fill(mask, float('-inf'))`), a softmax
+        matmul, or a learned temperature per head, `nn.Parameter(torch.ones(heads, 1, 1))`, which
+        the fix folds into the query), an optional mask (`+ mask`, or `.masked_fill(mask, float('-inf'))`), a softmax
         over the last dim, optional dropout (an `nn.Dropout` attribute or `F.dropout`), and the
         matmul with the values; where the code shows the operands are 4-d (`x.view(b, t, h, d)`,
         `.permute(0, 2, 1, 3)`, `.unbind(0)` of a 5-d tensor, `k.transpose(2, 3)`, a key
@@ -54,8 +55,9 @@ class ManualAttention(Rule):
         nothing): weights read anywhere after the matmul with the values (returned, stored,
         averaged); another normaliser than softmax (sigmoid, relu, softmax over another dim or
         with a `dtype`); anything but dropout between the softmax and the values (a mask after
-        the softmax, a cast, a renormalisation); two masks; a fill value other than -inf;
-        operands of unknown or other rank.
+        the softmax, a cast, a renormalisation); two masks; a mask that multiplies; a fill
+        value other than -inf; operands of unknown or other rank, or whose last dim a permute
+        moved (XCiT's `.permute(2, 0, 3, 4, 1)`: SDPA copies them, 6 -> 7 writes).
     """
     use_instead = "`F.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., is_causal=..., scale=...)`."
     fix_safety = FixSafety.UNSAFE
@@ -65,7 +67,8 @@ class ManualAttention(Rule):
         the chain. It maps exactly: `scale=` is the scale as written (`1 / s` for a division,
         `1.0` when there is none), left out only when it is provably SDPA's default
         `1 / sqrt(q.size(-1))` (`math.sqrt(k.size(-1))`, `q.shape[-1] ** -0.5`, a name bound to
-        one of these); an additive mask becomes `attn_mask=mask`; `masked_fill(m, -inf)` becomes
+        one of these); a temperature per head (one number per head for every key) scales the
+        query instead, `q * t` with `scale=1.0`; an additive mask becomes `attn_mask=mask`; `masked_fill(m, -inf)` becomes
         the boolean `attn_mask=` of the positions kept (`x != 0` for `x == 0`, else `~m`);
         an additive mask not known to be 4-d is expanded to the scores' shape (a view: a
         `(heads, L, S)` bias sends SDPA to its math form, which writes the scores again);
@@ -304,6 +307,56 @@ def area_attention(qkv):
 """,
             call="area_attention(randn(4, 32, 96))",
         ),
+        # a learned temperature per head (Restormer's channel attention, at inference: with grad on the
+        # CPU SDPA runs its math form): the query's rows take it
+        Example(
+            bad="""\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class ChannelAttention(nn.Module):
+    def __init__(self, num_heads: int = 4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.temperature = nn.Parameter(torch.ones(num_heads, 1, 1))
+
+    def forward(self, qkv):
+        q, k, v = qkv.chunk(3, dim=1)
+        b, c, h, w = q.shape
+        q = q.reshape(b, self.num_heads, c // self.num_heads, h * w)
+        k = k.reshape(b, self.num_heads, c // self.num_heads, h * w)
+        v = v.reshape(b, self.num_heads, c // self.num_heads, h * w)
+        attn = (F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)) * self.temperature
+        attn = attn.softmax(dim=-1)
+        x = attn @ v
+        return x.reshape(b, c, h, w)
+""",
+            at=((18, 16),),
+            fixed="""\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class ChannelAttention(nn.Module):
+    def __init__(self, num_heads: int = 4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.temperature = nn.Parameter(torch.ones(num_heads, 1, 1))
+
+    def forward(self, qkv):
+        q, k, v = qkv.chunk(3, dim=1)
+        b, c, h, w = q.shape
+        q = q.reshape(b, self.num_heads, c // self.num_heads, h * w)
+        k = k.reshape(b, self.num_heads, c // self.num_heads, h * w)
+        v = v.reshape(b, self.num_heads, c // self.num_heads, h * w)
+        x = F.scaled_dot_product_attention(F.normalize(q, dim=-1) * self.temperature, F.normalize(k, dim=-1), v, scale=1.0)
+        return x.reshape(b, c, h, w)
+""",
+            call="ChannelAttention().requires_grad_(False)(randn(2, 96, 8, 8))",
+        ),
     )
     valid = (
         # the weights are returned: SDPA does not give them, and the score matrix is written anyway
@@ -415,7 +468,8 @@ def _chain_from(scope: Scope, values: _Values, final: cst.CSTNode, final_ref: St
     if scores is None:
         return None
     chain.scores, (q, chain.k, rank, chain.fixable) = expr, scores
-    ranks = {r for r in (rank, _rank(scope, q, at), _rank(scope, chain.k, at), _rank(scope, chain.v, final_ref)) if r}
+    last = -2 if values.transposed else -1  # the operands' dim that SDPA reads as its last
+    ranks = {r for r in (rank, _rank(scope, q, at, last), _rank(scope, chain.k, at, last), _rank(scope, chain.v, final_ref, last)) if r}
     if ranks not in ({3}, {4}):
         return None  # SDPA's fused kernels take 4-d tensors (3-d ones are unsqueezed); others run its math form
     chain.unbatched = ranks == {3}
@@ -430,7 +484,10 @@ def _chain_from(scope: Scope, values: _Values, final: cst.CSTNode, final_ref: St
         chain.scale = cst.Float("1.0")
     else:
         chain.moved.append((factor, scale_ref))
-        if not _default_scale(scope, chain, factor, divided, scale_ref):
+        if _per_head(scope, factor):  # SDPA's scale= is a number: the query's rows take it
+            chain.q = cst.BinaryOperation(_atom(q), cst.Divide() if divided else cst.Multiply(), factor)
+            chain.scale = cst.Float("1.0")
+        elif not _default_scale(scope, chain, factor, divided, scale_ref):
             chain.scale = _reciprocal(factor) if divided else factor
     if masked is not None:
         chain.moved.append((mask, mask_ref))
@@ -687,17 +744,43 @@ def _mask(scope: Scope, node: cst.BaseExpression | None
 def _scale(scope: Scope, node: cst.BaseExpression | None
            ) -> tuple[cst.BaseExpression, cst.BaseExpression, bool] | None:
     """(scores, factor, divided) of ``scores * factor``, ``factor * scores`` or ``scores / factor``,
-    the factor not known to be a tensor (a tensor need not be a scalar)."""
+    the factor not known to be a tensor (a tensor need not be a scalar) or one per head."""
     if not isinstance(node, cst.BinaryOperation):
         return None
-    if isinstance(node.operator, cst.Divide) and not scope.is_tensor(node.right):
+    if isinstance(node.operator, cst.Divide) and _scalar_like(scope, node.right):
         return node.left, node.right, True
     if isinstance(node.operator, cst.Multiply):
-        if not scope.is_tensor(node.right):
+        if _scalar_like(scope, node.right):
             return node.left, node.right, False
-        if not scope.is_tensor(node.left):
+        if _scalar_like(scope, node.left):
             return node.right, node.left, False
     return None
+
+
+def _scalar_like(scope: Scope, factor: cst.BaseExpression) -> bool:
+    return not scope.is_tensor(factor) or _per_head(scope, factor)
+
+
+def _per_head(scope: Scope, factor: cst.BaseExpression) -> bool:
+    """Is ``factor`` ``self.<attr>``, made only as ``nn.Parameter(torch.ones(heads, 1, 1))`` (any
+    rank up to 4 whose last size is 1)? It is the same for every key, so scaling the scores by it
+    is scaling the query's rows (Restormer's and XCiT's temperature)."""
+    attr = _self_attr(factor)
+    if attr is None or scope.class_name is None:
+        return False
+    values = [node.value for node in _class_members(scope) if isinstance(node, ast.Assign) and _assigns_self(node, attr)]
+    return bool(values) and all(_column_parameter(scope, v) for v in values)
+
+
+def _column_parameter(scope: Scope, value: ast.expr) -> bool:
+    if not (isinstance(value, ast.Call) and _canonical(scope, value.func) == "torch.nn.Parameter" and len(value.args) == 1):
+        return False
+    made = value.args[0]
+    if not (isinstance(made, ast.Call) and _canonical(scope, made.func) in ("torch.ones", "torch.zeros", "torch.randn", "torch.rand")):
+        return False
+    sizes = made.args[0].elts if len(made.args) == 1 and isinstance(made.args[0], (ast.Tuple, ast.List)) else made.args
+    last = sizes[-1] if sizes else None
+    return 1 <= len(sizes) <= 4 and not any(isinstance(x, ast.Starred) for x in sizes) and isinstance(last, ast.Constant) and last.value == 1
 
 
 def _scaled_query(scope: Scope, chain: _Chain, q: cst.BaseExpression, at: StatementRef
@@ -728,19 +811,24 @@ def _scaled_query(scope: Scope, chain: _Chain, q: cst.BaseExpression, at: Statem
 # --------------------------------------------------------------------------- ranks
 
 _KEEPS_RANK = frozenset({"transpose", "swapaxes", "swapdims", "contiguous", "float", "half", "bfloat16", "to", "type_as"})
+# the rank given to an operand whose dim SDPA reads last a permute moved there from another place:
+# SDPA's fused kernels copy such a strided operand, and cost more than the hand-written chain
+# (XCiT's (heads, dim, tokens) layout: 6 -> 7 writes), so no chain takes it
+_STRIDED = -1
 
 
-def _rank(scope: Scope, expr: cst.BaseExpression | None, at: StatementRef, depth: int = 0) -> int | None:
+def _rank(scope: Scope, expr: cst.BaseExpression | None, at: StatementRef, last: int = -1, depth: int = 0) -> int | None:
     """The number of dims of ``expr`` where its code spells it: ``x.view(b, t, h, d)``,
     ``x.permute(0, 2, 1, 3)``, the elements of ``x.unbind(0)`` or ``x.split(...)``, through the
-    names that hold them and the ops that keep a rank; None where it does not."""
+    names that hold them and the ops that keep a rank; None where it does not; ``_STRIDED``
+    where a permute moved a dim other than the source's last to the operand's ``last``."""
     expr = _bare(expr)
     if expr is None or depth > 8:
         return None
     if isinstance(expr, cst.Name):
-        return _rank_of_name(scope, expr.value, at, depth + 1)
+        return _rank_of_name(scope, expr.value, at, last, depth + 1)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide)):
-        return _rank(scope, expr.left if scope.is_tensor(expr.left) else expr.right, at, depth + 1)
+        return _rank(scope, expr.left if scope.is_tensor(expr.left) else expr.right, at, last, depth + 1)
     if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)) or not _plain_args(expr, keywords=True):
         return None
     name = expr.func.attr.value
@@ -749,13 +837,16 @@ def _rank(scope: Scope, expr: cst.BaseExpression | None, at: StatementRef, depth
         if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
             sizes = [el.value for el in sizes[0].elements]
         single = len(sizes) == 1 and not isinstance(sizes[0], cst.Integer)
-        return None if single or any(isinstance(e, cst.StarredElement) for e in sizes) else len(sizes)
+        if single or any(isinstance(e, cst.StarredElement) for e in sizes):
+            return None
+        moved = name == "permute" and len(sizes) >= 2 and _integer(sizes[last]) not in (None, -1, len(sizes) - 1)
+        return _STRIDED if moved else len(sizes)
     if name in _KEEPS_RANK:
-        return _rank(scope, expr.func.value, at, depth + 1)
+        return _rank(scope, expr.func.value, at, last, depth + 1)
     return None
 
 
-def _rank_of_name(scope: Scope, name: str, at: StatementRef, depth: int) -> int | None:
+def _rank_of_name(scope: Scope, name: str, at: StatementRef, last: int, depth: int) -> int | None:
     """The rank of what the nearest assignment of ``name`` before ``at`` binds to it."""
     for ref in statements_before(at):
         if name not in names_of(ref.node)[1]:
@@ -765,15 +856,15 @@ def _rank_of_name(scope: Scope, name: str, at: StatementRef, depth: int) -> int 
             return None
         target, value = small.targets[0].target, small.value
         if isinstance(target, cst.Name):
-            return _rank(scope, value, ref, depth)
+            return _rank(scope, value, ref, last, depth)
         if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, cst.Call):
             return None
         func = value.func
         if isinstance(func, cst.Attribute) and func.attr.value == "unbind" and len(value.args) == 1 and _integer(value.args[0].value) == 0:
-            whole = _rank(scope, func.value, ref, depth)
-            return whole - 1 if whole else None
+            whole = _rank(scope, func.value, ref, last, depth)
+            return whole - 1 if whole and whole != _STRIDED else whole
         if isinstance(func, cst.Attribute) and func.attr.value in ("split", "chunk"):
-            return _rank(scope, func.value, ref, depth)
+            return _rank(scope, func.value, ref, last, depth)
         return None
     return None
 

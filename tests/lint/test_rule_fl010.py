@@ -138,6 +138,20 @@ class CrossAttention(nn.Module):
 """,
         "F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias[:, :, :T, :T] != 0)",
     ),
+    "a temperature per head divides the scores: the query's rows are divided, scale=1.0": (
+        """\
+class Attention(nn.Module):
+    def __init__(self, heads: int = 4):
+        super().__init__()
+        self.temperature = nn.Parameter(torch.ones((heads, 1, 1)))
+
+    def forward(self, q, k, v):
+        q = q.view(2, 4, 16, 8)
+        attn = (q @ k.transpose(-2, -1)) / self.temperature
+        return attn.softmax(dim=-1) @ v
+""",
+        "F.scaled_dot_product_attention(q / self.temperature, k, v, scale=1.0)",
+    ),
 }
 
 
@@ -253,6 +267,23 @@ def attend(qkv: torch.Tensor):
     attn = ((q * 0.25).transpose(-2, -1) @ k).softmax(dim=-1)
     x = v @ attn.transpose(-2, -1)
     return x.view(2, 64, 8, 8)
+""",
+    "a learned factor that is not one per head (its last size is not 1)": """\
+class Attention(nn.Module):
+    def __init__(self, heads: int = 4):
+        super().__init__()
+        self.temperature = nn.Parameter(torch.ones(heads, 1, 16))
+
+    def forward(self, q, k, v):
+        q = q.view(2, 4, 16, 8)
+        attn = (q @ k.transpose(-2, -1)) * self.temperature
+        return attn.softmax(dim=-1) @ v
+""",
+    "the tokens permuted last (XCiT's layout): SDPA would copy the strided operands": """\
+def attend(qkv: torch.Tensor):
+    q, k, v = qkv.reshape(2, 64, 3, 4, -1).permute(2, 0, 3, 4, 1).unbind(0)
+    attn = (q @ k.transpose(-2, -1)) * 0.125
+    return attn.softmax(dim=-1) @ v
 """,
     "a mask that multiplies the scores": """\
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor):

@@ -224,3 +224,37 @@ def multiplied_mask(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: tor
     attn = (q @ k.transpose(-2, -1)) * keep
     attn = attn.softmax(dim=-1)
     return attn @ v
+
+
+# --- a learned temperature per head (Restormer's channel attention): the query's rows take it
+class ChannelAttention(nn.Module):
+    def __init__(self, num_heads: int = 4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.temperature = nn.Parameter(torch.ones(num_heads, 1, 1))
+        self.bias = nn.Parameter(torch.zeros(num_heads, 1, 16))
+
+    def forward(self, qkv):
+        q, k, v = qkv.chunk(3, dim=1)
+        b, c, h, w = q.shape
+        q = q.reshape(b, self.num_heads, c // self.num_heads, h * w)
+        k = k.reshape(b, self.num_heads, c // self.num_heads, h * w)
+        v = v.reshape(b, self.num_heads, c // self.num_heads, h * w)
+        attn = (F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)) * self.temperature
+        attn = attn.softmax(dim=-1)
+        return (attn @ v).reshape(b, c, h, w)
+
+    # a learned tensor that varies across the keys is no per-head scale: not flagged
+    def per_key(self, q, k, v):
+        q = q.reshape(2, self.num_heads, 16, 64)
+        attn = (q @ k.transpose(-2, -1)) * self.bias
+        return attn.softmax(dim=-1) @ v
+
+
+# XCiT's layout: the tokens moved last by the permute, a strided last dim that SDPA would copy
+# (measured 6 -> 7 writes): not flagged
+def cross_covariance(qkv: torch.Tensor) -> torch.Tensor:
+    B, N, C3 = qkv.shape
+    q, k, v = qkv.reshape(B, N, 3, 4, -1).permute(2, 0, 3, 4, 1).unbind(0)
+    attn = (q @ k.transpose(-2, -1)) * 0.125
+    return (attn.softmax(dim=-1) @ v).permute(0, 3, 1, 2).reshape(B, N, -1)
