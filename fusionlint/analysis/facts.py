@@ -34,10 +34,11 @@ _CONTAINERS = {"ModuleList": "list", "ModuleDict": "dict", "Sequential": "sequen
 # entry is a module whose call makes a new tensor, or (its ``linear`` entry) returns its input
 # unchanged; none writes its input. Their ``nn_class`` is the registry's name.
 ACTIVATION_REGISTRIES = frozenset({"ACT2FN"})
-# Helpers, imported by name, that build an activation module (transformers', diffusers' and timm's).
-_MODULE_BUILDERS = frozenset({"get_activation", "create_act_layer"})
+# Helpers, imported by name, that build a layer (transformers', diffusers' and timm's).
+_MODULE_BUILDERS = frozenset({"get_activation", "create_act_layer", "create_conv2d", "create_pool2d", "create_aa"})
 # Helpers that return a layer class to build modules from (timm's ``get_act_layer("gelu")``).
-_LAYER_GETTERS = frozenset({"get_act_layer", "get_norm_layer"})
+_LAYER_GETTERS = frozenset({"get_act_layer", "get_norm_layer", "get_norm_act_layer"})
+_NESTED_DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 _FACTORY_TYPES = frozenset({"Callable", "Type", "type"})
 _UNIONS = frozenset({"Optional", "Union"})
 
@@ -263,7 +264,7 @@ class ModuleFacts:
             kind = self._factory_kind(default, found) or self._factory_annotation(param.annotation)
             if kind is not None:
                 found[param.arg] = kind
-        for node in ast.walk(function):
+        for node in _statements(function.body):
             if type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
                 kind = self._factory_kind(node.value, found)
                 if kind is not None:
@@ -272,8 +273,9 @@ class ModuleFacts:
 
     def _factory_kind(self, expr: ast.expr | None, known: Mapping[str, str]) -> str | None:
         """The kind of module a call of ``expr`` builds when it is a layer class: a torch.nn or
-        same-file module class, a ``partial`` of one, a name in ``known``, either side of an
-        ``or`` or an if-expression; None for anything else."""
+        same-file module class, a class the file imports (in a file using torch), a ``partial``
+        of one, a name in ``known``, either side of an ``or`` or an if-expression; None for
+        anything else."""
         if isinstance(expr, ast.BoolOp):
             return next(filter(None, (self._factory_kind(value, known) for value in expr.values)), None)
         if isinstance(expr, ast.IfExp):
@@ -291,7 +293,11 @@ class ModuleFacts:
         if dotted in self.classes:
             return dotted if self.is_module_class(dotted) else None
         canonical = self.canonical(dotted)
-        return _CONTAINERS.get(_last(canonical), "nn") if _is_nn_class(canonical) else None
+        if _is_nn_class(canonical):
+            return _CONTAINERS.get(_last(canonical), "nn")
+        if dotted in self.imported and dotted[:1].isupper() and not dotted.isupper() and self.imports_torch:
+            return "nn"  # a layer class of the library's own (``conv_block = conv_block or ConvNormAct``)
+        return None
 
     def _factory_annotation(self, annotation: ast.expr | None) -> str | None:
         """"nn" for ``Callable[..., nn.Module]``, ``type[nn.LayerNorm]`` (also in ``Optional``)."""
@@ -311,6 +317,19 @@ class ModuleFacts:
         """``F.gelu``, ``torch.special.erf``: a torch function that is an op, never a dtype or constant."""
         canonical = self.canonical(dotted) if dotted else None
         return canonical is not None and canonical.startswith(("torch.nn.functional.", "torch.special."))
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a body and of the blocks in it, in order; nested functions and classes
+    left out, and no expression walked."""
+    for statement in body:
+        yield statement
+        if type(statement) in _NESTED_DEFINITIONS:
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            yield from _statements(getattr(statement, name, ()))
+        for handler in getattr(statement, "handlers", ()):
+            yield from _statements(handler.body)
 
 
 def _last(dotted: str | None) -> str:

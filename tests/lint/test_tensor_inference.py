@@ -740,3 +740,40 @@ def test_activations_from_registries_and_builders():
     assert facts.nn_class("Mlp", "act") == "ACT2FN"
     assert facts.module_attr("Mlp", "silu") == "nn" and facts.nn_class("Mlp", "silu") is None
     assert facts.module_attr("Mlp", "table") is None
+
+
+def test_layer_classes_the_file_imports_as_factory_defaults():
+    """A library's own layer class, imported, chosen in the constructor (``conv_block or
+    ConvNormAct``, ``partial(ConvNormAct, ...)``, ``LayerNorm2d if conv_mlp else LayerNorm``)
+    or returned by a layer getter builds a module; an imported constant or function does not."""
+    source = """
+        from functools import partial
+        import torch
+        from torch import nn
+        from timm.layers import ConvNormAct, LayerNorm, LayerNorm2d, get_norm_act_layer, create_conv2d, make_divisible, DEFAULTS
+
+        class Stem(nn.Module):
+            def __init__(self, conv_block=None, norm_layer=None, conv_mlp=False, act=None, width=make_divisible):
+                super().__init__()
+                conv_block = conv_block or ConvNormAct
+                block = partial(ConvNormAct, stride=2)
+                if not norm_layer:
+                    norm_layer = LayerNorm2d if conv_mlp else LayerNorm
+                norm_act = get_norm_act_layer(norm_layer, act)
+                table = DEFAULTS
+                self.conv = conv_block(3, 8)
+                self.down = block(8, 8)
+                self.norm = norm_layer(8)
+                self.bn = norm_act(8)
+                self.dw = create_conv2d(8, 8, 3)
+                self.table = table(8)
+                self.width = width(8)
+
+            def run(self, x: torch.Tensor):
+                c, d, n, b, w = self.conv(x), self.down(x), self.norm(x), self.bn(x), self.dw(x)
+                t, v = self.table(x), self.width(x)
+                return c
+    """
+    found = tensors(source)["run"]
+    assert {"c", "d", "n", "b", "w"} <= found
+    assert not {"t", "v"} & found
