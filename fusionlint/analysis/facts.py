@@ -193,7 +193,7 @@ class ModuleFacts:
             targets = [t.attr for t in node.targets if _is_self_attr(t)]  # type: ignore[attr-defined]
             if _is_tensor_call(node.value, self):
                 tensors.update(targets)
-            kind = self.module_kind(node.value, ast_view, self._method_factories(cls, node))
+            kind = self.module_kind(node.value, ast_view, self._method_factories(cls, node)) or self._imported_layer(node.value)
             if kind is not None:
                 modules.update(dict.fromkeys(targets, kind))
             if kind == "nn" and isinstance(node.value, ast.Subscript):
@@ -295,9 +295,22 @@ class ModuleFacts:
         canonical = self.canonical(dotted)
         if _is_nn_class(canonical):
             return _CONTAINERS.get(_last(canonical), "nn")
-        if dotted in self.imported and dotted[:1].isupper() and not dotted.isupper() and self.imports_torch:
-            return "nn"  # a layer class of the library's own (``conv_block = conv_block or ConvNormAct``)
-        return None
+        return "nn" if self._imported_class(dotted) else None  # ``conv_block = conv_block or ConvNormAct``
+
+    def _imported_layer(self, value: ast.expr) -> str | None:
+        """"nn" for a member built by a class the file imports (``self.mlp = Mlp(dim)``,
+        ``layers.ConvNormAct(...)``): in a file using torch, a layer of the library's own."""
+        if not isinstance(value, ast.Call):
+            return None
+        return "nn" if self._imported_class(dotted_path(ast_view, value.func)) else None
+
+    def _imported_class(self, dotted: str | None) -> bool:
+        """A CapWords name the file imports, or reads from a module it imports, in a file using torch."""
+        name = _last(dotted)
+        return (
+            dotted is not None and dotted.partition(".")[0] in self.imported and name[:1].isupper()
+            and not name.isupper() and self.imports_torch
+        )
 
     def _factory_annotation(self, annotation: ast.expr | None) -> str | None:
         """"nn" for ``Callable[..., nn.Module]``, ``type[nn.LayerNorm]`` (also in ``Optional``)."""

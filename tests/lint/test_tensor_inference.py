@@ -777,3 +777,34 @@ def test_layer_classes_the_file_imports_as_factory_defaults():
     found = tensors(source)["run"]
     assert {"c", "d", "n", "b", "w"} <= found
     assert not {"t", "v"} & found
+
+
+def test_members_built_by_imported_classes():
+    """``self.mlp = Mlp(dim)`` with ``Mlp`` imported from the library's own layers is a module in
+    a file using torch; an imported function's or constant's result is not, nor any of it in a
+    file that never imports torch."""
+    source = """
+        import torch
+        from torch import nn
+        from timm import layers
+        from timm.layers import Mlp, build_helper, ACTS
+
+        class Block(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.mlp = Mlp(dim)
+                self.conv = layers.ConvNormAct(dim, dim)
+                self.helper = build_helper(dim)
+                self.acts = ACTS(dim)
+
+            def run(self, x: torch.Tensor):
+                m, c = self.mlp(x), self.conv(x)
+                h, a = self.helper(x), self.acts(x)
+                return m
+    """
+    found = tensors(source)["run"]
+    assert {"m", "c"} <= found
+    assert not {"h", "a"} & found
+    without_torch = module_facts(ast.parse(textwrap.dedent(source).replace("import torch\n", "").replace(
+        "from torch import nn\n", "")))
+    assert without_torch.module_attr("Block", "mlp") is None
