@@ -38,18 +38,19 @@ class ManualAttention(Rule):
         kernel on the CPU) and never writes the scores: for four heads of 64 tokens by 32 the
         examples go from 576-836 KiB to 66 KiB written under fusionrt and in eager.
 
-        Flagged: the chain, inline or through the names it assigns in one block, of a score
-        matmul (`@`, `matmul`, `bmm`, or `einsum('b h i d, b h j d -> b h i j')`) against a
-        transposed key (or, on (heads, dim, tokens) operands, `q.transpose(-2, -1) @ k` with
-        `v @ weights.transpose(-2, -1)` whose result is permuted next; or an einsum in any
-        letter order, such as `'b n h d, b k h d -> b h n k'`: both without a fix, SDPA wants
-        its operands transposed), an optional scale (`*`/`/` by a number, or `q * scale` before the
-        matmul, or a learned temperature per head, `nn.Parameter(torch.ones(heads, 1, 1))`, which
-        the fix folds into the query), an optional mask (`+ mask`, or `.masked_fill(mask, float('-inf'))`), a softmax
-        over the last dim, optional dropout (an `nn.Dropout` attribute or `F.dropout`), and the
-        matmul with the values; where the code shows the operands are 4-d (`x.view(b, t, h, d)`,
-        `.permute(0, 2, 1, 3)`, `.unbind(0)` of a 5-d tensor, `k.transpose(2, 3)`, a key
-        transposed as `k.permute(0, 1, 3, 2)`, a 4-letter einsum) or 3-d (`bmm`, unsqueezed to 4-d for SDPA): SDPA's fused kernels take only 4-d
+        Flagged: the chain, inline or through the names it assigns in one block, of a score matmul
+        (`@`, `matmul`, `bmm`, or `einsum('b h i d, b h j d -> b h i j')`) against a transposed key
+        (or, on (heads, dim, tokens) operands, `q.transpose(-2, -1) @ k` with `v @
+        weights.transpose(-2, -1)` whose result is permuted next; or an einsum in any letter order,
+        such as `'b n h d, b k h d -> b h n k'`: both without a fix, SDPA wants its operands
+        transposed), an optional scale (`*`/`/` by a number, or `q * scale` before the matmul, or a
+        learned temperature per head, `nn.Parameter(torch.ones(heads, 1, 1))`, which the fix folds
+        into the query), an optional mask (`+ mask`, or `.masked_fill(mask, float('-inf'))`), a
+        softmax over the last dim (a call, or an `nn.Softmax(dim=-1)` attribute), optional dropout
+        (an `nn.Dropout` attribute or `F.dropout`), and the matmul with the values; where the code
+        shows the operands are 4-d (`x.view(b, t, h, d)`, `.permute(0, 2, 1, 3)`, `.unbind(0)` of a
+        5-d tensor, `k.transpose(2, 3)`, a key transposed as `k.permute(0, 1, 3, 2)`, a 4-letter
+        einsum) or 3-d (`bmm`, unsqueezed to 4-d for SDPA): SDPA's fused kernels take only 4-d
         tensors, and on others it runs its math form, which writes the scores all the same.
         Not flagged (the rewrite would change what the code computes or keeps, or save
         nothing): weights read anywhere after the matmul with the values (returned, stored,
@@ -356,6 +357,50 @@ class ChannelAttention(nn.Module):
         return x.reshape(b, c, h, w)
 """,
             call="ChannelAttention().requires_grad_(False)(randn(2, 96, 8, 8))",
+        ),
+        # the softmax as an `nn.Softmax(dim=-1)` attribute (Swin's and DaViT's window attention)
+        Example(
+            bad="""\
+import torch
+from torch import nn
+
+
+class WindowAttention(nn.Module):
+    def __init__(self, dim: int = 64, num_heads: int = 4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.scale = (dim // num_heads) ** -0.5
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, qkv):
+        B_, N, C3 = qkv.shape
+        q, k, v = qkv.reshape(B_, N, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        q = q * self.scale
+        attn = q @ k.transpose(-2, -1)
+        attn = self.softmax(attn)
+        x = attn @ v
+        return x.transpose(1, 2).reshape(B_, N, -1)
+""",
+            at=((16, 16),),
+            fixed="""\
+import torch
+from torch import nn
+
+
+class WindowAttention(nn.Module):
+    def __init__(self, dim: int = 64, num_heads: int = 4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.scale = (dim // num_heads) ** -0.5
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, qkv):
+        B_, N, C3 = qkv.shape
+        q, k, v = qkv.reshape(B_, N, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        x = nn.functional.scaled_dot_product_attention(q, k, v, scale=self.scale)
+        return x.transpose(1, 2).reshape(B_, N, -1)
+""",
+            call="WindowAttention()(randn(8, 64, 192))",
         ),
     )
     valid = (
@@ -687,9 +732,14 @@ def _untransposed(expr: cst.BaseExpression, transposes: tuple[frozenset[int], ..
 
 
 def _softmax(scope: Scope, node: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """The input of a softmax over the last dim (and nothing else: no dtype)."""
+    """The input of a softmax over the last dim (and nothing else: no dtype), or of an
+    ``nn.Softmax(dim=-1)`` attribute."""
     if not isinstance(node, cst.Call):
         return None
+    attr = _self_attr(node.func)
+    if attr is not None and scope.class_name is not None:
+        plain = len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star
+        return node.args[0].value if plain and _is_last_dim_softmax_attr(scope, attr) else None
     if isinstance(node.func, cst.Attribute) and node.func.attr.value == "softmax" and scope.is_tensor(node.func.value):
         source, args = node.func.value, list(node.args)
     elif scope.torch_name(node.func) in _SOFTMAX and node.args and node.args[0].keyword is None:
@@ -1019,6 +1069,26 @@ def _is_dropout_attr(scope: Scope, attr: str) -> bool:
     return bool(values) and all(
         isinstance(v, ast.Call) and _canonical(scope, v.func) == "torch.nn.Dropout" for v in values
     )
+
+
+def _is_last_dim_softmax_attr(scope: Scope, attr: str) -> bool:
+    """Does the class assign ``self.<attr>`` only ``nn.Softmax(dim=-1)``?"""
+    values = [node.value for node in _class_members(scope) if isinstance(node, ast.Assign) and _assigns_self(node, attr)]
+    return bool(values) and all(
+        isinstance(v, ast.Call) and _canonical(scope, v.func) == "torch.nn.Softmax" and _minus_one(_only_argument(v, "dim"))
+        for v in values
+    )
+
+
+def _only_argument(call: ast.Call, name: str) -> ast.expr | None:
+    if len(call.args) + len(call.keywords) != 1:
+        return None
+    return call.args[0] if call.args else call.keywords[0].value if call.keywords[0].arg == name else None
+
+
+def _minus_one(expr: ast.expr | None) -> bool:
+    return (isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub)
+            and isinstance(expr.operand, ast.Constant) and expr.operand.value == 1)
 
 
 def _class_members(scope: Scope) -> list[ast.Assign | ast.Call]:

@@ -164,6 +164,20 @@ def test_the_fix_maps_scale_mask_causal_and_dropout(case):
     assert "softmax" not in after
 
 
+def test_an_nn_softmax_attribute_over_the_last_dim_is_the_softmax():
+    after = fixed("""\
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.softmax = nn.Softmax(-1)
+
+    def forward(self, q, k, v):
+        q = q.view(2, 4, 16, 8)
+        return self.softmax(q @ k.transpose(-2, -1) * 0.5) @ v
+""")
+    assert after is not None and "return F.scaled_dot_product_attention(q, k, v, scale=0.5)" in after
+
+
 # --- look-alikes left alone, each with why ------------------------------------------------------
 
 LEFT_ALONE = {
@@ -284,6 +298,16 @@ def attend(qkv: torch.Tensor):
     q, k, v = qkv.reshape(2, 64, 3, 4, -1).permute(2, 0, 3, 4, 1).unbind(0)
     attn = (q @ k.transpose(-2, -1)) * 0.125
     return attn.softmax(dim=-1) @ v
+""",
+    "an attribute that is also assigned another module": """\
+class Attention(nn.Module):
+    def __init__(self, log: bool):
+        super().__init__()
+        self.softmax = nn.LogSoftmax(dim=-1) if log else nn.Softmax(dim=-1)
+
+    def forward(self, q, k, v):
+        q = q.view(2, 4, 16, 8)
+        return self.softmax(q @ k.transpose(-2, -1) * 0.5) @ v
 """,
     "a mask that multiplies the scores": """\
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor):

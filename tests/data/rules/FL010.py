@@ -258,3 +258,24 @@ def cross_covariance(qkv: torch.Tensor) -> torch.Tensor:
     q, k, v = qkv.reshape(B, N, 3, 4, -1).permute(2, 0, 3, 4, 1).unbind(0)
     attn = (q @ k.transpose(-2, -1)) * 0.125
     return (attn.softmax(dim=-1) @ v).permute(0, 3, 1, 2).reshape(B, N, -1)
+
+
+# --- the softmax as an nn.Softmax(dim=-1) attribute (DaViT's window attention); one over another
+# dim is not the attention's softmax: not flagged
+class WindowAttention(nn.Module):
+    def __init__(self, num_heads: int = 4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.softmax = nn.Softmax(dim=-1)
+        self.column_softmax = nn.Softmax(dim=1)
+
+    def forward(self, qkv):
+        B_, N, C3 = qkv.shape
+        q, k, v = qkv.reshape(B_, N, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = self.softmax((q * 0.25) @ k.transpose(-2, -1))
+        return (attn @ v).transpose(1, 2).reshape(B_, N, -1)
+
+    def over_columns(self, qkv):
+        q, k, v = qkv.reshape(2, 16, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = self.column_softmax(q @ k.transpose(-2, -1))
+        return attn @ v
