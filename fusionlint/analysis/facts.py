@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, NamedTuple
 
 import libcst as cst
 
@@ -50,6 +50,16 @@ class ClassFacts:
     nn_classes: dict[str, str]  # self.<attr> -> its torch.nn class ("Softmax"), for an "nn" module
 
 
+class MethodLayers(NamedTuple):
+    """Names a method binds to layer classes and to modules, each with the kind of module."""
+
+    classes: dict[str, str]
+    instances: dict[str, str]
+
+
+_NO_LAYERS = MethodLayers({}, {})
+
+
 @dataclass(frozen=True)
 class ModuleFacts:
     """Facts read from the stdlib ``ast`` of the whole file (cheap, and survives masking)."""
@@ -66,7 +76,7 @@ class ModuleFacts:
     reads_only: dict[tuple[str | None, str, int], bool] = field(default_factory=dict)  # filled by purity.only_reads
     returns_new: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by fresh.returns_new
     _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
-    _factories: dict[int, dict[str, str]] = field(default_factory=dict)  # by id of the method
+    _layers: dict[int, MethodLayers] = field(default_factory=dict)  # by id of the method
 
     @property
     def imports_torch(self) -> bool:
@@ -193,7 +203,7 @@ class ModuleFacts:
             targets = [t.attr for t in node.targets if _is_self_attr(t)]  # type: ignore[attr-defined]
             if _is_tensor_call(node.value, self):
                 tensors.update(targets)
-            kind = self.module_kind(node.value, ast_view, self._method_factories(cls, node)) or self._imported_layer(node.value)
+            kind = self._member_kind(cls, node)
             if kind is not None:
                 modules.update(dict.fromkeys(targets, kind))
             if kind == "nn" and isinstance(node.value, ast.Subscript):
@@ -234,42 +244,60 @@ class ModuleFacts:
             return dotted
         return "nn" if _last(dotted) in _MODULE_BUILDERS else None
 
-    def _method_factories(self, cls: ast.ClassDef, member: ast.Assign) -> Mapping[str, str]:
-        """The layer factories of the method of ``cls`` that assigns ``member`` (none unless it
+    def _member_kind(self, cls: ast.ClassDef, member: ast.Assign) -> str | None:
+        """What ``self.<attr> = value`` holds, as ``module_kind`` says, also through the layers the
+        method binds (``self.norm = norm_layer(dim)``, ``self.act = activation`` of
+        ``activation=nn.GELU()``) and the classes the file imports (``self.mlp = Mlp(dim)``)."""
+        value = member.value
+        layers = self._method_layers(cls, member)
+        if isinstance(value, ast.Name):
+            return layers.instances.get(value.id)
+        return self.module_kind(value, ast_view, layers.classes) or self._imported_layer(value)
+
+    def _method_layers(self, cls: ast.ClassDef, member: ast.Assign) -> MethodLayers:
+        """The layers of the method of ``cls`` that assigns ``member`` (none unless it assigns or
         calls a plain name: most members need no look)."""
         value = member.value
         while isinstance(value, ast.IfExp):
             value = value.body if isinstance(value.body, ast.Call) else value.orelse
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
-            return {}
+        if not (isinstance(value, ast.Name) or isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return _NO_LAYERS
         for method in cls.body:
             if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) \
                     and method.lineno <= member.lineno <= (method.end_lineno or method.lineno):
-                known = self._factories.get(id(method))
+                known = self._layers.get(id(method))
                 if known is None:
-                    known = self._factories[id(method)] = self._read_factories(method)
+                    known = self._layers[id(method)] = self._read_layers(method)
                 return known
-        return {}
+        return _NO_LAYERS
 
-    def _read_factories(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    def _read_layers(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> MethodLayers:
         """Names the function binds to layer classes, injected as its constructor's parameters
         are (``act_layer=nn.GELU``, ``norm_layer: Callable[..., nn.Module]``,
         ``partial(nn.LayerNorm, eps=1e-6)``) or in its body (``norm_layer = norm_layer or
-        nn.BatchNorm2d``), each with the kind of module its call builds."""
+        nn.BatchNorm2d``), and names it binds to modules (``activation=nn.GELU()``, ``blocks =
+        nn.ModuleList()``), each with the kind of module it builds or is."""
         arguments = function.args
         positional = [*arguments.posonlyargs, *arguments.args]
         defaults = [None] * (len(positional) - len(arguments.defaults)) + [*arguments.defaults, *arguments.kw_defaults]
-        found: dict[str, str] = {}
+        layers = MethodLayers({}, {})
         for param, default in zip([*positional, *arguments.kwonlyargs], defaults):
-            kind = self._factory_kind(default, found) or self._factory_annotation(param.annotation)
-            if kind is not None:
-                found[param.arg] = kind
+            self._bind(layers, param.arg, default, param.annotation)
         for node in _statements(function.body):
             if type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
-                kind = self._factory_kind(node.value, found)
-                if kind is not None:
-                    found[node.targets[0].id] = kind
-        return found
+                self._bind(layers, node.targets[0].id, node.value, None)
+        return layers
+
+    def _bind(self, layers: MethodLayers, name: str, value: ast.expr | None, annotation: ast.expr | None) -> None:
+        kind = self._factory_kind(value, layers.classes) or self._factory_annotation(annotation)
+        if kind is not None:
+            layers.classes[name] = kind
+            return
+        if value is None:
+            return
+        kind = self.module_kind(value, ast_view, layers.classes) or self._imported_layer(value)
+        if kind is not None:
+            layers.instances[name] = kind
 
     def _factory_kind(self, expr: ast.expr | None, known: Mapping[str, str]) -> str | None:
         """The kind of module a call of ``expr`` builds when it is a layer class: a torch.nn or

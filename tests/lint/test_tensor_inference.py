@@ -808,3 +808,42 @@ def test_members_built_by_imported_classes():
     without_torch = module_facts(ast.parse(textwrap.dedent(source).replace("import torch\n", "").replace(
         "from torch import nn\n", "")))
     assert without_torch.module_attr("Block", "mlp") is None
+
+
+def test_members_assigned_a_module_the_constructor_holds():
+    """``self.act = activation`` of ``activation=nn.GELU()``, ``self.blocks = blocks`` of a local
+    ``nn.ModuleList()`` and ``self.norm = norm`` of ``norm = norm_layer(dim)`` are modules; a
+    member assigned a parameter with no module for default, or a number, is not."""
+    source = """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+        class Block(nn.Module):
+            def __init__(self, dim, activation=nn.GELU(), gate=F.silu, norm_layer=nn.LayerNorm, kind=None, depth=2):
+                super().__init__()
+                blocks = nn.ModuleList()
+                for _ in range(depth):
+                    blocks.append(nn.Linear(dim, dim))
+                norm = norm_layer(dim)
+                width = dim * 2
+                self.act = activation
+                self.gate = gate
+                self.blocks = blocks
+                self.norm = norm
+                self.kind = kind
+                self.width = width
+
+            def run(self, x: torch.Tensor):
+                a, g, n = self.act(x), self.gate(x), self.norm(x)
+                for blk in self.blocks:
+                    b = blk(x)
+                k, w = self.kind(x), self.width(x)
+                return a
+    """
+    found = tensors(source)["run"]
+    assert {"a", "g", "n", "b"} <= found
+    assert not {"k", "w"} & found
+    facts = module_facts(ast.parse(textwrap.dedent(source)))
+    assert facts.module_attr("Block", "blocks") == "list"
+    assert facts.module_attr("Block", "kind") is None
