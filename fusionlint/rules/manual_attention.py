@@ -689,8 +689,8 @@ def _transpose_rank(expr: cst.BaseExpression) -> int | None:
 
 def _attention_einsums(scores: tuple[tuple[str, str], str], values: tuple[str, str, str]) -> tuple[int | None, bool] | None:
     """(rank, laid out as SDPA's) where ``einsum(scores, q, k)`` then ``einsum(values, weights, v)``
-    is attention: the scores sum one letter of ``q`` and ``k`` and end in ``k``'s token letter (the
-    softmax's dim), the values sum that letter, and both keep every other letter; the rank is
+    is attention: the scores sum the last letter of ``q`` and ``k`` and end in ``k``'s token letter
+    (the softmax's dim), the values sum that letter, and both keep every other letter; the rank is
     unknown for ``...``."""
     (qs, ks), w = scores
     ws, vs, out = values
@@ -703,6 +703,8 @@ def _attention_einsums(scores: tuple[tuple[str, str], str], values: tuple[str, s
     if set(qs) | set(ks) != batch | i | j | d or set(w) != batch | i | j or set(vs) != batch | j | e or set(out) != batch | i | e:
         return None
     b, (q_token, k_token, dim, v_dim) = w[:-2], (min(x) for x in (i, j, d, e))
+    if not qs[-1] == ks[-1] == dim or vs[-1] != v_dim:
+        return None  # SDPA would read a strided last dim, and copy it
     sdpa = (b + q_token + dim, b + k_token + dim, b + q_token + k_token, b + k_token + v_dim, b + q_token + v_dim)
     canonical = (qs, ks, w, vs, out) == sdpa
     return (None if "." in qs else len(qs)), canonical

@@ -270,6 +270,11 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     s = torch.einsum("b n h d, b k h d -> b h n k", q, k)
     return torch.einsum("b h k n, b k h d -> b n h d", s.softmax(dim=-1), v)
 """,
+    "an einsum that sums a dim other than the last (SDPA copies the strided operands: 3 -> 5 writes)": """\
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    s = torch.einsum("b h d n, b h d k -> b h n k", q, k)
+    return torch.einsum("b h n k, b h k e -> b h n e", s.softmax(dim=-1), v)
+""",
     "an einsum whose softmax dim is the query's": """\
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     s = torch.einsum("b n h d, b k h d -> b h k n", q, k)
