@@ -215,17 +215,17 @@ class ModuleFacts:
                 for target in targets:
                     nn_classes.pop(target, None)
 
-    def module_kind(self, value: object, view: View = ast_view, factories: Mapping[str, str] = {}) -> str | None:
+    def module_kind(self, value: object, view: View = ast_view, layer_classes: Mapping[str, str] = {}) -> str | None:
         """What ``value`` (in either syntax tree, through ``view``) builds: "nn" for a torch.nn
         module or an activation from a registry or builder (``ACT2FN[act]``,
         ``get_activation(act)``), "list"/"dict"/"sequential" for its containers, the class name of
         a same-file module class, "op" for a functional op held as a value (``F.gelu``,
         ``partial(F.softmax, dim=-1)``), called as a module is; None for anything else. A call of
-        one of ``factories`` (names bound to layer classes: ``norm_layer(dim)``) builds the kind
-        it maps to."""
+        one of ``layer_classes`` (names bound to layer classes: ``norm_layer(dim)``) builds the
+        kind it maps to."""
         seen = view(value)
         if seen[0] == IFEXP:
-            return self.module_kind(seen[1], view, factories) or self.module_kind(seen[2], view, factories)
+            return self.module_kind(seen[1], view, layer_classes) or self.module_kind(seen[2], view, layer_classes)
         if seen[0] == SUBSCRIPT:
             return "nn" if _last(dotted_path(view, seen[1])) in ACTIVATION_REGISTRIES else None
         if seen[0] != CALL:
@@ -233,8 +233,8 @@ class ModuleFacts:
         dotted = dotted_path(view, seen[1])
         if dotted is None:
             return None
-        if dotted in factories:
-            return factories[dotted]
+        if dotted in layer_classes:
+            return layer_classes[dotted]
         if dotted in ("partial", "functools.partial") and seen[2]:
             return "op" if self._functional_op(dotted_path(view, seen[2][0])) else None
         canonical = self.canonical(dotted)
