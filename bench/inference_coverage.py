@@ -16,6 +16,7 @@ global or import, ``self.A`` an attribute of ``self``).
 
     .venv/bin/python bench/inference_coverage.py            # all models
     .venv/bin/python bench/inference_coverage.py gpt2 bert  # some
+    .venv/bin/python bench/inference_coverage.py --member-calls /tmp/corpus/timm/timm  # static, any folder
 
 x_transformers' models run too when it is importable (its tuning wheel unpacked, with einops,
 einx, loguru, frozendict and torch-einops-utils on ``PYTHONPATH``).
@@ -342,11 +343,45 @@ def name_accuracy(local_values: Locals, indexes: dict[str, _Index], shown: int) 
         print(f"  named a tensor, held none: {line}")
 
 
+def member_calls(folders: list[Path]) -> None:
+    """Without running anything: of the calls ``self.<member>(...)`` of a member the class
+    assigns (no method of it) in each folder's files, how many the inference calls a tensor. Model
+    libraries that build their layers from factories and their own classes (timm, torchvision,
+    monai, ultralytics) call them this way; a miss is a module the inference does not see (or a
+    member that holds no module)."""
+    ops = op_tables()
+    print(f"{'folder':<56} {'seen':>5} {'calls':>5} {'coverage':>8}")
+    for folder in folders:
+        seen = count = 0
+        for path in sorted(folder.rglob("*.py")):
+            source = path.read_text(encoding="utf-8", errors="replace")
+            if "torch" not in source:
+                continue
+            try:
+                facts, module = module_facts(ast.parse(source)), cst.parse_module(source)
+            except (SyntaxError, cst.ParserSyntaxError):
+                continue
+            for scope in collect_scopes(module, facts, ops):
+                for sites in scope.sites.values() if scope.class_name is not None else ():
+                    for site in sites:
+                        func = getattr(site.node, "func", None)
+                        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+                                and not facts.has_method(scope.class_name, func.attr.value):
+                            count += 1
+                            seen += scope.is_tensor(site.node)
+        print(f"{str(folder):<56} {seen:>5} {count:>5} {seen / max(count, 1):>8.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="*", help="a subset of: " + " ".join(tiny_models()))
     parser.add_argument("--misses", type=int, default=25, help="how many missed shapes and wrong names to list")
+    parser.add_argument("--member-calls", type=Path, nargs="+", metavar="FOLDER",
+                        help="instead, count the member calls the inference sees in these folders' files (no model runs)")
     args = parser.parse_args()
+    if args.member_calls:
+        member_calls(args.member_calls)
+        return 0
     sites, local_values = record(args.models or list(tiny_models()))
     indexes = {file: index_file(Path(file)) for file in sorted({file for file, _ in sites})}
     site_coverage(sites, indexes, args.misses)
