@@ -456,6 +456,8 @@ class Typing:
                     found |= self._tensor_targets(t, v)
                 return found
             returns = self.call_returns(source) if source[0] == CALL else self._tuple(value)
+            if returns is True and source[0] == CALL and self.is_module(source[1]):
+                returns = _FIRST_ONLY  # a module unpacked returns a tuple (``out, (h, c) = self.lstm(x)``)
             if returns is True:  # split, chunk, max(dim)
                 return {v[1] for v in map(self.view, elements) if v[0] == NAME}
             if returns and len(elements) == bound[2] and len(returns) in (1, len(elements)):

@@ -847,3 +847,27 @@ def test_members_assigned_a_module_the_constructor_holds():
     facts = module_facts(ast.parse(textwrap.dedent(source)))
     assert facts.module_attr("Block", "blocks") == "list"
     assert facts.module_attr("Block", "kind") is None
+
+
+def test_a_module_unpacked_leads_its_tuple_with_a_tensor():
+    """``out, weights = self.attend(q, k, v)`` of a module whose ``forward`` the file does not
+    hold: the first element is a tensor, the others (intermediates, a cache, None) need not be."""
+    found = tensors("""
+        import torch
+        from torch import nn
+        from .attend import Attend
+
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attend = Attend()
+                self.lstm = nn.LSTM(8, 8)
+
+            def run(self, q: torch.Tensor):
+                out, intermediates = self.attend(q)
+                seq, state = self.lstm(q)
+                first, second = q.chunk(2)
+                return out
+    """)["run"]
+    assert {"out", "seq", "first", "second"} <= found
+    assert not {"intermediates", "state"} & found
