@@ -51,6 +51,8 @@ _NOT_CALLABLE = (None, "list", "dict")  # module kinds whose call is no module's
 # False anything else.
 Returned = Union[bool, tuple[bool, ...]]
 _FIRST_ONLY = (True, False)  # what a module returns that is no tensor: a tuple or model output led by one
+# torch.nn layers whose call returns a tuple, not one tensor.
+_TUPLE_LAYERS = frozenset({"LSTM", "GRU", "RNN", "MultiheadAttention"})
 
 
 class Typing:
@@ -194,6 +196,17 @@ class Typing:
             return self.module_classes.get(view[1])
         member = self._member(view)
         return self.facts.module_attr(*member) if member is not None else None
+
+    def _one_tensor(self, module: object) -> bool:
+        """A module known to return one tensor, which unpacking splits (``mean, log_var =
+        self.to_stats(x)`` of an ``nn.Sequential``): a container of layers, or a torch.nn layer
+        other than those that return tuples (recurrent layers, ``MultiheadAttention``)."""
+        kind = self._module_class(module)
+        if kind == "sequential":
+            return True
+        member = self._member(self.view(module))
+        layer = self.facts.nn_class(*member) if kind == "nn" and member is not None else None
+        return layer is not None and layer not in _TUPLE_LAYERS
 
     def _container(self, expr: object) -> str | None:
         """The kind of ``self.blocks`` holding an ``nn.ModuleList`` ("list"), ``ModuleDict`` ("dict")
@@ -456,7 +469,7 @@ class Typing:
                     found |= self._tensor_targets(t, v)
                 return found
             returns = self.call_returns(source) if source[0] == CALL else self._tuple(value)
-            if returns is True and source[0] == CALL and self.is_module(source[1]):
+            if returns is True and source[0] == CALL and self.is_module(source[1]) and not self._one_tensor(source[1]):
                 returns = _FIRST_ONLY  # a module unpacked returns a tuple (``out, (h, c) = self.lstm(x)``)
             if returns is True:  # split, chunk, max(dim)
                 return {v[1] for v in map(self.view, elements) if v[0] == NAME}

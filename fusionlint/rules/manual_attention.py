@@ -334,7 +334,7 @@ class ChannelAttention(nn.Module):
         x = attn @ v
         return x.reshape(b, c, h, w)
 """,
-            at=((18, 16),),
+            at=((18, 17),),
             fixed="""\
 import torch
 import torch.nn.functional as F

@@ -871,3 +871,26 @@ def test_a_module_unpacked_leads_its_tuple_with_a_tensor():
     """)["run"]
     assert {"out", "seq", "first", "second"} <= found
     assert not {"intermediates", "state"} & found
+
+
+def test_a_sequential_unpacked_splits_its_one_tensor():
+    """``mean, log_var = self.to_stats(x)`` of an ``nn.Sequential`` unbinds one tensor: both are
+    tensors; an LSTM's ``out, state`` is a tuple led by the output."""
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        class VAE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.to_stats = nn.Sequential(nn.Linear(8, 16), nn.Unflatten(-1, (2, 8)))
+                self.rnn = nn.LSTM(8, 8)
+
+            def forward(self, x):
+                mean, log_var = self.to_stats(x).unbind(-2)
+                mu, sigma = self.to_stats(x)
+                out, state = self.rnn(x)
+                return mean, log_var, mu, sigma, out, state
+    """)["forward"]
+    assert {"mean", "log_var", "mu", "sigma", "out"} <= found
+    assert "state" not in found
