@@ -87,7 +87,8 @@ class ManualAttention(Rule):
         fully masked rows with an `all` that fusionrt runs as a fallback (a flush). The second
         example as a training step, every input requiring grad: 21 -> 24 writes, 1.57 -> 1.84
         MiB, 17 -> 21 kernels (eager 21 -> 23 kernels). With a mask that needs no grad it still
-        saves (19 -> 6 writes), as do the causal and unmasked examples.
+        saves (19 -> 6 writes), as do the causal and unmasked examples. A learned temperature
+        per head that requires grad takes the same math form: 8 -> 15 writes.
     """
     examples = (
         Example(
