@@ -25,12 +25,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from triton.runtime.errors import InterpreterError
 
 import fusionrt
-from fusionrt.capture import COMPOSITE_OPS, EXTERN_KINDS, FACTORY_OPS, POINTWISE_OPS, REDUCTION_OPS
+from fusionrt.capture import COMPOSITE_OPS, DECOMPOSED_ALWAYS, EXTERN_KINDS, FACTORY_OPS, POINTWISE_OPS, REDUCTION_OPS
 
 from .differential import assert_consistent, assert_same
 
 CLAIMED = POINTWISE_OPS | REDUCTION_OPS | {"softmax", "log_softmax", "layer_norm", "rms_norm", "var",
-                                           "std", "var_mean"}
+                                           "std", "var_mean", "linalg_vector_norm"}
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool)
 SAMPLES_PER_DTYPE = 6
 UNCLAIMED_SAMPLES = 2
@@ -78,7 +78,7 @@ def recordable(func) -> bool:
     if func._schema.is_mutable:
         base = name[:-1] if name.endswith("_") else name
         return base in POINTWISE_OPS or base == "copy" or func._overloadname == "out"
-    return name in POINTWISE_OPS | REDUCTION_OPS | COMPOSITE_OPS | EXTERN_KINDS.keys()
+    return name in POINTWISE_OPS | REDUCTION_OPS | COMPOSITE_OPS | EXTERN_KINDS.keys() or func in DECOMPOSED_ALWAYS
 
 
 def samples(op, dtype: torch.dtype, count: int) -> list:
