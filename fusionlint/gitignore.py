@@ -101,4 +101,8 @@ def _matches_itself(regex: re.Pattern, match: re.Match, path: str) -> bool:
     re-include what an outer file ignores inside it)."""
     if "ps_d" in regex.groupindex:  # a pattern that may name a folder: its end, at the path's end
         return match.start("ps_d") == -1 or match.end("ps_d") == len(path)
-    return match.end() < len(path) or regex.pattern == "."  # "a/**": what is inside a; "*": anything
+    if regex.pattern == ".":  # "*": anything
+        return True
+    # "a/**", "**/a/**": what is inside an ``a``, at any depth where one is (the folder a/a is inside
+    # the first a, though the greedy match ends at the second)
+    return any(regex.fullmatch(path, 0, end + 1) for end, char in enumerate(path[:-1]) if char == "/")

@@ -127,6 +127,19 @@ def test_git_ignore_agrees_with_git_on_random_trees(tmp_path):
 
 
 @needs_git
+def test_a_folder_inside_an_ignored_folder_pattern_stays_ignored(tmp_path):
+    """``**/a/**`` ignores the folder a/a (inside the first a), so a nearer ``!*.py`` cannot
+    re-include a/a/b.py; a/b.py is a file inside, which it can. Found by the random trees."""
+    make_tree(tmp_path, ["a/a/b.py", "a/b.py", "b.py"])
+    (tmp_path / ".gitignore").write_text("!*.py\ngen/*\n**/a/**\n")
+    (tmp_path / "a" / ".gitignore").write_text("!b.py\n!*.py\n")
+    git(tmp_path, "init", "-q")
+    kept_by_git = sorted(git(tmp_path, "ls-files", "--others", "--exclude-standard").split())
+    assert relative(tmp_path, find_source_files([tmp_path], Settings())) == [n for n in kept_by_git if n.endswith(".py")]
+    assert "a/a/b.py" not in kept_by_git and "a/b.py" in kept_by_git
+
+
+@needs_git
 def test_gitignore_counts_only_inside_a_repository_and_can_be_turned_off(tmp_path, monkeypatch):
     make_tree(tmp_path, ["a.py", "gen/g.py"])
     (tmp_path / ".gitignore").write_text("gen/\n")
