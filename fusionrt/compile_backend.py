@@ -285,16 +285,13 @@ class CudaGraphed:
 
     def _layout(self, args: list[Any]) -> Optional[tuple]:
         """What a captured graph depends on, or None where no graph may serve the call (a CPU
-        tensor; an input to copy whose elements share memory, as an expanded one does, which
-        no buffer of its layout can receive: a backward's are known at its capture)."""
+        tensor, tensors on two devices, an argument of a type it cannot key). Whether inputs to
+        copy share memory is a matter of their layout, so the capture decides it once."""
         parts: list[Any] = [global_state()]
         device = None
-        for i, a in enumerate(args):
+        for a in args:
             if isinstance(a, torch.Tensor):
                 if a.device.type != "cuda" or (device is not None and a.device != device):
-                    return None
-                if (i not in self.graphing.static and not self.graphing.reads_handed_out
-                        and torch._debug_has_internal_overlap(a) != 0):
                     return None
                 device = a.device
                 parts.append((a.shape, a.stride(), a.storage_offset(), a.dtype))
