@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fusionrt  # noqa: E402
 from fusionrt.codegen import BoundKernel  # noqa: E402
+from fusionrt.codegen.launch import SplitSpec  # noqa: E402
 from fusionrt.runtime import Runner  # noqa: E402
 from gpu_bench import ceilings, median_ms, rel_err, save, workloads  # noqa: E402
 
@@ -55,10 +56,15 @@ def describe(step: Any) -> str:
     if not isinstance(step, BoundKernel) or step.launch is None:
         return "torch / copy"
     spec = step.launch.spec
+    if isinstance(spec, SplitSpec):
+        return f"split reduction: {_variant(spec.partial)}, then {_variant(spec.finish)}"
+    return ("pointwise " if "RBLOCK" not in spec.constants else "reduction ") + _variant(spec)
+
+
+def _variant(spec: Any) -> str:
     c = spec.constants
     shape = f"XBLOCK={c['XBLOCK']}" + (f" RBLOCK={c['RBLOCK']}" if "RBLOCK" in c else "")
-    kind = "pointwise" if "RBLOCK" not in c else "reduction"
-    return f"{kind} {shape} warps={c['num_warps']} grid={spec.grid[0]}"
+    return f"{shape} warps={c['num_warps']} grid={'x'.join(map(str, spec.grid))}"
 
 
 def bench(w: Any, bandwidth: float) -> dict:

@@ -19,9 +19,9 @@ from ..bounded import LRUCache
 from ..kernel_ir import FusedKernel, MatmulKernel
 from . import pointwise, reduction
 from .cache import KernelCache
-from .config import BlockConfig, Choice, pointwise_choice, reduction_choice
+from .config import BlockConfig, Choice, Split, pointwise_choice, reduction_choice, split_choice
 from .emit import Indexing
-from .launch import BoundKernel, Launch, Spec, compile_new
+from .launch import BoundKernel, Launch, Spec, SplitSpec, compile_new
 from .layout import Layout, analyze, tensor_strides
 from .lowering import UnsupportedKernel, lowered_ops
 from .matmul import MatmulRunner
@@ -131,7 +131,7 @@ class TritonExecutor:
         return entry
 
     def _spec(self, kernel: FusedKernel, inputs: Sequence[torch.Tensor],
-              outputs: Sequence[torch.Tensor]) -> Spec:
+              outputs: Sequence[torch.Tensor]) -> Spec | SplitSpec:
         strides = [tensor_strides(t.shape, t.stride()) for t in (*inputs, *outputs)]
         layout = analyze(kernel.shape, kernel.reduce_dims, strides)
         pattern = layout.pattern
@@ -142,6 +142,9 @@ class TritonExecutor:
                                    pointwise.KERNEL_NAME, self.interpret)
         else:
             choice = reduction_choice(layout, self.blocks)
+            split = split_choice(layout, choice, self.blocks)
+            if split is not None and reduction.splittable(kernel):
+                return self._split_spec(kernel, layout, choice, split)
             key = ("reduction", kernel.structure_key(), pattern, choice.variant)
             fn = self.cache.kernel(
                 key, lambda: reduction.generate(kernel, pattern, choice.looped, choice.xmask, choice.rmask),
@@ -150,14 +153,38 @@ class TritonExecutor:
         grid = (math.ceil(layout.xnumel / choice.xblock),)
         return Spec(fn, grid, scalars, constants, self.interpret)
 
+    def _split_spec(self, kernel: FusedKernel, layout: Layout, choice: Choice, split: Split) -> SplitSpec:
+        pattern, structure = layout.pattern, kernel.structure_key()
+        partial = self.cache.kernel(
+            ("reduction-partial", structure, pattern, choice.variant),
+            lambda: reduction.generate_partial(kernel, pattern, choice.xmask, choice.rmask),
+            reduction.PARTIAL_NAME, self.interpret)
+        finish_choice = Choice(False, split.xblock, split.sblock, split.num_warps, 1,
+                               layout.xnumel % split.xblock != 0, True)
+        finish = self.cache.kernel(
+            ("reduction-finish", structure, pattern, finish_choice.xmask),
+            lambda: reduction.generate_finish(kernel, pattern, finish_choice.xmask),
+            reduction.FINISH_NAME, self.interpret)
+        n = len(kernel.input_dtypes)
+        scalars, constants = launch_arguments(layout, n, choice, (split.rchunk, split.chunks))
+        _, finish_constants = launch_arguments(layout, n, finish_choice)
+        x_programs = math.ceil(layout.xnumel / choice.xblock)
+        workspace = [(split.chunks * layout.xnumel, dtype) for dtype in reduction.workspace_dtypes(kernel)]
+        return SplitSpec(Spec(partial, (x_programs, split.chunks), scalars, constants, self.interpret),
+                         Spec(finish, (math.ceil(layout.xnumel / split.xblock),), scalars, finish_constants,
+                              self.interpret),
+                         workspace)
 
-def launch_arguments(layout: Layout, n_inputs: int, choice: Choice) -> tuple[list[int], dict[str, int]]:
-    """The arguments after the tensors: runtime sizes and strides, and the constexprs (block
-    sizes, sizes the index math divides by) with the launch options, in parameter order."""
+
+def launch_arguments(layout: Layout, n_inputs: int, choice: Choice,
+                     extra: Sequence[int] = ()) -> tuple[list[int], dict[str, int]]:
+    """The arguments after the tensors: runtime sizes and strides (then ``extra``), and the
+    constexprs (block sizes, sizes the index math divides by) with the launch options, in
+    parameter order."""
     ix = Indexing(layout.pattern, n_inputs, reduction=bool(choice.rblock))
     sizes = dict(zip(ix.sizes(), [layout.xnumel, *layout.xsizes, layout.rnumel, *layout.rsizes]))
     static = ix.static_sizes()
-    scalars = [n for name, n in sizes.items() if name not in static] + layout.stride_args()
+    scalars = [n for name, n in sizes.items() if name not in static] + layout.stride_args() + list(extra)
     blocks = {k: v for k, v in choice.constants.items() if k.endswith("BLOCK")}
     options = {k: v for k, v in choice.constants.items() if not k.endswith("BLOCK")}
     return scalars, {**blocks, **{name: sizes[name] for name in static}, **options}

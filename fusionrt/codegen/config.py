@@ -11,6 +11,12 @@ loads coalesce. Longer rows loop over ``loop_rblock``-wide tiles. Reductions get
 warps and 0.235 ms with 8, the 8 elements per thread filling 16-byte loads; rows of 4096 are the
 same from 4 to 16 warps) and one pipeline stage: their loads feed no ``tl.dot``, and software
 pipelining them only costs shared memory.
+
+A reduction that would launch fewer than ``split_below`` programs over long rows (the column sums
+of a backward pass: a bias gradient of 768 columns is 12 programs of 64 columns over every row;
+a whole-tensor sum is one program) leaves most of the GPU idle. Its rows are split into chunks,
+each program reading at least ``min_work`` elements, up to ``split_programs`` programs in all:
+each reduces its chunk into a small workspace, and a second kernel combines the chunks (``Split``).
 """
 from __future__ import annotations
 
@@ -31,11 +37,14 @@ class BlockConfig:
     loop_tile: int = 2048           # elements per looped tile (rows per program: tile / RBLOCK)
     outer_xblock: int = 64          # kept elements per program when the kept dims are contiguous
     max_warps: int = 8
+    split_below: int = 128          # reductions with fewer programs than this split their rows
+    split_programs: int = 512       # programs of a split reduction, at most
+    min_work: int = 16384           # elements each program of a split reduction reads, at least
 
     @staticmethod
     def for_interpreter() -> BlockConfig:
         return BlockConfig(max_xblock=16384, max_single_pass=16384, tile=16384, one_row_from=1 << 62,
-                           loop_rblock=4096, loop_tile=16384, outer_xblock=16384)
+                           loop_rblock=4096, loop_tile=16384, outer_xblock=16384, split_below=0)
 
 
 @dataclass(frozen=True)
@@ -92,3 +101,34 @@ def reduction_choice(layout: Layout, b: BlockConfig) -> Choice:
         xblock = min(pow2(xnumel), max(1, rows))
     return Choice(looped, xblock, rblock, _warps(xblock * rblock, 256, 2, b.max_warps), 1,
                   xnumel % xblock != 0, rnumel % rblock != 0)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A reduction split over its rows: ``chunks`` programs per row block each reduce ``rchunk``
+    elements (a multiple of the looped tile, so a tile never straddles two chunks), then one
+    program per ``xblock`` rows of the finishing kernel combines the chunks (``sblock`` wide)."""
+
+    chunks: int
+    rchunk: int
+    xblock: int
+    sblock: int
+    num_warps: int
+
+
+def split_choice(layout: Layout, choice: Choice, b: BlockConfig) -> Split | None:
+    """How to split a looped reduction that leaves the GPU idle (None: run it as chosen)."""
+    programs = -(-layout.xnumel // choice.xblock)
+    if not choice.looped or programs >= b.split_below:
+        return None
+    chunks = min(b.split_programs // programs, choice.xblock * layout.rnumel // b.min_work)
+    if chunks < 2:
+        return None
+    step = -(-layout.rnumel // chunks)
+    rchunk = -(-step // choice.rblock) * choice.rblock
+    chunks = -(-layout.rnumel // rchunk)
+    if chunks < 2:
+        return None
+    sblock = pow2(chunks)
+    xblock = min(pow2(layout.xnumel), max(1, b.tile // sblock))
+    return Split(chunks, rchunk, xblock, sblock, _warps(xblock * sblock, 256, 1, b.max_warps))

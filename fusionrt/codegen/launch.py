@@ -4,7 +4,9 @@ A ``Spec`` holds what depends only on a kernel and its tensors' layouts: the fun
 the size and stride arguments, the block sizes. ``Spec.bind`` pairs it with concrete tensors into
 a ``Launch``, a call without arguments that can be repeated (a bound plan, a benchmark); a
 ``BoundKernel`` adds the outputs, and its ``Relauncher`` launches the same spec over a replayed
-plan's new tensors.
+plan's new tensors. A ``SplitSpec`` is a split reduction's pair of specs over the same tensors
+and a workspace it allocates per launch (``codegen.reduction``): it binds, relaunches and
+launches by address as one.
 
 On the GPU the first launch of a specialization goes through ``JITFunction``, which compiles or
 finds the binary Triton specialized for those arguments (the sizes and strides, fixed per spec,
@@ -51,6 +53,15 @@ class Spec:
             _UNCOMPILED.append(weakref.ref(launch))
         return launch
 
+    def over(self, tensors: tuple[torch.Tensor, ...], key: tuple) -> Launch:
+        """A launch over tensors laid out and aligned as ``key`` says (a replay's: checked before)."""
+        return Launch(self, tensors, key)
+
+    def by_address(self, key: tuple) -> AddressLaunch | None:
+        """The launch over raw addresses for ``key``, once its kernel is compiled."""
+        kernel = None if self.interpret else self._compiled.get(key)
+        return None if kernel is None else AddressLaunch(self, kernel, key)
+
     def launch_jit(self, args: tuple, key: tuple) -> Any:
         """Launch through ``JITFunction``; remember the compiled binary it used."""
         kernel = self.fn.run(*args, grid=self.grid, warmup=False, **self.constants)
@@ -92,6 +103,71 @@ class Launch:
         g0, g1, g2 = spec.grid3
         kernel.run(g0, g1, g2, spec.driver.active.get_current_stream(self.device.index), kernel.function,
                    kernel.packed_metadata, None, None, None, *self.params)
+
+
+class SplitSpec:
+    """A split reduction: ``partial`` then ``finish``, each over the kernel's tensors followed by
+    one workspace per reduction (``workspace``: its elements and dtype), allocated for each launch
+    on the launch's stream, so launches never share one."""
+
+    def __init__(self, partial: Spec, finish: Spec, workspace: Sequence[tuple[int, torch.dtype]]) -> None:
+        self.partial, self.finish, self.workspace = partial, finish, tuple(workspace)
+
+    def _workspace(self, device: torch.device) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.empty(n, dtype=dtype, device=device) for n, dtype in self.workspace)
+
+    def bind(self, tensors: Sequence[torch.Tensor]) -> SplitLaunch:
+        tensors = tuple(tensors)
+        every = (*tensors, *self._workspace(tensors[0].device))
+        return SplitLaunch(self, tensors, self.partial.bind(every), self.finish.bind(every))
+
+    def over(self, tensors: tuple[torch.Tensor, ...], key: tuple) -> SplitLaunch:
+        every = (*tensors, *self._workspace(tensors[0].device))
+        inner = _with_workspace(key, len(self.workspace))
+        return SplitLaunch(self, tensors, Launch(self.partial, every, inner), Launch(self.finish, every, inner), key)
+
+    def by_address(self, key: tuple) -> SplitAddressLaunch | None:
+        inner = _with_workspace(key, len(self.workspace))
+        partial, finish = self.partial.by_address(inner), self.finish.by_address(inner)
+        return None if partial is None or finish is None else SplitAddressLaunch(self, partial, finish, key)
+
+
+def _with_workspace(key: tuple, count: int) -> tuple:
+    """The inner launches' key: a fresh workspace is always 16-byte aligned."""
+    return (key[0], (*key[1], *(True,) * count))
+
+
+class SplitLaunch:
+    """A split reduction's two launches over fixed tensors and one workspace."""
+
+    __slots__ = ("spec", "tensors", "device", "_key", "steps", "__weakref__")
+
+    def __init__(self, spec: SplitSpec, tensors: tuple[torch.Tensor, ...], partial: Launch, finish: Launch,
+                 key: tuple | None = None) -> None:
+        self.spec, self.tensors, self.device, self.steps = spec, tensors, partial.device, (partial, finish)
+        self._key = key or (partial._key[0], partial._key[1][:len(tensors)])
+
+    def __call__(self) -> None:
+        for step in self.steps:
+            step()
+
+
+class SplitAddressLaunch:
+    """``SplitLaunch`` over addresses (see ``AddressLaunch``), with a workspace per launch."""
+
+    __slots__ = ("spec", "partial", "finish", "aligned")
+
+    def __init__(self, spec: SplitSpec, partial: AddressLaunch, finish: AddressLaunch, key: tuple) -> None:
+        self.spec, self.partial, self.finish, self.aligned = spec, partial, finish, key[1]
+
+    def ready(self) -> bool:
+        return self.partial.ready()
+
+    def __call__(self, addresses: Sequence[int]) -> None:
+        workspace = self.spec._workspace(torch.device("cuda", self.partial.device))
+        every = [*addresses, *(w.data_ptr() for w in workspace)]
+        self.partial(every)
+        self.finish(every)
 
 
 # Launches bound since the last ``compile_new`` whose kernel was not compiled then (weakly: a
@@ -159,7 +235,8 @@ class BoundKernel:
 
     __slots__ = ("launch", "outputs", "kernel", "inputs")
 
-    def __init__(self, launch: Launch | None, outputs: list[torch.Tensor], kernel: FusedKernel | MatmulKernel,
+    def __init__(self, launch: Launch | SplitLaunch | None, outputs: list[torch.Tensor],
+                 kernel: FusedKernel | MatmulKernel,
                  inputs: list[torch.Tensor]) -> None:
         self.launch, self.outputs, self.kernel, self.inputs = launch, outputs, kernel, inputs
 
@@ -181,23 +258,21 @@ class Relauncher:
 
     __slots__ = ("kernel", "spec", "key", "layouts")
 
-    def __init__(self, kernel: FusedKernel | MatmulKernel, spec: Spec | None, key: tuple | None,
+    def __init__(self, kernel: FusedKernel | MatmulKernel, spec: Spec | SplitSpec | None, key: tuple | None,
                  layouts: list[tuple]) -> None:
         self.kernel, self.spec, self.key, self.layouts = kernel, spec, key, layouts
 
     def __call__(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
         outs = [torch.empty_strided(shape, stride, dtype=dtype, device=device) if out is None else out
                 for out, (shape, stride, dtype, device) in zip(outputs, self.layouts)]
-        launch = None if self.spec is None else Launch(self.spec, (*inputs, *outs), self.key)
+        launch = None if self.spec is None else self.spec.over((*inputs, *outs), self.key)
         _launch(launch, self.kernel, inputs, outs)
         return outs
 
-    def by_address(self) -> AddressLaunch | None:
+    def by_address(self) -> AddressLaunch | SplitAddressLaunch | None:
         """The compiled kernel's launch over raw device addresses, or None where a launch must
         go through ``Launch`` (interpreted, nothing to launch, not compiled yet)."""
-        spec = self.spec
-        kernel = None if spec is None or spec.interpret else spec._compiled.get(self.key)
-        return None if kernel is None else AddressLaunch(spec, kernel, self.key)
+        return None if self.spec is None else self.spec.by_address(self.key)
 
 
 class AddressLaunch:
@@ -226,7 +301,7 @@ class AddressLaunch:
                  self.metadata, None, None, None, *addresses, *self.tail)
 
 
-def _launch(launch: Launch | None, kernel: FusedKernel | MatmulKernel, inputs: Sequence[torch.Tensor],
+def _launch(launch: Launch | SplitLaunch | None, kernel: FusedKernel | MatmulKernel, inputs: Sequence[torch.Tensor],
             outputs: list[torch.Tensor]) -> None:
     if launch is None:  # nothing to launch (an empty result): aten's answer
         evaluate(kernel, inputs, outputs)

@@ -7,6 +7,13 @@ every value stays in registers, so softmax or layer_norm read their input once. 
 (*looped*) the reductions are grouped into passes by what they depend on (softmax: max, then the
 sum of exponentials, then the output); each pass loops over the row, recomputing the element-wise
 prologue it needs from the inputs instead of writing it, and a last loop stores full outputs.
+
+A *split* reduction (see ``config.Split``) is two kernels over the same arguments plus one
+workspace per reduction: ``PARTIAL_NAME`` runs one program per row block and chunk of the rows,
+storing full outputs as it goes and each reduction's partial result into its workspace;
+``FINISH_NAME`` combines the chunks and computes and stores the reduced outputs. Only a kernel
+whose reductions read no other reduction's result and whose full outputs read none (``splittable``)
+can be split: anything later would need the whole row's result inside the first kernel.
 """
 from __future__ import annotations
 
@@ -17,6 +24,10 @@ from .emit import Indexing, element_line, indent, inputs_read, live_instrs, modu
 from .lowering import cast, opmath, tl_type
 
 KERNEL_NAME = "reduction_kernel"
+PARTIAL_NAME = "reduction_partial_kernel"
+FINISH_NAME = "reduction_finish_kernel"
+# The split kernels' runtime arguments after the strides: the chunk length and the chunk count.
+SPLIT_SCALARS = ("rchunk", "nsplit")
 
 # Only builtins and our own helpers: ``tl.sum``/``tl.max`` are @jit functions whose interpreted-or-
 # compiled nature was fixed when triton was imported, so they cannot serve both executors.
@@ -81,11 +92,92 @@ def generate(kernel: FusedKernel, pattern: tuple, looped: bool, xmask: bool = Tr
              rmask: bool = True) -> str:
     """``xmask``/``rmask``: False when XBLOCK/RBLOCK divide the row count/length exactly."""
     ix = Indexing(pattern, len(kernel.input_dtypes), reduction=True, xmask=xmask, rmask=rmask)
-    body = ix.x_header("tl.arange(0, XBLOCK)[:, None]")
-    body.append("rbase = tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if ix.bits == 64 else ""))
+    body = ix.x_header("tl.arange(0, XBLOCK)[:, None]") + [_rbase(ix)]
     body += (_looped if looped else _single_pass)(kernel, ix)
-    args = ", ".join(ix.args())
-    return module_source("\n".join([f"def {KERNEL_NAME}({args}):"] + indent(body, 1)) + "\n")
+    return _module(KERNEL_NAME, ix.args(), body)
+
+
+def splittable(kernel: FusedKernel) -> bool:
+    passes = _passes(kernel)
+    live = live_instrs(kernel, [o.index for o in kernel.outputs])
+    return (all(passes[i] <= 1 for i in live if kernel.instrs[i].is_reduction)
+            and all(passes[o.index] == 0 for o in kernel.outputs if not kernel.levels[o.index]))
+
+
+def workspace_dtypes(kernel: FusedKernel) -> list[torch.dtype]:
+    """Per reduction of a split kernel, in program order: the dtype its partial results keep."""
+    live = live_instrs(kernel, [o.index for o in kernel.outputs])
+    return [_accumulator_dtype(kernel.instrs[i].op, kernel.instrs[i].dtype)
+            for i in live if kernel.instrs[i].is_reduction]
+
+
+def generate_partial(kernel: FusedKernel, pattern: tuple, xmask: bool = True, rmask: bool = True) -> str:
+    """Program (row block, chunk): full outputs of the chunk stored, each reduction's result over
+    the chunk stored at ``chunk * xnumel + x`` of its workspace."""
+    ix = Indexing(pattern, len(kernel.input_dtypes), reduction=True, xmask=xmask, rmask=rmask)
+    live = live_instrs(kernel, [o.index for o in kernel.outputs])
+    reductions = [_Reduction(kernel, i, ix) for i in live if kernel.instrs[i].is_reduction]
+    full_outputs = [o.index for o in kernel.outputs if not kernel.levels[o.index]]
+    args = [a.index for r in reductions for a in kernel.instrs[r.index].args if isinstance(a, Value)]
+    chunk = "tl.program_id(1)" + (".to(tl.int64)" if ix.bits == 64 else "")
+    body = ix.x_header("tl.arange(0, XBLOCK)[:, None]") + [_rbase(ix), f"rstart = {chunk} * rchunk"]
+    body += [f"a{k} = {ix.load(k)}" for k in inputs_read(kernel, live) if k in kernel.reduced_inputs]
+    passes = _passes(kernel)
+    body += [element_line(kernel, i) for i in live if kernel.levels[i] and passes[i] == 0]
+    body += [r.init() for r in reductions]
+    instrs = _full_closure(kernel, args + full_outputs)
+    loop = _tile_lines(ix, "roffset + rbase")
+    loop += [f"a{k} = {ix.load(k)}" for k in _full_inputs(kernel, instrs + [r.index for r in reductions])]
+    loop += [element_line(kernel, i) for i in instrs] + [r.update() for r in reductions]
+    loop += _stores(kernel, ix, full=True)
+    body += ["for roffset in range(rstart, tl.minimum(rstart + rchunk, rnumel), RBLOCK):"] + indent(loop, 1)
+    store_mask = ", xmask" if ix.xmask else ""
+    for k, r in enumerate(reductions):
+        body.append(f"tl.store(ws{k} + {chunk} * xnumel + xindex, "
+                    f"{_COMBINE[r.op].format(x=f'acc{r.index}')}[:, None]{store_mask})")
+    return _module(PARTIAL_NAME, _split_args(ix, len(reductions)), body)
+
+
+def generate_finish(kernel: FusedKernel, pattern: tuple, xmask: bool = True) -> str:
+    """Program (row block): the chunks' partial results combined (``RBLOCK`` chunks wide), then
+    the reduced-level epilogue, and the reduced outputs stored."""
+    ix = Indexing(pattern, len(kernel.input_dtypes), reduction=True, xmask=xmask, rmask=True)
+    live = live_instrs(kernel, [o.index for o in kernel.outputs])
+    reduced_live = [i for i in live if kernel.levels[i]]
+    body = ix.x_header("tl.arange(0, XBLOCK)[:, None]")
+    body += ["sindex = tl.arange(0, RBLOCK)[None, :]", "smask = sindex < nsplit"]
+    body += [f"a{k} = {ix.load(k)}" for k in inputs_read(kernel, reduced_live) if k in kernel.reduced_inputs]
+    mask = "xmask & smask" if ix.xmask else "smask"
+    k = 0
+    for i in live:
+        if kernel.instrs[i].is_reduction:
+            r = _Reduction(kernel, i, ix)
+            body.append(f"p{i} = tl.load(ws{k} + sindex * xnumel + xindex, {mask}, "
+                        f"other={_identity(r.op, r.acc)})")
+            body.append(r.finish(f"p{i}"))
+            k += 1
+        elif kernel.levels[i]:
+            body.append(element_line(kernel, i))
+    body += _stores(kernel, ix, full=False)
+    return _module(FINISH_NAME, _split_args(ix, k), body)
+
+
+def _split_args(ix: Indexing, n_workspaces: int) -> list[str]:
+    """The plain kernel's parameters with the workspaces after the outputs and the split's
+    scalars after the strides: both split kernels take the same arguments."""
+    args = ix.args()
+    pointers = len(ix.access)
+    constexprs = next(j for j, a in enumerate(args) if a.endswith(": tl.constexpr"))
+    return (args[:pointers] + [f"ws{k}" for k in range(n_workspaces)] + args[pointers:constexprs]
+            + list(SPLIT_SCALARS) + args[constexprs:])
+
+
+def _rbase(ix: Indexing) -> str:
+    return "rbase = tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if ix.bits == 64 else "")
+
+
+def _module(name: str, args: list[str], body: list[str]) -> str:
+    return module_source("\n".join([f"def {name}({', '.join(args)}):"] + indent(body, 1)) + "\n")
 
 
 def _tile_lines(ix: Indexing, rindex: str) -> list[str]:

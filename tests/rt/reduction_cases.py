@@ -174,6 +174,19 @@ def standard_cases(small: bool = True) -> list[Case]:
     return cases
 
 
+def bias_gradient(shape: tuple[int, int]) -> Case:
+    """A backward pass's bias gradient: the element-wise gradient (a full output) and its
+    column sum in fp32, cast back to bf16."""
+    instrs = [Instr("mul", (Input(0), Input(1)), BF16), Instr("_to_copy", (Value(0),), F32, (("dtype", F32),)),
+              Instr("sum", (Value(1),), F32), Instr("_to_copy", (Value(2),), BF16, (("dtype", BF16),))]
+    kernel = kernel_of(shape, (BF16, BF16), instrs, outputs=[0, 3], reduce_dims=(0,))
+
+    def inputs(gen: torch.Generator, device: str) -> list[torch.Tensor]:
+        return [torch.randn(shape, generator=gen).to(device, BF16), torch.randn(shape, generator=gen).to(device, BF16)]
+
+    return f"bias-gradient-{shape}", kernel, inputs
+
+
 def nan_case() -> Case:
     """amax/amin/sum propagate NaN like aten."""
     kernel = kernel_of((4, 9), (F32,), [Instr("amax", (Input(0),), F32), Instr("amin", (Input(0),), F32),

@@ -19,7 +19,7 @@ from fusionrt.codegen.layout import analyze, contiguous_strides, tensor_strides
 from fusionrt.kernel_ir import FusedKernel, Input, Instr, Value
 
 from .codegen_cases import kernel_of, named_inputs, op_kernel
-from .reduction_cases import BF16, F32, clone_pattern, layer_norm, nan_case, softmax, standard_cases
+from .reduction_cases import BF16, F32, bias_gradient, clone_pattern, layer_norm, nan_case, softmax, standard_cases
 
 compiler = pytest.importorskip("triton.compiler")
 GPUTarget = pytest.importorskip("triton.backends.compiler").GPUTarget
@@ -111,6 +111,32 @@ def test_every_reduction_pattern_compiles_for_sm90(tmp_path, looped):
         for masks in ((True, True), (False, False)):
             choice = Choice(looped, 1 if looped else 2, 128 if looped else 64, 4, 1, *masks)
             assert "cubin" in _compile(cache, kernel, inputs, choice), (name, masks)
+
+
+@pytest.mark.slow
+def test_split_reductions_compile_for_sm90(tmp_path):
+    """Both kernels of a split reduction, as the executor launches them on an H100."""
+    from fusionrt.codegen import TritonExecutor
+    from fusionrt.codegen.launch import SplitSpec
+
+    executor = TritonExecutor(interpret=False, cache=KernelCache(tmp_path))
+    name, kernel, _ = bias_gradient((6304, 768))
+    inputs = [_meta((6304, 768), BF16), _meta((6304, 768), BF16)]
+    outputs = [_meta(kernel.output_shape(j), kernel.instrs[o.index].dtype) for j, o in enumerate(kernel.outputs)]
+    spec = executor._spec(kernel, inputs, outputs)
+    assert isinstance(spec, SplitSpec)
+    pointers = ["*bf16"] * 4 + ["*fp32"]
+    for part in (spec.partial, spec.finish):
+        signature, constexprs = {}, {}
+        values = [None] * len(pointers) + list(part.scalars)
+        for i, arg in enumerate(part.fn.arg_names):
+            if arg in part.constants:
+                signature[arg], constexprs[(i,)] = "constexpr", part.constants[arg]
+            else:
+                signature[arg] = pointers[i] if i < len(pointers) else "i32"
+        source = compiler.ASTSource(fn=part.fn, signature=signature, constexprs=constexprs)
+        options = {k: v for k, v in part.constants.items() if k in ("num_warps", "num_stages")}
+        assert "cubin" in compiler.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm, name
 
 
 def _meta(shape, dtype=F32):

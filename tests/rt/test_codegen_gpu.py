@@ -10,7 +10,8 @@ from fusionrt.kernel_ir import Input, Instr, Value, evaluate
 
 from .codegen_cases import (CASES, assert_matches, check_direct_writes, kernel_of, named_inputs, op_kernel,
                             tolerance)
-from .reduction_cases import F32, clone_pattern, layer_norm, nan_case, one_reduction, softmax, standard_cases
+from .reduction_cases import (BF16, F32, bias_gradient, clone_pattern, layer_norm, nan_case, one_reduction, softmax,
+                              standard_cases)
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -188,6 +189,38 @@ def test_bound_launches_repeat_and_follow_pointer_alignment(gpu):
             x.mul_(1.5)
             (out,) = bound()
             torch.testing.assert_close(out, x * y + 1, rtol=1e-6, atol=1e-6)
+
+
+def test_reductions_that_leave_the_gpu_idle_split_their_rows(gpu):
+    """A backward pass's bias gradient and a whole-tensor sum run as split reductions; launched
+    again over new tensors, by address (as a replay does) and inside a CUDA graph, they equal
+    aten, each launch with a workspace of its own."""
+    from fusionrt.codegen.launch import SplitAddressLaunch, SplitLaunch
+
+    cases = [bias_gradient((6304, 768)), bias_gradient((2048, 3072)), one_reduction("sum", (4096, 4096), (0, 1), F32),
+             one_reduction("mean", (32, 64, 3136), (0, 2), BF16), one_reduction("amax", (100003,), (0,), F32)]
+    for i, (name, kernel, make_inputs) in enumerate(cases):
+        inputs = make_inputs(torch.Generator().manual_seed(i), "cuda")
+        bound = gpu.bind(kernel, inputs)
+        assert isinstance(bound.launch, SplitLaunch), name
+        assert_matches(kernel, bound(), inputs, gpu=True)
+        relaunch = bound.relauncher()
+        fresh = make_inputs(torch.Generator().manual_seed(50 + i), "cuda")
+        assert_matches(kernel, relaunch(fresh, [None] * len(kernel.outputs)), fresh, gpu=True)
+        by_address = relaunch.by_address()
+        assert isinstance(by_address, SplitAddressLaunch) and by_address.ready(), name
+        outs = [torch.empty(kernel.output_shape(j), dtype=kernel.instrs[o.index].dtype, device="cuda")
+                for j, o in enumerate(kernel.outputs)]
+        static = [t.clone() for t in fresh]
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            by_address([t.data_ptr() for t in (*static, *outs)])
+        for seed in (70, 71):
+            new = make_inputs(torch.Generator().manual_seed(seed + i), "cuda")
+            for s, t in zip(static, new):
+                s.copy_(t)
+            graph.replay()
+            assert_matches(kernel, outs, new, gpu=True)
 
 
 def test_runtime_writes_in_place_and_through_views_on_gpu():

@@ -13,7 +13,8 @@ from fusionrt.codegen.layout import analyze
 from fusionrt.kernel_ir import Input, Instr
 
 from .codegen_cases import assert_matches, kernel_of
-from .reduction_cases import BF16, F16, F32, clone_pattern, layer_norm, nan_case, one_reduction, softmax, standard_cases
+from .reduction_cases import (BF16, F16, F32, bias_gradient, clone_pattern, layer_norm, nan_case, one_reduction, softmax,
+                              standard_cases)
 
 # Rows longer than 8 elements loop over 8-wide tiles: the looped kernels on small tensors.
 LOOPED = BlockConfig(max_xblock=64, max_single_pass=8, tile=32, loop_rblock=8)
@@ -140,3 +141,42 @@ def test_mask_free_outer_and_broadcast_reductions(cache, blocks):
         except Exception as err:
             failures.append(f"{name}: {err}")
     assert not failures, "\n\n".join(failures)
+
+
+# Every looped reduction splits its rows into chunks of two or more tiles (on the GPU only
+# reductions that leave most of it idle do).
+SPLIT = BlockConfig(max_xblock=64, max_single_pass=8, tile=32, one_row_from=16, loop_rblock=8, loop_tile=16,
+                    outer_xblock=4, split_below=1 << 30, split_programs=16, min_work=8)
+
+
+def test_split_reductions_equal_aten(cache):
+    from fusionrt.codegen.launch import SplitLaunch
+
+    if OLD_INTERPRETER_LOOPS:
+        pytest.skip("triton < 3.7 interpreter cannot loop to a runtime bound with numpy 2")
+    executor = TritonExecutor(interpret=True, cache=cache, blocks=SPLIT)
+    failures, split = [], []
+    cases = standard_cases() + [nan_case(), bias_gradient((70, 12)), bias_gradient((64, 8)),
+                                one_reduction("sum", (3, 4, 50), (0, 1, 2), F32),
+                                one_reduction("mean", (96, 5), (0,), BF16)]
+    for i, (name, kernel, make_inputs) in enumerate(cases):
+        inputs = make_inputs(torch.Generator().manual_seed(i), "cpu")
+        try:
+            bound = executor.bind(kernel, inputs)
+            assert_matches(kernel, bound(), inputs)
+            if isinstance(bound.launch, SplitLaunch):
+                split.append(name)
+                # a replay relaunches the split over new tensors with a workspace of its own
+                fresh = make_inputs(torch.Generator().manual_seed(100 + i), "cpu")
+                assert_matches(kernel, bound.relauncher()(fresh, [None] * len(kernel.outputs)), fresh)
+        except Exception as err:
+            failures.append(f"{name}: {err}")
+    assert not failures, "\n\n".join(failures)
+    # every kind of split reduction ran split: outer and inner rows, several reductions, full
+    # outputs stored by the first kernel, reduced inputs read by the second, masks or none
+    for name in ("sum-(37, 6)-dims(0,)-float32", "sum-(3, 4, 5)-dims(0, 1, 2)-float32", "nan-propagation",
+                 "bias-gradient-(70, 12)", "bias-gradient-(64, 8)", "reduced-inputs-(4, 3, 10)-dims(0, 2)",
+                 "mean-(96, 5)-dims(0,)-bfloat16", "amax-(6, 19)-dims(1,)-bool", "sum-(6, 19)-dims(1,)-int32"):
+        assert name in split, (name, "\n".join(sorted(split)))
+    # a reduction that reads another's result, or a full output that does, is never split
+    assert not any(name.startswith(("softmax", "layer_norm", "clone-pattern")) for name in split)
