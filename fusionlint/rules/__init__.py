@@ -7,6 +7,7 @@ from fusionlint.rules.clone_before_compute import CloneBeforeCompute
 from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
 from fusionlint.rules.elementwise_by_hand import ElementwiseByHand
 from fusionlint.rules.fill_by_hand import FillByHand
+from fusionlint.rules.host_scalar_tensor import HostScalarTensor
 from fusionlint.rules.host_sync_in_tensor_work import HostSyncInTensorWork
 from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
 from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
@@ -51,6 +52,7 @@ _RULES: tuple[type[Rule], ...] = (
     LayerNormByHand,
     SoftmaxByHand,
     NormBeforeSelect,
+    HostScalarTensor,
     SyntaxErrorRule,
 )
 

@@ -1,0 +1,248 @@
+"""FL023: a host number made into a tensor only for a math function, whose result then scales a
+tensor (``corr / torch.sqrt(torch.tensor(c))``): ``math`` computes it on the host for free."""
+from __future__ import annotations
+
+import re
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from fusionlint.analysis import Scope, own_parts, scope_statements
+from fusionlint.analysis.nodes import code_of, operations
+from fusionlint.analysis.numbers import NumberNames
+from fusionlint.model import EAGER, FixSafety
+from fusionlint.ops import OpTables
+from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+
+_TEXT = re.compile(r"\btensor\s*\(")
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+# torch's element-wise math of one number and the host function that gives the same value
+_HOST_MATH = {name: f"math.{name}" for name in ("sqrt", "exp", "log", "log2", "log10", "log1p", "expm1", "sin", "cos", "tanh")}
+_HOST_POWER = {"sqrt": 0.5, "rsqrt": -0.5}  # written without ``math``
+_FACTORY_KEYWORDS = frozenset({"dtype", "device"})
+
+
+class HostScalarTensor(Rule):
+    code = "FL023"
+    name = "host-scalar-tensor"
+    message = "a host number made into a tensor for a math function: compute it with `math` on the host"
+    rationale = """
+        `torch.sqrt(torch.tensor(num_channels))` builds a tensor of one number from a host value
+        (a shape, a dimension, a constant) only to run an element-wise function on it and scale a
+        real tensor by the result (`corr / torch.sqrt(torch.tensor(c))`, `-torch.log(torch.tensor(
+        10000.0)) / half`). Each function of the 0-d tensor is a kernel launch in eager PyTorch
+        (on a GPU the number is copied to the device first, when `device=` is given);
+        `math.sqrt(c)` is computed on the host and passed to the kernel that scales as a scalar
+        argument: fusionrt's eager count for a correlation volume divided this way is 3 -> 2
+        kernels. A lazy fusing backend folds the constant either way: the rewrite pays in
+        eager.
+
+        Flagged: an element-wise function (`sqrt`, `rsqrt`, `exp`, `log`, ...; as `torch.f(t)`
+        or `t.f()`) of `torch.tensor(n)` (`dtype=`/`device=` allowed), `n` surely a host number
+        (a literal, a number-annotated parameter or a local made of those, an entry of a
+        `.shape`, a name unpacked from one, `len(...)`), that is an operand of `+ - * /` in an
+        arithmetic expression with a tensor. Not flagged: a bare `torch.tensor(n)` operand
+        (passed as a 0-d tensor, it costs no kernel), one kept as a value of its own
+        (`scale = torch.sqrt(torch.tensor(d))`: it may be read as a tensor later), a tensor of
+        several numbers, a constructor's code (`__init__` runs once).
+    """
+    use_instead = "`corr / math.sqrt(num_channels)` (or `num_channels ** 0.5`)."
+    pays_in = (EAGER,)
+    fix_safety = FixSafety.UNSAFE
+    fix_notes = """
+        The fix writes the function with `math` (where the file imports `math`; `sqrt` and
+        `rsqrt` as a power `n ** 0.5`, `n ** -0.5` otherwise). It is **unsafe**: the host
+        computes in double precision, so `exp`, `log` and the like may differ from the float32
+        kernel in the last place (a square root is correctly rounded either way), and `math`
+        raises on a value out of its domain (`math.sqrt(-1)`, `math.log(0)`) where torch gives
+        `nan` or `-inf`.
+    """
+    examples = (
+        Example(
+            bad="""\
+import torch
+
+
+def correlation(fmap1: torch.Tensor, fmap2: torch.Tensor) -> torch.Tensor:
+    batch, channels, n = fmap1.shape
+    corr = fmap1.transpose(1, 2) @ fmap2
+    return corr / torch.sqrt(torch.tensor(channels))
+""",
+            at=((7, 19),),
+            fixed="""\
+import torch
+
+
+def correlation(fmap1: torch.Tensor, fmap2: torch.Tensor) -> torch.Tensor:
+    batch, channels, n = fmap1.shape
+    corr = fmap1.transpose(1, 2) @ fmap2
+    return corr / channels ** 0.5
+""",
+            call="correlation(randn(2, 16, 64), randn(2, 16, 64))",
+        ),
+        Example(  # sinusoidal frequencies: `math` imported, the method form
+            bad="""\
+import math
+
+import torch
+
+
+def frequencies(half: int) -> torch.Tensor:
+    exponent = -torch.tensor(10000.0).log() * torch.arange(half, dtype=torch.float32)
+    return torch.exp(exponent / half)
+""",
+            at=((7, 17),),
+            fixed="""\
+import math
+
+import torch
+
+
+def frequencies(half: int) -> torch.Tensor:
+    exponent = -math.log(10000.0) * torch.arange(half, dtype=torch.float32)
+    return torch.exp(exponent / half)
+""",
+            call="frequencies(64)",
+        ),
+    )
+    valid = (
+        # a bare 0-d operand; a value kept on its own; several numbers; a tensor's value
+        """\
+import torch
+
+
+def f(x: torch.Tensor, d: int, sizes: list, t: torch.Tensor):
+    a = x / torch.tensor(d)
+    scale = torch.sqrt(torch.tensor(d))
+    b = x * torch.sqrt(torch.tensor(sizes))
+    c = x * torch.exp(torch.tensor(t))
+    return a, scale, b, c
+""",
+        # a constructor runs once
+        """\
+import torch
+from torch import nn
+
+
+class Contrastive(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.logit_scale = nn.Parameter(torch.ones([]) * torch.tensor(1 / 0.07).log())
+""",
+    )
+
+    @classmethod
+    def needle(cls, ops: OpTables) -> re.Pattern[str]:
+        return _TEXT
+
+    @classmethod
+    def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
+        return _TEXT.search(block[index]) is not None
+
+    def check(self, scope: Scope) -> Iterator[Violation]:
+        if isinstance(scope.node, cst.FunctionDef) and scope.node.name.value == "__init__":
+            return  # a constructor runs once
+        numbers = NumberNames(scope)
+        for ref in scope_statements(scope):
+            statement = ref.node
+            inner: set[int] = set()
+            for operation in (op for part in own_parts(statement) for op in operations(part, _ARITHMETIC)):
+                if id(operation) in inner:
+                    continue
+                leaves = _leaves(operation, inner)
+                host = [(leaf, found) for leaf in leaves if (found := _host_function(scope, numbers, leaf))]
+                made_on_host = {id(leaf) for leaf, _ in host}
+                if not host or not any(scope.is_tensor(leaf) for leaf in leaves if id(leaf) not in made_on_host):
+                    continue
+                for leaf, (function, number) in host:
+                    replacement = _on_host(scope, function, number)
+                    fix = None
+                    if replacement is not None and isinstance(statement, cst.SimpleStatementLine):
+                        fix = (StatementEdit(statement, (replace_nodes(statement, {leaf: replacement}),)),)
+                    message = f"`{code_of(leaf)}` makes a tensor of a host number for `{function}`: compute it on the host"
+                    yield Violation(leaf, fix=fix, message=message)
+
+
+def _leaves(operation: cst.BinaryOperation, inner: set[int]) -> list[cst.BaseExpression]:
+    """The operands of a tree of ``+ - * /`` (through unary minus), noting its inner operations."""
+    leaves: list[cst.BaseExpression] = []
+    todo: list[cst.BaseExpression] = [operation]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            todo.append(node.expression)
+        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
+            inner.add(id(node))
+            todo += [node.right, node.left]
+        else:
+            leaves.append(node)
+    return leaves
+
+
+def _host_function(scope: Scope, numbers: NumberNames, expr: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """(function, n) of ``torch.f(torch.tensor(n))`` or ``torch.tensor(n).f()``, ``n`` a host number."""
+    if not isinstance(expr, cst.Call):
+        return None
+    func = expr.func
+    if isinstance(func, cst.Attribute) and not expr.args:
+        function, made = func.attr.value, func.value
+    elif scope.torch_name(func) is not None and len(expr.args) == 1 and expr.args[0].keyword is None:
+        function, made = scope.torch_name(func).rpartition(".")[2], expr.args[0].value
+    else:
+        return None
+    if function not in _HOST_MATH and function not in _HOST_POWER:
+        return None
+    if not isinstance(made, cst.Call) or scope.torch_name(made.func) != "torch.tensor" or not made.args:
+        return None
+    first, *rest = made.args
+    if first.keyword is not None or first.star or any(arg.keyword is None or arg.keyword.value not in _FACTORY_KEYWORDS for arg in rest):
+        return None
+    return (function, first.value) if _host_number(scope, numbers, first.value) else None
+
+
+def _host_number(scope: Scope, numbers: NumberNames, expr: cst.BaseExpression) -> bool:
+    """A literal, a number name, ``x.shape[i]``, ``x.size(i)``, ``len(...)``, a name unpacked from a shape."""
+    if numbers.is_number(expr):
+        return True
+    if isinstance(expr, cst.Subscript):
+        return isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape" and len(expr.slice) == 1 \
+            and isinstance(expr.slice[0].slice, cst.Index)
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Name):
+            return func.value == "len"
+        return isinstance(func, cst.Attribute) and func.attr.value == "size" and len(expr.args) == 1 and scope.is_tensor(func.value)
+    if isinstance(expr, cst.Name):
+        return any(_unpacks_shape(target, value, expr.value) for target, value in scope.assignments)
+    return False
+
+
+def _unpacks_shape(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> bool:
+    """``b, name, n = x.shape`` (or ``x.size()``, ``x.shape[:3]``)."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return False
+    if not any(isinstance(e.value, cst.Name) and e.value.value == name for e in target.elements):
+        return False
+    shape = value.value if isinstance(value, cst.Subscript) else value
+    if isinstance(shape, cst.Call) and not shape.args:
+        shape = shape.func
+        return isinstance(shape, cst.Attribute) and shape.attr.value == "size"
+    return isinstance(shape, cst.Attribute) and shape.attr.value == "shape"
+
+
+def _on_host(scope: Scope, function: str, number: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``math.f(n)``, or ``n ** 0.5`` for a square root where the file does not import ``math``."""
+    bare = number.with_changes(lpar=[], rpar=[])
+    if function in _HOST_MATH and "math" in scope.facts.imported:
+        return cst.Call(func=cst.parse_expression(_HOST_MATH[function]), args=[cst.Arg(bare)])
+    if function not in _HOST_POWER:
+        return None
+    atomic = isinstance(bare, (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.Integer, cst.Float))
+    base = bare if atomic else bare.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    exponent = _HOST_POWER[function]
+    power = cst.Float(str(abs(exponent)))
+    return cst.BinaryOperation(
+        left=base, operator=cst.Power(),
+        right=power if exponent > 0 else cst.UnaryOperation(operator=cst.Minus(), expression=power),
+        lpar=[cst.LeftParen()] if exponent < 0 else [], rpar=[cst.RightParen()] if exponent < 0 else [],
+    )

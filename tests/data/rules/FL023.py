@@ -1,0 +1,31 @@
+# FL023 (host-scalar-tensor): its examples, flagged, then its look-alikes, not flagged.
+
+# --- example 1
+import torch
+
+
+def correlation(fmap1: torch.Tensor, fmap2: torch.Tensor) -> torch.Tensor:
+    batch, channels, n = fmap1.shape
+    corr = fmap1.transpose(1, 2) @ fmap2
+    return corr / torch.sqrt(torch.tensor(channels))
+
+# --- example 2
+import math
+
+import torch
+
+
+def frequencies(half: int) -> torch.Tensor:
+    exponent = -torch.tensor(10000.0).log() * torch.arange(half, dtype=torch.float32)
+    return torch.exp(exponent / half)
+
+# --- look-alike 1
+import torch
+
+
+def f(x: torch.Tensor, d: int, sizes: list, t: torch.Tensor):
+    a = x / torch.tensor(d)
+    scale = torch.sqrt(torch.tensor(d))
+    b = x * torch.sqrt(torch.tensor(sizes))
+    c = x * torch.exp(torch.tensor(t))
+    return a, scale, b, c
