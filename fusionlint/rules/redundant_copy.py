@@ -1,7 +1,9 @@
 """FL007: a copy (``.clone()``, ``.detach().clone()``, ``.contiguous()`` of a transposed view) that
-nothing needs: neither the copy nor its source is written in place, and the copy does not escape."""
+nothing needs: neither the copy nor its source is written in place, and the copy does not escape; and
+a stack that a reduction over its new dimension alone reads, which adds would do without the copy."""
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -16,14 +18,15 @@ from fusionlint.analysis import (
 from fusionlint.analysis.fresh import returns_new
 from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
-from fusionlint.analysis.views import cst_view
+from fusionlint.analysis.views import ast_view, cst_view, dotted_path
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
-from fusionlint.ops import ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
+from fusionlint.ops import COMPUTE, ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _INITIALIZES = re.compile(r"_?(?:init|initialize)_\w*(?:weights?|buffers?)|reset_parameters")
 _SOLE_VALUE = "a copy of a value nothing else holds: whatever is done with the copy can be done with the value"
-_COPY = re.compile(r"\b(?:clone|contiguous)\s*\(")
+_STACK_REDUCED = "a stack only reduced over its new dimension: adding the tensors writes the result alone"
+_COPY = re.compile(r"\b(?:clone|contiguous|stack)\s*\(")
 # Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                       "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
@@ -45,6 +48,11 @@ _SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split"})
 _OVERLAPPING = frozenset({"expand", "expand_as", "broadcast_to", "as_strided", "unfold"})
 _STRIDE_FREE = frozenset({"sum", "nansum", "mean", "amax", "amin", "max", "min", "prod", "matmul", "mm", "bmm",
                           "einsum", "@"})
+# Convolutions read a channels-last input as it is (cuDNN, oneDNN), where they copy any other
+# strided one themselves; and the layer classes named for one (`Conv`, `ConvNormAct`, `DWConv`,
+# `Convolution`), which begin with their convolution.
+_CONVOLUTIONS = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
+_CONV_LAYER = re.compile(r"\w*Conv(?:olution)?(?:[123]d)?(?:(?:Norm|BN|Bn|Act|Block)\w*)?")
 
 
 class RedundantCopy(Rule):
@@ -106,11 +114,27 @@ class RedundantCopy(Rule):
         convolution wants, which copies a strided input itself); a copy or source written in
         place (`add_`, `x[i] = ...`, `+=`, `out=`); `.contiguous()` of a value that already is
         contiguous (eager returns it as is: nothing to save) or that only feeds ops that make
-        their input contiguous themselves (`softmax`, norms, convolutions, `cross_entropy`: no
-        worse without it, and no better); copies with arguments
-        (`memory_format=`); copies in a class's `__init__` or a function that initializes
-        weights or buffers (`_init_weights`, `reset_parameters`), which run once to build a
-        model (nothing to save per step).
+        their input contiguous themselves (`softmax`, norms, `cross_entropy`, convolutions of
+        any layout but channels-last: no worse without it, and no better); copies with
+        arguments (`memory_format=`); copies in a class's `__init__` or a function that
+        initializes weights or buffers (`_init_weights`, `reset_parameters`), which run once
+        to build a model (nothing to save per step).
+
+        Also flagged: a `.contiguous()` of channels-last data permuted channels-first
+        (`x.reshape(b, h, w, c).permute(0, 3, 1, 2)`) that only a convolution reads
+        (`F.conv2d`, an `nn.Conv2d`, or a layer class named for one, whose first op is its
+        convolution: `Conv`, `ConvNormAct`, `DWConv`, `Convolution`, also handed through a
+        wrapper: `zero_module(Convolution(...))`), as other uses allow: cuDNN and oneDNN read
+        that layout as it is (fusionrt and eager: 4 -> 3 writes and kernels for a permuted
+        matmul result); a `.clone()` of a module's tensor that dies in its own statement where
+        nothing but known tensor ops runs (Swin's `self.relative_position_index.clone()[:n,
+        :n].reshape(-1)`, read as an index): no code can write the tensor while the copy lives;
+        and a stack only reduced over the dimension it makes (`torch.stack(xs).sum(0)`,
+        `torch.mean(torch.stack(xs, -1), dim=-1)`), which copies every tensor for the reduction
+        to read them back: adding them writes the result alone (fusionrt: one fused kernel, 4
+        -> 1 writes for three computed tensors; eager: fewer bytes, and for more than three
+        tensors, or two of a mean, more kernels: n - 1 adds, where the stack and the reduction
+        are two).
     """
     use_instead = """
         Use the tensor itself (`x`, or `x.detach()` for `x.detach().clone()`).
@@ -125,7 +149,12 @@ class RedundantCopy(Rule):
         code the rule cannot see that writes into one (through a view, another alias or a
         callee) now changes the other, and `y is x` tests or `data_ptr()` comparisons change
         their answer; a returned `.contiguous()` copy fails a caller that calls `.view()` on
-        the result (`--verify` runs the function, not its callers).
+        the result (`--verify` runs the function, not its callers), and so may a conv layer
+        whose code the rule does not read, or a `.view()` of a convolution's output, which is
+        channels-last in eager when its input is. `torch.stack([a, b, c]).sum(0)` becomes
+        `(a + b + c)` (its mean divided by 3; no fix for a list not written out): the adds
+        broadcast where the stack would raise, keep a bool or integer dtype where the sum
+        promotes to int64, and round each partial sum in half precision.
     """
     training_note = """
         With grad, dropping the copy of a permuted convolution input (the convolution-layer
@@ -330,6 +359,50 @@ def conv_layer(h: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, mask: t
 """,
             call="conv_layer(randn(2, 16, 32), randn(2, 16, 32), randn(32, 32, 3), randn(2, 16))",
         ),
+        # `.contiguous()` of channels-last tokens permuted channels-first, read by a convolution,
+        # which reads that layout as it is (fusionrt and eager: 4 -> 3 writes and kernels)
+        Example(
+            bad="""\
+import torch
+import torch.nn.functional as F
+
+
+def tokens_to_map(h: torch.Tensor, w: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    x = (h @ w[:, :, 0, 0]).reshape(2, 8, 8, 16).permute(0, 3, 1, 2).contiguous()
+    return F.conv2d(x, w, padding=1) + residual
+""",
+            at=((6, 9),),
+            fixed="""\
+import torch
+import torch.nn.functional as F
+
+
+def tokens_to_map(h: torch.Tensor, w: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    x = (h @ w[:, :, 0, 0]).reshape(2, 8, 8, 16).permute(0, 3, 1, 2)
+    return F.conv2d(x, w, padding=1) + residual
+""",
+            call="tokens_to_map(randn(2, 64, 16), randn(16, 16, 3, 3), randn(2, 16, 8, 8))",
+        ),
+        # a stack only summed over its new dimension: the adds fuse into one kernel that writes the
+        # sum alone (fusionrt 4 -> 1 writes, 3 -> 1 kernels; eager the same 4 kernels, 4 -> 3 writes)
+        Example(
+            bad="""\
+import torch
+
+
+def merged(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    return torch.stack([torch.tanh(a), b * 2, c]).sum(0)
+""",
+            at=((5, 12),),
+            fixed="""\
+import torch
+
+
+def merged(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    return (torch.tanh(a) + (b * 2) + c)
+""",
+            call="merged(randn(64, 128), randn(64, 128), randn(64, 128))",
+        ),
     )
     valid = (
         # the copy protects the source from an in-place write, or the source protects the copy
@@ -451,8 +524,10 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
                     fix = _drop(site) if isinstance(kept, cst.Name) else _fix(site, kept)
                     yield Violation(site.node, fix=fix, message=_SOLE_VALUE)
                     continue
-                fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source)
-                reading = _Reading(strided=key != "contiguous", returnable=fresh, writable=sole)
+                channels_first = _to_channels_first(scope, source)
+                fresh = _fresh(scope, source, site.statement) and not channels_first
+                reading = _Reading(strided=key != "contiguous", returnable=fresh, writable=sole,
+                                   channels_last=key == "contiguous" and channels_first)
                 if not _only_read(scope, site.node, "copy", reading) or not (reading.strided or reading.saves):
                     continue
                 if not _source_is_stable(scope, source, site, reading):
@@ -460,6 +535,74 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
                 if reading.bundled and _lineage_returned(scope, source, site):
                     continue
                 yield Violation(site.node, fix=_fix(site, kept), message=_SOLE_VALUE if reading.wrote else None)
+        for site in scope.sites.get("stack", ()):
+            reduction = _reduced_stack(scope, site.node)
+            if reduction is not None:
+                yield Violation(site.node, fix=_added(site, reduction), message=_STACK_REDUCED)
+
+
+def _reduced_stack(scope: Scope, stack: cst.Call) -> cst.Call | None:
+    """The ``sum`` or ``mean`` that alone reads ``torch.stack(xs, d)``, over the dimension
+    ``d`` it makes (``torch.stack(xs).sum(0)``, ``torch.mean(torch.stack(xs, -1), dim=-1)``),
+    with no other argument; else None. The stack copies every tensor only for the reduction
+    to read them back: adding them writes the result alone."""
+    op = scope.op(stack)
+    if op is None or op[0] != "stack" or not isinstance(stack.func, cst.Attribute) or scope.torch_name(stack.func) != "torch.stack":
+        return None
+    parent = _path(scope, stack)[:3]
+    if len(parent) >= 2 and isinstance(parent[0], cst.Attribute) and parent[0].value is stack \
+            and isinstance(parent[1], cst.Call) and parent[1].func is parent[0]:
+        reduction, rest = parent[1], list(parent[1].args)  # `torch.stack(xs).sum(0)`
+    elif len(parent) >= 2 and isinstance(parent[0], cst.Arg) and parent[0] is parent[1].args[0] \
+            and isinstance(parent[1], cst.Call) and parent[0].keyword is None:
+        reduction, rest = parent[1], list(parent[1].args[1:])  # `torch.sum(torch.stack(xs), dim=0)`
+    else:
+        return None
+    name = scope.op(reduction)
+    if name is None or name[0] not in ("sum", "mean") or name[2] is not stack:
+        return None
+    if len(rest) != 1 or rest[0].keyword is not None and rest[0].keyword.value not in ("dim", "axis"):
+        return None
+    stacked = [a for a in stack.args[1:] if a.keyword is None or a.keyword.value == "dim"]
+    if len(stack.args) - 1 != len(stacked) or stack.args[0].keyword is not None or stack.args[0].star:
+        return None
+    made = _integer(stacked[0].value) if stacked else 0
+    return reduction if made is not None and made == _integer(rest[0].value) else None
+
+
+def _integer(expr: cst.BaseExpression) -> int | None:
+    """The value of an integer literal, negative or not (``-1``)."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = _integer(expr.expression)
+        return None if inner is None else -inner
+    return int(expr.value) if isinstance(expr, cst.Integer) else None
+
+
+def _added(site: Site, reduction: cst.Call) -> tuple[StatementEdit, ...] | None:
+    """``torch.stack([a, b, c]).sum(0)`` becomes ``(a + b + c)``, its mean ``(a + b + c) / 3``;
+    none for a list that is not written out."""
+    statement, listed = site.statement.node, site.node.args[0].value
+    if not isinstance(statement, cst.SimpleStatementLine) or not isinstance(listed, (cst.List, cst.Tuple)):
+        return None
+    if not listed.elements or any(isinstance(e, cst.StarredElement) for e in listed.elements):
+        return None
+    terms = [_operand(e.value) for e in listed.elements]
+    total: cst.BaseExpression = terms[0]
+    for term in terms[1:]:
+        total = cst.BinaryOperation(total, cst.Add(), term)
+    name = reduction.func.attr.value if isinstance(reduction.func, cst.Attribute) else ""
+    if name == "mean":
+        total = cst.BinaryOperation(total.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]), cst.Divide(),
+                                    cst.Integer(str(len(terms))))
+    total = total.with_changes(lpar=[cst.LeftParen(), *reduction.lpar], rpar=[*reduction.rpar, cst.RightParen()])
+    return (StatementEdit(statement, (replace_nodes(statement, {reduction: total}),)),)
+
+
+def _operand(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``expr`` as an operand of ``+``: parenthesized unless it binds tighter."""
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)) or expr.lpar:
+        return expr
+    return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
 def _builds_module(scope: Scope) -> bool:
@@ -819,7 +962,9 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
     name = root_name(root)
     if name is None:
         return not isinstance(root, cst.Attribute)
-    if name == "self" or name in scope.escaped:
+    if name == "self":
+        return not reading.named and _only_tensor_ops(scope, site.statement.node)
+    if name in scope.escaped:
         return False
     copied_at = _body_position(scope, site.node)
     # `x = x.t().contiguous()` in the function's own body: from there on `x` holds the copy,
@@ -839,6 +984,19 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
     if any(_called_while_copy_lives(scope, owner, copied_at, last) for owner in _owners(scope, name)):
         return False
     return name not in scope.inplace or _written_only_before(scope, name, copied_at, last)
+
+
+def _only_tensor_ops(scope: Scope, statement: cst.CSTNode) -> bool:
+    """Does ``statement`` call nothing but tensor ops the tables know? Then no other code runs
+    while a copy that dies in it lives (a buffer's ``self.index.clone()[:n, :n]`` read as an
+    index), and nothing can write the module's tensor it copied."""
+    todo = [statement]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, cst.Call) and scope.op(node) is None:
+            return False
+        todo += children(node)
+    return True
 
 
 def _owners(scope: Scope, name: str) -> set[str]:
@@ -957,7 +1115,9 @@ class _Reading:
     copy may be written in place (``masked_fill_``, ``c[i] = v``) as its source would be;
     ``wrote``: a use does.
     ``named``: the copy is bound to a name; ``dead_after``: the statement of the function's
-    body after which nothing holds it (the name's last read), None if unknown."""
+    body after which nothing holds it (the name's last read), None if unknown.
+    ``channels_last``: the copy is of a channels-last to channels-first permute, which a
+    convolution reads as it is."""
 
     strided: bool = True
     returnable: bool = False
@@ -967,6 +1127,7 @@ class _Reading:
     bundled: bool = False
     named: bool = False
     dead_after: int | None = None
+    channels_last: bool = False
 
     def read(self, fast: bool = True) -> bool:
         self.saves |= fast
@@ -1024,6 +1185,8 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
                 return False
             op = scope.op(after) or scope.module_op(after)
+            if op is None and reading.channels_last and _conv_layer(scope, after, parent):
+                op = ("conv2d", COMPUTE, parent.value)
             if op is None and reading.strided and role != "source" and _read_by_same_file_callee(scope, after, parent):
                 return reading.read()
             if op is None or op[0].endswith("_"):
@@ -1035,7 +1198,7 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 continue
             if op[1] is None and op[0] not in _READS_INTO_NEW:
                 return False
-            return reading.read(fast=_reads_strided(scope, op[0]))
+            return reading.read(fast=_reads_strided(scope, op[0]) or reading.channels_last and op[0] in _CONVOLUTIONS)
         if isinstance(parent, cst.Assign) and role == "copy" and parent.value is below:
             return _only_read_name(scope, parent, reading)
         if isinstance(parent, cst.Assign) and role == "source" and parent.value is below:
@@ -1050,6 +1213,34 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
         if isinstance(parent, cst.Return) and reading.returnable:
             return reading.read()
         return _handed_out(scope, parent, role, reading)
+    return False
+
+
+def _conv_layer(scope: Scope, call: cst.Call, arg: cst.Arg) -> bool:
+    """``self.pe(v)``, ``v`` its first argument, where every assignment of ``self.pe`` in the
+    class's ``__init__`` builds a layer class named for a convolution (``Conv(...)``, also
+    through a function handed the layer: ``zero_module(Convolution(...))``)."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        return False
+    if scope.class_name is None or not call.args or call.args[0] is not arg:
+        return False
+    built = [
+        node.value for init in scope.facts.methods(scope.class_name, "__init__") for node in ast.walk(init)
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == func.attr.value and isinstance(t.value, ast.Name)
+            and t.value.id == "self" for t in node.targets
+        )
+    ]
+    return bool(built) and all(_builds_conv_layer(value) for value in built)
+
+
+def _builds_conv_layer(value: ast.expr) -> bool:
+    while isinstance(value, ast.Call):
+        name = (dotted_path(ast_view, value.func) or "").rpartition(".")[2]
+        if name[:1].isupper():
+            return _CONV_LAYER.fullmatch(name) is not None
+        value = value.args[0] if value.args else None  # `zero_module(Conv(...))`
     return False
 
 
@@ -1130,7 +1321,7 @@ def _only_read_name(scope: Scope, assign: cst.Assign, reading: _Reading) -> bool
     name = assign.targets[0].target.value
     if name in scope.escaped:
         return False
-    if _assigned_once(scope, name):
+    if _assigned_once(scope, name) and name not in scope.params:  # a parameter is bound on entry
         if name in scope.inplace and not reading.writable:
             return False
         uses = _uses(scope, name)

@@ -316,8 +316,58 @@ def f(x: torch.Tensor, w: torch.Tensor):
     a = h.t().detach().contiguous() + 1
     return (h.transpose(0, 1).float().contiguous() * 2).sum(-1) + a
 """,
+    "contiguous of channels-last tokens permuted channels-first, read by convolutions": """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from ultra.layers import Conv, Convolution, zero_module
+
+
+class Area(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.pe = Conv(dim, dim, 7, 1, 3, g=dim, act=False)
+        self.proj_out = zero_module(Convolution(spatial_dims=2, in_channels=dim, out_channels=dim))
+        self.conv = nn.Conv2d(dim, dim, 1)
+
+    def forward(self, x, v, w, b: int, h: int, c: int):
+        v = v.reshape(b, h, h, c).permute(0, 3, 1, 2).contiguous()
+        x = x.reshape(b, h, h, c).permute(0, 3, 1, 2).contiguous()
+        y = self.proj_out(self.conv(x) + self.pe(v))
+        z = torch.tanh(y).permute(0, 3, 1, 2).contiguous()
+        return F.conv2d(z, w)
+""",
+    "a clone of a module's index buffer, read as an index in its own statement": """\
+import torch
+from torch import nn
+
+
+class WindowAttention(nn.Module):
+    def __init__(self, heads: int, n: int):
+        super().__init__()
+        self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * n - 1) ** 2, heads))
+        self.register_buffer("relative_position_index", torch.arange(n * n).view(n, n))
+
+    def forward(self, attn: torch.Tensor, n: int):
+        bias = self.relative_position_bias_table[self.relative_position_index.clone()[:n, :n].reshape(-1)].reshape(n, n, -1)
+        return attn + bias.permute(2, 0, 1).unsqueeze(0)
+""",
+    "stacks only reduced over the dimension they make": """\
+import torch
+import torch.nn.functional as F
+
+
+def fuse(xs: list[torch.Tensor], a: torch.Tensor, b: torch.Tensor):
+    res = [F.interpolate(x, size=xs[-1].shape[2:]) for x in xs[:-1]]
+    s = torch.sum(torch.stack(res + xs[-1:]), dim=0)
+    m = torch.stack([a, b], dim=-1).mean(-1)
+    return s + torch.stack((a * 2, b), 1).sum(dim=1) + m
+""",
 }
 EXPECTED = {
+    "contiguous of channels-last tokens permuted channels-first, read by convolutions": [(15, 13), (16, 13), (18, 13)],
+    "a clone of a module's index buffer, read as an index in its own statement": [(12, 50)],
+    "stacks only reduced over the dimension they make": [(7, 19), (8, 9), (9, 16)],
     "contiguous of a transposed view, cast or detached on the way": [(6, 9), (7, 13)],
     "a clone of a cache's state, dead before the cache is updated": [(6, 24)],
     "a returned unpadded slice, copied in an if under a name rebound before": [(9, 13)],
@@ -838,6 +888,52 @@ def f(x: torch.Tensor, w: torch.Tensor):
     h = x @ w
     a = h.t().to(memory_format=torch.contiguous_format).contiguous() + 1
     return torch.relu(h.t().float().contiguous().view(-1)), a
+""",
+    "contiguous of a channels-first permute read by a layer that is no convolution, or of another layout": """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from ultra.layers import Conv, Mlp, ConvLSTM
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.mlp = Mlp(dim)
+        self.rnn = ConvLSTM(dim)
+        self.pe = Conv(dim, dim, 3) if dim > 8 else Mlp(dim)
+
+    def forward(self, x, w, b: int, h: int, c: int):
+        u = x.reshape(b, h, h, c).permute(0, 3, 1, 2).contiguous()
+        v = x.reshape(b, h, h, c).permute(0, 3, 1, 2).contiguous()
+        y = x.reshape(b, h, h, c).permute(0, 3, 1, 2).contiguous()
+        z = torch.tanh(x).transpose(2, 3).contiguous()
+        return self.mlp(u), self.rnn(v), self.pe(y), F.conv2d(z, w)
+""",
+    "a clone of a module's tensor, in a statement that runs other code, or kept under a name": """\
+import torch
+from torch import nn
+
+
+class Cache(nn.Module):
+    def __init__(self, n: int):
+        super().__init__()
+        self.register_buffer("index", torch.arange(n))
+
+    def forward(self, x: torch.Tensor, n: int):
+        y = x[self.index.clone()[:n].reshape(-1)] + self.advance()
+        kept = self.index.clone()
+        return y, x[kept]
+""",
+    "stacks reduced over another dimension, kept, or reduced with more arguments": """\
+import torch
+
+
+def f(a: torch.Tensor, b: torch.Tensor):
+    s = torch.stack([a, b])
+    total = s.sum(0)
+    return (s, total, torch.stack([a, b]).sum(1), torch.stack([a, b], -1).sum(0), torch.stack([a, b]).sum(),
+            torch.stack([a, b]).sum(0, keepdim=True), torch.stack([a, b]).amax(0))
 """,
 }
 

@@ -126,3 +126,49 @@ def positions(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     out = F.conv1d(x, w).permute(0, 2, 1).contiguous()
     out.masked_fill_(out > 0, 0)
     return ids, out.view(-1)
+
+# --- channels-last tokens permuted channels-first, read by a conv layer; a buffer's clone read as an index
+import torch
+from torch import nn
+from ultralytics.nn.modules.conv import Conv
+
+
+class AreaAttention(nn.Module):
+    def __init__(self, dim: int, n: int):
+        super().__init__()
+        self.pe = Conv(dim, dim, 7, 1, 3, g=dim, act=False)
+        self.register_buffer("relative_position_index", torch.arange(n * n).view(n, n))
+
+    def forward(self, v: torch.Tensor, table: torch.Tensor, b: int, h: int, c: int) -> torch.Tensor:
+        n = h * h
+        bias = table[self.relative_position_index.clone()[:n, :n].reshape(-1)].reshape(n, n, -1)
+        v = v.reshape(b, h, h, c).permute(0, 3, 1, 2).contiguous()
+        return self.pe(v), bias
+
+# --- stacks only summed or averaged over the dimension they make
+import torch
+import torch.nn.functional as F
+
+
+def fuse(xs: list[torch.Tensor], a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    resized = [F.interpolate(x, size=xs[-1].shape[2:]) for x in xs[:-1]]
+    total = torch.sum(torch.stack(resized + xs[-1:]), dim=0)
+    return total + torch.stack([a, b * 2], dim=-1).mean(-1)
+
+# --- look-alike: a conv block's input permuted another way; a stack kept; a buffer's clone kept
+import torch
+from torch import nn
+from ultralytics.nn.modules.conv import Conv
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.pe = Conv(dim, dim, 3)
+        self.register_buffer("index", torch.arange(dim))
+
+    def forward(self, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        y = x.transpose(2, 3).contiguous()
+        s = torch.stack([a, b])
+        kept = self.index.clone()
+        return self.pe(y), s.sum(0) + s, x[..., kept]
