@@ -87,9 +87,9 @@ import math
 import torch
 
 
-def frequencies(half: int) -> torch.Tensor:
+def timestep_embedding(t: torch.Tensor, half: int) -> torch.Tensor:
     exponent = -torch.tensor(10000.0).log() * torch.arange(half, dtype=torch.float32)
-    return torch.exp(exponent / half)
+    return t[:, None] * torch.exp(exponent / half)[None, :]
 """,
             at=((7, 17),),
             fixed="""\
@@ -98,11 +98,11 @@ import math
 import torch
 
 
-def frequencies(half: int) -> torch.Tensor:
+def timestep_embedding(t: torch.Tensor, half: int) -> torch.Tensor:
     exponent = -math.log(10000.0) * torch.arange(half, dtype=torch.float32)
-    return torch.exp(exponent / half)
+    return t[:, None] * torch.exp(exponent / half)[None, :]
 """,
-            call="frequencies(64)",
+            call="timestep_embedding(randn(256), 64)",
         ),
     )
     valid = (

@@ -27,7 +27,7 @@ PAYS_IN_TRAINING: dict[str, bool] = {
     "FL001": True, "FL002": True, "FL003": True, "FL004": True, "FL005": True, "FL006": True,
     "FL007": False, "FL008": False, "FL009": False, "FL010": False,
     "FL011": False, "FL012": False, "FL013": False, "FL014": False, "FL015": True, "FL016": False,
-    "FL017": False, "FL018": False, "FL019": False, "FL020": False, "FL021": False, "FL022": True,
+    "FL017": False, "FL018": False, "FL019": False, "FL020": False, "FL021": False, "FL022": True, "FL023": False,
 }
 RULES = [rule for rule in all_rules() if rule.code in FUSION_RULES]
 

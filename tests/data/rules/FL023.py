@@ -15,9 +15,9 @@ import math
 import torch
 
 
-def frequencies(half: int) -> torch.Tensor:
+def timestep_embedding(t: torch.Tensor, half: int) -> torch.Tensor:
     exponent = -torch.tensor(10000.0).log() * torch.arange(half, dtype=torch.float32)
-    return torch.exp(exponent / half)
+    return t[:, None] * torch.exp(exponent / half)[None, :]
 
 # --- look-alike 1
 import torch
@@ -29,3 +29,13 @@ def f(x: torch.Tensor, d: int, sizes: list, t: torch.Tensor):
     b = x * torch.sqrt(torch.tensor(sizes))
     c = x * torch.exp(torch.tensor(t))
     return a, scale, b, c
+
+# --- look-alike 2
+import torch
+from torch import nn
+
+
+class Contrastive(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.logit_scale = nn.Parameter(torch.ones([]) * torch.tensor(1 / 0.07).log())
