@@ -8,16 +8,20 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
-from fusionlint.analysis.nodes import operations
+from fusionlint.analysis.nodes import code_of, dotted_name, operations, same_expression
 from fusionlint.analysis.numbers import NumberNames
+from fusionlint.analysis.torch_calls import keepdim_reduction
 from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, rescaled_below, zero_dim
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
-_SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.")
+_SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.|\bkeepdim\b")
 _PRODUCT_TEXT = re.compile(r"(?<![*])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
 _ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*[\w\])]\s*\*(?![*=])")  # `name = a * b`, not `*args`
+_ASSIGNED_MATMUL = re.compile(r"\s*(\w+)\s*=[^=].*@")
+_NUMBER_CONSTANTS = frozenset({"math.pi", "math.tau", "math.e", "np.pi", "numpy.pi", "torch.pi"})
+_REDUCTIONS = ("sum", "mean", "norm", "amax", "amin", "std", "var", "logsumexp", "prod")
 
 
 class ScaleSmallerFactor(Rule):
@@ -33,21 +37,33 @@ class ScaleSmallerFactor(Rule):
         scaled after (`emb = t[:, None] * f[None, :]`, then `emb = scale * emb`, the sinusoidal
         embedding of a diffusion model): the scale can go on `f`. A lazy fusing backend runs all
         of it as one element-wise kernel either way, so the rewrite pays in eager only; fusionrt
-        counts the same writes and kernels.
+        counts the same writes and kernels. The scale may itself be a small tensor: in a
+        global response norm, `gamma * (x * nx)` with a per-channel `gamma` and a per-sample,
+        per-channel `nx` makes two passes over `x` where `x * (nx * gamma)` makes one (monai's
+        MedNeXt block: eager 256 -> 192 KiB written). And a matmul with a module's own tensor
+        (`coords @ self.gaussian`, a random-feature position encoding, then `coords = 2 * pi *
+        coords`) can take the number on that tensor, `coords @ (self.gaussian * (2 * pi))`:
+        eager 1.5 -> 1.25 MiB written for a 32 x 32 grid of 128 features.
 
         Flagged: a product of two tensors one of which is smaller than the product because it
-        broadcasts (indexed with `None`, `unsqueeze`d) or is a module's own tensor (`self.g`,
-        or a local computed only from those and numbers), scaled by a value not known to be a
-        Python number (a literal, a number-annotated parameter or a local made of those, a
-        module attribute that is neither a tensor nor a module such as `self.scale`, `dim **
-        0.5`): `x * s * g`, `s * x * g`, `x / s * g`,
-        `(x * g) * s`, and `name = x * g` rescaled by the next statement that reads `name`
+        broadcasts (indexed with `None`, `unsqueeze`d), is a module's own tensor (`self.g`), a
+        reduction that keeps its dims (`x.mean(1, keepdim=True)`, `torch.norm(x, dim=d,
+        keepdim=True)`), or a local computed only from those and numbers (or from such a
+        tensor and its own keepdim reduction, `gx / (gx.mean(1, keepdim=True) + eps)`),
+        scaled by a value known to be a Python number (a literal, a number-annotated parameter
+        or a local made of those, a module attribute that is neither a tensor nor a module such
+        as `self.scale`, `dim ** 0.5`, `math.pi`) or by a tensor known smaller in the same way:
+        `x * s * g`, `s * x * g`, `x / s * g`, `(x * g) * s`, `s * (x * g)`, and `name = x * g`
+        (or `name = x @ self.w`, `self.w` possibly transposed) rescaled by a number at the next
+        statement that reads `name`
         (`name = name * s`, `name = s * name`), past views that rebind it (`name =
         name.flatten(1)`). Reported without a fix: the rescale after the `if` whose arm made the
         product, a factor computed in between, the scaled product bound to another name or
         returned (`return emb / math.sqrt(d)`) where the unscaled one is never read again. Not
-        flagged: products where no factor is known to be smaller, a factor that is not surely a
-        number (a tensor of unknown shape), `x * s` alone, a product read unscaled too.
+        flagged: products where no factor is known to be smaller, a scale that is a tensor of
+        unknown shape, a small scale of a product of small tensors (`s * (g * h)`: nothing
+        full-size to spare), `x * s` alone, a product read unscaled too, a matmul with no
+        module tensor (FL009 reports attention scores).
     """
     use_instead = "Scale the smaller factor: `x * (g * s)`, `emb = t[:, None] * (f * scale)[None, :]`."
     pays_in = (EAGER,)
@@ -58,7 +74,7 @@ class ScaleSmallerFactor(Rule):
         factor, and drops the statement that rescaled a product made before it. It is
         **unsafe**: floating-point products are not associative, so results differ by rounding,
         and the rule judges which factor is smaller without shapes (a module's tensor may be as
-        large as the activation).
+        large as the activation, a weight larger than the matmul's output for a few tokens).
     """
     examples = (
         Example(
@@ -126,6 +142,65 @@ def positions(t: torch.Tensor, freqs: torch.Tensor, dim: int) -> torch.Tensor:
 """,
             call="positions(randn(256), randn(64), 16)",
         ),
+        Example(  # a small tensor scale: a per-channel gain of a per-sample, per-channel ratio
+            bad="""\
+import torch
+
+
+def response_norm(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    gx = torch.norm(x, p=2, dim=(-2, -1), keepdim=True)
+    nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
+    return gamma[None, :, None, None] * (x * nx)
+""",
+            at=((7, 12),),
+            fixed="""\
+import torch
+
+
+def response_norm(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    gx = torch.norm(x, p=2, dim=(-2, -1), keepdim=True)
+    nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
+    return x * (nx * gamma[None, :, None, None])
+""",
+            call="response_norm(randn(2, 16, 8, 8), randn(16))",
+        ),
+        Example(  # a matmul with a module's buffer, rescaled by the next statement
+            bad="""\
+import math
+
+import torch
+from torch import nn
+
+
+class RandomFourierEncoding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("gaussian", torch.linspace(-0.5, 0.5, 128).reshape(2, 64))
+
+    def forward(self, coords):
+        coords = coords @ self.gaussian
+        coords = 2 * math.pi * coords
+        return torch.cat([coords.sin(), coords.cos()], dim=-1)
+""",
+            at=((14, 18),),
+            fixed="""\
+import math
+
+import torch
+from torch import nn
+
+
+class RandomFourierEncoding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("gaussian", torch.linspace(-0.5, 0.5, 128).reshape(2, 64))
+
+    def forward(self, coords):
+        coords = coords @ (self.gaussian * (2 * math.pi))
+        return torch.cat([coords.sin(), coords.cos()], dim=-1)
+""",
+            call="RandomFourierEncoding().forward(randn(32, 32, 2))",
+        ),
     )
     valid = (
         # no factor known to be smaller; a factor that is a tensor; a scale alone
@@ -137,7 +212,8 @@ def f(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, g: torch.Tensor):
     a = x * 2.0 * y
     b = x * w * g[None, :]
     c = x[:, None] * 0.5
-    return a, b, c
+    d = x * w * g.mean(-1, keepdim=True)
+    return a, b, c, d
 """,
         # the unscaled product is read before it is rescaled
         """\
@@ -154,8 +230,8 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
 
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str]:
-        # both the product and the rescale hold a `*` or `/`
-        return re.compile(r"[*/]")
+        # the product and the rescale hold a `*` or `/`; a matmul rescaled below, an `@`
+        return re.compile(r"[*/@]")
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
@@ -165,6 +241,9 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
                 return True
             made = _ASSIGNED_PRODUCT.match(text)
             if made is not None and rescaled_below(made.group(1), block, index):  # rescaled a few statements below
+                return True
+            made = _ASSIGNED_MATMUL.match(text)
+            if made is not None and _scaled_soon(made.group(1), block, index):  # `y = x @ self.w`, then `y = s * y`
                 return True
         rescaled = RESCALE_TEXT.match(text)
         if rescaled is None:
@@ -178,7 +257,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
             products = [op for part in own_parts(ref.node)
-                        for op in operations(part, (cst.Multiply, cst.Divide), skip=(cst.Lambda,))]
+                        for op in operations(part, (cst.Multiply, cst.Divide, cst.MatrixMultiply), skip=(cst.Lambda,))]
             reported: set[int] = set()
             for node in products:
                 if id(node) in reported:
@@ -186,7 +265,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
                 regrouped = _regrouped(scope, node)
                 if regrouped is not None:
                     reported.update(id(n) for n in (node.left, node.right))
-                    yield Violation(node, fix=_replace(ref, node, regrouped))
+                    yield Violation(node, fix=_replace(ref, node, regrouped[0]), message=_message(scope, regrouped[1]))
                     continue
                 later = rescaled_later(scope, ref, node)
                 if later is None or not _number(scope, later.factor) or _smaller_side(scope, node) is None:
@@ -196,33 +275,74 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
                     scaled = _scaled_product(scope, node, later.operator, later.factor)
                     fix = _replace(ref, node, scaled)
                     fix = fix and (*fix, StatementEdit(later.statement.node, ()))
-                yield Violation(later.node, fix=fix)
+                message = _MATMUL_MESSAGE if isinstance(node.operator, cst.MatrixMultiply) else None
+                yield Violation(later.node, fix=fix, message=message)
 
 
 
-def _regrouped(scope: Scope, node: cst.BinaryOperation) -> cst.BaseExpression | None:
-    """``x * s * g`` -> ``x * (g * s)``, ``(x * g) * s`` -> ``x * (g * s)``: the product with the
-    number moved onto the smaller factor, or None when ``node`` is no such product."""
-    inner, outer = node.left, node.right
-    if not isinstance(inner, cst.BinaryOperation) or not isinstance(inner.operator, (cst.Multiply, cst.Divide)):
+def _scaled_soon(name: str, block: Sequence[str], index: int) -> bool:
+    """Does the first of the five statements after ``index`` that reads ``name`` multiply or divide
+    something into it or into a returned value, in its text (a wider test than ``rescaled_below``:
+    ``name = 2 * math.pi * name``)?"""
+    word = re.compile(r"\b%s\b" % name)
+    for later in range(index + 1, min(index + 6, len(block))):
+        if word.search(block[later]):
+            return re.match(r"\s*(?:\w+\s*=[^=]|return\b).*[*/]", block[later]) is not None
+    return False
+
+
+def _regrouped(scope: Scope, node: cst.BinaryOperation) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``x * s * g`` -> ``x * (g * s)``, ``(x * g) * s`` and ``s * (x * g)`` -> ``x * (g * s)``: the
+    product with the scale (a number, or a tensor known smaller) moved onto the smaller factor,
+    and the scale; None when ``node`` is no such product."""
+    if isinstance(node.operator, cst.MatrixMultiply):
         return None
-    if isinstance(node.operator, cst.Multiply) and _smaller(scope, outer, set()):  # x * s * g, s * x * g, x / s * g
-        if _number(scope, inner.right) and scope.is_tensor(inner.left):
+    inner, outer = node.left, node.right
+    if (isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, (cst.Multiply, cst.Divide))
+            and isinstance(node.operator, cst.Multiply) and _smaller(scope, outer, set())):  # x * s * g, s * x * g, x / s * g
+        if _scale_of(scope, inner.right) and scope.is_tensor(inner.left):
             large, factor, operator = inner.left, inner.right, inner.operator
-        elif isinstance(inner.operator, cst.Multiply) and _number(scope, inner.left) and scope.is_tensor(inner.right):
+        elif isinstance(inner.operator, cst.Multiply) and _scale_of(scope, inner.left) and scope.is_tensor(inner.right):
             large, factor, operator = inner.right, inner.left, inner.operator
         else:
             large = None
         if large is not None and not _smaller(scope, large, set()):
             scaled = _scale(outer, operator, factor)
-            return cst.BinaryOperation(left=large, operator=cst.Multiply(), right=scaled, lpar=node.lpar, rpar=node.rpar)
-    if isinstance(inner.operator, cst.Multiply) and _number(scope, outer) and _smaller_side(scope, inner) is not None:
-        return _scaled_product(scope, inner, node.operator, outer).with_changes(lpar=node.lpar, rpar=node.rpar)
+            return cst.BinaryOperation(left=large, operator=cst.Multiply(), right=scaled, lpar=node.lpar, rpar=node.rpar), factor
+    sides = [(inner, outer), (outer, inner)] if isinstance(node.operator, cst.Multiply) else [(inner, outer)]
+    for product, factor in sides:  # (x * g) * s, s * (x * g), (x * g) / s
+        if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
+            continue
+        side = _smaller_side(scope, product)
+        large = product.left if side == "right" else product.right
+        if side is None or not _scale_of(scope, factor) or (not _number(scope, factor) and _smaller(scope, large, set())):
+            continue
+        return _scaled_product(scope, product, node.operator, factor).with_changes(lpar=node.lpar, rpar=node.rpar), factor
     return None
 
 
+def _scale_of(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """Can ``expr`` scale a product: a number, or a tensor known to be smaller than it?"""
+    return _number(scope, expr) or _smaller(scope, expr, set())
+
+
+_MATMUL_MESSAGE = "a number scales a matmul with a module's tensor: scale that tensor instead"
+
+
+def _message(scope: Scope, factor: cst.BaseExpression) -> str | None:
+    """The finding's message where the scale is a tensor (the rule's own one-liner for a number)."""
+    if _number(scope, factor):
+        return None
+    return f"`{code_of(factor)}` scales a product with a larger tensor: scale its smaller factor instead"
+
+
 def _smaller_side(scope: Scope, product: cst.BinaryOperation) -> str | None:
-    """Which factor of the tensor product ``a * b`` is smaller than the product ("right" first)."""
+    """Which factor of the tensor product ``a * b`` is smaller than the product ("right" first);
+    of a matmul ``x @ w``, the module's own tensor."""
+    if isinstance(product.operator, cst.MatrixMultiply):
+        if _own_tensor(scope, _untransposed(product.right)):
+            return "right"
+        return "left" if _own_tensor(scope, _untransposed(product.left)) else None
     if not isinstance(product.operator, cst.Multiply):
         return None
     if not (scope.is_tensor(product.left) and scope.is_tensor(product.right)):
@@ -246,6 +366,8 @@ def _scale(small: cst.BaseExpression, operator: cst.BaseBinaryOp, factor: cst.Ba
     before the view, the scale stays in the kernel that reads ``g`` (fusionrt counts no kernel more)."""
     if isinstance(small, cst.Subscript) and _broadcast(small) and isinstance(small.value, (cst.Name, cst.Attribute)):
         return small.with_changes(value=_scale(small.value, operator, factor))
+    if isinstance(factor, cst.BinaryOperation) and not factor.lpar and not isinstance(factor.operator, cst.Power):
+        factor = factor.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return cst.BinaryOperation(left=small.with_changes(lpar=[], rpar=[]), operator=operator, right=factor,
                                lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
@@ -263,7 +385,7 @@ def _smaller(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
     numbers (``gamma = self.g + 1.0``)?"""
     if isinstance(expr, cst.Subscript):
         return scope.is_tensor(expr.value) if _broadcast(expr) else _own_tensor(scope, expr.value)
-    if zero_dim(scope, expr):
+    if zero_dim(scope, expr) or _reduced(scope, expr) is not None:
         return True
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "unsqueeze":
         return scope.is_tensor(expr.func.value)
@@ -271,13 +393,45 @@ def _smaller(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
         return True
     if isinstance(expr, cst.BinaryOperation):
         sides = [side for side in (expr.left, expr.right) if not _number(scope, side)]
-        return len(sides) == 1 and _smaller(scope, sides[0], seen)  # `self.g + 1.0`; an outer product is not
+        if len(sides) == 2:  # `g / (g.mean(1, keepdim=True) + eps)`: g's shape; an outer product is not
+            for kept, reducing in (sides, sides[::-1]):
+                reduced = _reduced(scope, reducing)
+                if reduced is not None and same_expression(reduced, kept):
+                    return _smaller(scope, kept, seen)
+            return False
+        return len(sides) == 1 and _smaller(scope, sides[0], seen)  # `self.g + 1.0`
     if isinstance(expr, cst.UnaryOperation):
         return _smaller(scope, expr.expression, seen)
     if isinstance(expr, cst.Name) and expr.value in scope.tensors and expr.value not in seen:
         values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
         return bool(values) and all(_smaller(scope, value, seen | {expr.value}) for value in values)
     return False
+
+
+def _untransposed(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``w`` of ``w.t()``, ``w.T``, ``w.mT``, ``w.transpose(...)``; ``expr`` itself otherwise."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT"):
+        return expr.value
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("t", "transpose"):
+        return expr.func.value
+    return expr
+
+
+def _reduced(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The tensor a keepdim reduction (``x.mean(1, keepdim=True)``, ``torch.norm(x, dim=d,
+    keepdim=True)``) reduces, past numbers added to or scaling it (``+ eps``)."""
+    while isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, cst.MatrixMultiply):
+        if _number(scope, expr.right):
+            expr = expr.left
+        elif _number(scope, expr.left):
+            expr = expr.right
+        else:
+            return None
+    for op in _REDUCTIONS:
+        reduction = keepdim_reduction(scope, expr, op)
+        if reduction is not None:
+            return reduction.operand if scope.is_tensor(reduction.operand) else None
+    return None
 
 
 def _own_tensor(scope: Scope, expr: cst.BaseExpression) -> bool:
@@ -298,6 +452,8 @@ def _number(scope: Scope, expr: cst.BaseExpression) -> bool:
         return _number(scope, expr.left) and _number(scope, expr.right)
     if isinstance(expr, cst.UnaryOperation):
         return _number(scope, expr.expression)
+    if isinstance(expr, cst.Attribute):
+        return dotted_name(expr) in _NUMBER_CONSTANTS
     return NumberNames(scope).is_number(expr)
 
 

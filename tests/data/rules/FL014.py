@@ -56,3 +56,40 @@ def kept(t: torch.Tensor, freqs: torch.Tensor, dim: int) -> torch.Tensor:
     emb = t[:, None] * freqs[None, :]
     scaled = emb * dim
     return scaled.sin() + emb
+
+# --- a small tensor scale (a keepdim reduction's ratio, a per-channel gain)
+import torch
+
+
+def response_norm(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    gx = torch.norm(x, p=2, dim=(-2, -1), keepdim=True)
+    nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
+    return gamma[None, :, None, None] * (x * nx)
+
+# --- a matmul with a module's buffer, rescaled by the next statement
+import math
+
+import torch
+from torch import nn
+
+
+class RandomFourierEncoding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("gaussian", torch.linspace(-0.5, 0.5, 128).reshape(2, 64))
+
+    def forward(self, coords):
+        coords = coords @ self.gaussian
+        coords = 2 * math.pi * coords
+        return torch.cat([coords.sin(), coords.cos()], dim=-1)
+
+# --- a scale of a product of small tensors, a scale of unknown size: not flagged
+import torch
+
+
+def g(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, h: torch.Tensor):
+    a = g.mean(-1, keepdim=True) * (g[None, :] * h[None, :])
+    b = x * w * g.mean(-1, keepdim=True)
+    c = x @ w
+    c = c * 0.5
+    return a, b, c
