@@ -7,14 +7,16 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, own_parts, scope_statements
+from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
 from fusionlint.analysis.nodes import code_of, operations
 from fusionlint.analysis.numbers import one_plus
+from fusionlint.analysis.rescale import mentions
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
 
 _ONE_PLUS_TEXT = re.compile(r"(?<![\w.])1(?:\.0*)?\s*\+|\+\s*1(?:\.0*)?\s*\)")
+_ADDED_BACK_TEXT = re.compile(r"\s*(\w+)\s*(?:\+=|=\s*\1\s*\+)\s*\w+\s*(?:#.*)?$")  # `r += x`, `r = r + x`
 
 
 class UnitOffsetScale(Rule):
@@ -32,8 +34,15 @@ class UnitOffsetScale(Rule):
         fuses the written-out form, mostly: the rewrite pays in eager (under fusionrt too where
         the sum of a sliced scale is a kernel of its own: the second example, 2 -> 1).
 
+        The same scale is often written as a residual added back to the product: `result = x *
+        y`, then `result += x` (monai's residual squeeze-and-excitation, under an `if`): two
+        passes over `x` in eager where `torch.addcmul(x, x, y)` makes one (eager 2 -> 1 kernels,
+        128 -> 64 KiB written for a 2 x 16 x 8 x 8 x 8 input).
+
         Flagged: `x * (1 + s)`, `x * (s + 1)` and `(1 + s) * x` (`1.0` too), both `x` and `s`
-        known to be tensors. Not flagged: `s` that may be a number (`1 + s` is then no kernel),
+        known to be tensors; `r += x` and `r = r + x` where the statement that last set `r`,
+        with nothing between reading `r` or setting `x` (in the same block, or before the
+        `if` whose arm adds), is `r = x * s` or `r = s * x`, `x` a name and `s` a tensor. Not flagged: `s` that may be a number (`1 + s` is then no kernel),
         `x` a product (`x * c * (1 + s)`: folding the scale into the small factor, FL014's
         rewrite, comes first), `x * (x + 1)` (a polynomial, not a scale), a product that a
         sum's fused op takes (`x * (1 + s) + shift`: FL013's `torch.addcmul(shift, x, 1 + s)`;
@@ -49,6 +58,30 @@ class UnitOffsetScale(Rule):
         `x` with a `float64` or integer `s`).
     """
     examples = (
+        Example(  # the residual added back to the product
+            bad="""\
+import torch
+
+
+def excite(x: torch.Tensor, gate: torch.Tensor, residual: bool) -> torch.Tensor:
+    result = x * gate
+    if residual:
+        result += x
+    return result
+""",
+            at=((7, 9),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def excite(x: torch.Tensor, gate: torch.Tensor, residual: bool) -> torch.Tensor:
+    if residual:
+        return torch.addcmul(x, x, gate)
+    return x * gate
+""",
+            call="excite(randn(2, 16, 8, 8, 8), randn(2, 16, 1, 1, 1), True)",
+        ),
         Example(
             bad="""\
 import torch
@@ -108,13 +141,13 @@ def f(x: torch.Tensor, gamma: torch.Tensor, shift: torch.Tensor, eps: float):
 
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str]:
-        # its text test needs a `*`
-        return re.compile(r"\*")
+        # its text test needs a `*`, or a `+` adding back
+        return re.compile(r"[*+]")
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        return "*" in text and _ONE_PLUS_TEXT.search(text) is not None
+        return "*" in text and _ONE_PLUS_TEXT.search(text) is not None or _ADDED_BACK_TEXT.match(text) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
@@ -125,6 +158,11 @@ def f(x: torch.Tensor, gamma: torch.Tensor, shift: torch.Tensor, eps: float):
                 if found is not None:
                     x, s = (code_of(node) for node in found)
                     yield Violation(product, message=f"`{x}` scaled by one plus `{s}`: `torch.addcmul({x}, {x}, {s})` is one kernel")
+            added = _added_back(scope, ref)
+            if added is not None:
+                node, result, (x, s) = added[0], added[1], (code_of(n) for n in added[2])
+                message = f"`{result}` is `{x}` times `{s}` plus `{x}`: `torch.addcmul({x}, {x}, {s})` is one kernel"
+                yield Violation(node, message=message)
 
 
 
@@ -137,3 +175,49 @@ def _scaled(scope: Scope, product: cst.BinaryOperation) -> tuple[cst.BaseExpress
         if scope.is_tensor(x) and scope.is_tensor(s):
             return x, s
     return None
+
+
+def _added_back(
+    scope: Scope, ref: StatementRef
+) -> tuple[cst.CSTNode, str, tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """(the statement, ``r``, (x, s)) of ``r += x`` or ``r = r + x`` where ``r`` was last set to
+    ``x * s`` (or ``s * x``), nothing in between reading ``r`` or setting ``x``."""
+    small = ref.simple
+    if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+        target, x = small.target, small.value
+    elif (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.BinaryOperation)
+          and isinstance(small.value.operator, cst.Add) and isinstance(small.value.left, cst.Name)
+          and isinstance(small.targets[0].target, cst.Name) and small.value.left.value == small.targets[0].target.value):
+        target, x = small.targets[0].target, small.value.right
+    else:
+        return None
+    if not (isinstance(target, cst.Name) and isinstance(x, cst.Name)) or target.value == x.value:
+        return None
+    product = _last_set(ref, target.value, x.value)
+    if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
+        return None
+    for factor, s in ((product.left, product.right), (product.right, product.left)):
+        if isinstance(factor, cst.Name) and factor.value == x.value and not mentions(s, x.value) and scope.is_tensor(s):
+            return small, target.value, (x, s)
+    return None
+
+
+def _last_set(ref: StatementRef, name: str, x: str) -> cst.BaseExpression | None:
+    """The value of ``name = value``, the nearest statement before ``ref`` (in its block, or
+    before the ``if`` holding it) that mentions ``name`` or ``x``."""
+    while True:
+        for earlier in ref.earlier():
+            if not (mentions(earlier.node, name) or mentions(earlier.node, x)):
+                continue
+            small = earlier.simple
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+                if isinstance(target, cst.Name) and target.value == name:
+                    return small.value
+            return None
+        parent = ref.block.parent
+        if parent is None or not isinstance(parent.node, cst.If) or any(
+            mentions(part, name) or mentions(part, x) for part in own_parts(parent.node)
+        ):
+            return None
+        ref = parent

@@ -25,3 +25,25 @@ def f(x: torch.Tensor, gamma: torch.Tensor, shift: torch.Tensor, eps: float):
     b = x * 0.5 * (gamma + 1.0)
     c = x * (1 + gamma) + shift
     return a, b, c
+
+# --- the residual added back to the product
+import torch
+
+
+def excite(x: torch.Tensor, gate: torch.Tensor, residual: bool) -> torch.Tensor:
+    result = x * gate
+    if residual:
+        result += x
+    return result
+
+# --- added back after a read, or to another product: not flagged
+import torch
+
+
+def h(x: torch.Tensor, gate: torch.Tensor, y: torch.Tensor):
+    result = x * gate
+    total = result.sum()
+    result += x
+    other = y * gate
+    other = other + x
+    return result, total, other
