@@ -15,6 +15,7 @@ from fusionlint.analysis import (
     Scope, Site, StatementRef, bound_names, children, is_method_call, names_of, per_scope, reaching_assignment,
     root_name,
 )
+from fusionlint.analysis.facts import ACTIVATION_REGISTRIES
 from fusionlint.analysis.fresh import returns_new
 from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
@@ -77,7 +78,8 @@ class RedundantCopy(Rule):
         dimension (`x[:, :n]`) or of a piece of a split along a later one (`start, end =
         logits.split(1, dim=-1)`), squeezed, cast or detached or not (a cast keeps a dense
         input's strides: `x.t().float().contiguous()`), of a tensor, when every use of the copy
-        only reads it (arithmetic, comparisons, a tensor op that is not in place, `torch.cat`,
+        only reads it (arithmetic, comparisons, a tensor op that is not in place, an activation
+        from a registry (`ACT2FN[act](x)`), `torch.cat`,
         metadata, a same-file function or method whose body only reads that parameter and
         hands back a new tensor; a view or a cast of it used the same way), its source is a
         local name or a fresh value that is not written in place while the copy lives (what
@@ -773,7 +775,7 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
                 continue
         return _SHARED if name.endswith("_") else _MADE
     if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
-        return _MADE if scope.is_tensor(expr) else _SHARED
+        return _MADE  # `-dist(q, k)`: an operator makes a new value, whatever its operands are
     if isinstance(expr, cst.Call):  # `self.qa_classifier(h)`: a same-file module or function
         callee = scope.facts.callee(scope.class_name, cst_view, expr.func)
         return _MADE if callee is not None and returns_new(scope.facts, *callee) else _SHARED
@@ -1187,6 +1189,8 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             op = scope.op(after) or scope.module_op(after)
             if op is None and reading.channels_last and _conv_layer(scope, after, parent):
                 op = ("conv2d", COMPUTE, parent.value)
+            if op is None and _registry_activation(after, parent):
+                op = ("activation", ELEMENTWISE, parent.value)
             if op is None and reading.strided and role != "source" and _read_by_same_file_callee(scope, after, parent):
                 return reading.read()
             if op is None or op[0].endswith("_"):
@@ -1198,7 +1202,8 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 continue
             if op[1] is None and op[0] not in _READS_INTO_NEW:
                 return False
-            return reading.read(fast=_reads_strided(scope, op[0]) or reading.channels_last and op[0] in _CONVOLUTIONS)
+            fast = op[1] == ELEMENTWISE or _reads_strided(scope, op[0]) or reading.channels_last and op[0] in _CONVOLUTIONS
+            return reading.read(fast=fast)
         if isinstance(parent, cst.Assign) and role == "copy" and parent.value is below:
             return _only_read_name(scope, parent, reading)
         if isinstance(parent, cst.Assign) and role == "source" and parent.value is below:
@@ -1214,6 +1219,14 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             return reading.read()
         return _handed_out(scope, parent, role, reading)
     return False
+
+
+def _registry_activation(call: cst.Call, arg: cst.Arg) -> bool:
+    """``ACT2FN[config.hidden_act](x)``: an activation module from a registry, element-wise and
+    not in place, called on its one argument."""
+    func = call.func
+    return isinstance(func, cst.Subscript) and len(call.args) == 1 and call.args[0] is arg and (
+        dotted_path(cst_view, func.value) or "").rpartition(".")[2] in ACTIVATION_REGISTRIES
 
 
 def _conv_layer(scope: Scope, call: cst.Call, arg: cst.Arg) -> bool:

@@ -363,8 +363,36 @@ def fuse(xs: list[torch.Tensor], a: torch.Tensor, b: torch.Tensor):
     m = torch.stack([a, b], dim=-1).mean(-1)
     return s + torch.stack((a * 2, b), 1).sum(dim=1) + m
 """,
+    "contiguous of a conv output filled in place, read through dropout by a registry activation": """\
+import torch
+from torch import nn
+from transformers.activations import ACT2FN
+
+
+class ConvLayer(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.conv = nn.Conv1d(dim, dim, 3, padding=1)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, h: torch.Tensor, residual: torch.Tensor, mask: torch.Tensor):
+        out = self.conv(h.permute(0, 2, 1)).permute(0, 2, 1).contiguous()
+        out.masked_fill_(mask.unsqueeze(-1).expand(out.size()), 0)
+        out = ACT2FN["gelu"](self.dropout(out))
+        return residual + out
+""",
+    "a returned copy of the negated result of an unknown call": """\
+import torch
+
+
+def similarity(q: torch.Tensor, k: torch.Tensor):
+    sim = -distance(q, k)
+    return sim.t().contiguous()
+""",
 }
 EXPECTED = {
+    "contiguous of a conv output filled in place, read through dropout by a registry activation": [(13, 15)],
+    "a returned copy of the negated result of an unknown call": [(6, 12)],
     "contiguous of channels-last tokens permuted channels-first, read by convolutions": [(15, 13), (16, 13), (18, 13)],
     "a clone of a module's index buffer, read as an index in its own statement": [(12, 50)],
     "stacks only reduced over the dimension they make": [(7, 19), (8, 9), (9, 16)],
