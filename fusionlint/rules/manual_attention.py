@@ -9,8 +9,22 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, StatementRef, count_name, dotted_name, names_of, reaching_value, statements_before
-from fusionlint.analysis.views import ast_view, dotted_path
+from fusionlint.analysis import (
+    Block,
+    Scope,
+    StatementRef,
+    children,
+    count_name,
+    dotted_name,
+    inner_blocks,
+    names_of,
+    own_parts,
+    reaching_value,
+    statements_after,
+    statements_before,
+)
+from fusionlint.analysis.purity import METADATA
+from fusionlint.analysis.views import ast_view, cst_view, dotted_path
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
@@ -52,13 +66,25 @@ class ManualAttention(Rule):
         5-d tensor, `k.transpose(2, 3)`, a key transposed as `k.permute(0, 1, 3, 2)`, a 4-letter
         einsum) or 3-d (`bmm`, unsqueezed to 4-d for SDPA): SDPA's fused kernels take only 4-d
         tensors, and on others it runs its math form, which writes the scores all the same.
+        Flagged without a fix: the same data flow where no single call says every path, or the
+        code a stage calls is not in the fix's reach: a stage under an `if` (`if mask is not
+        None: attn = attn + mask`), the softmax in both arms, `attn += mask`, views of the scores
+        between the stages (Swin's shift mask added on a 5-d view), casts, a softmax with a
+        `dtype`, a fill with a finite value (`torch.finfo(x.dtype).min`), a learned scale
+        computed apart (`logit_scale = self.logit_scale.clamp(max=m).exp()`), a same-file helper
+        that returns the scores plus a bias (`attn = maybe_add_mask(attn, bias)`), and reads of
+        the scores' shape or dtype only; operands of unknown rank only where a `(heads, 1, 1)`
+        temperature scales the scores (it broadcasts against 3-d or 4-d ones).
         Not flagged (the rewrite would change what the code computes or keeps, or save
         nothing): weights read anywhere after the matmul with the values (returned, stored,
-        averaged); another normaliser than softmax (sigmoid, relu, softmax over another dim or
-        with a `dtype`); anything but dropout between the softmax and the values (a mask after
-        the softmax, a cast, a renormalisation); two masks; a mask that multiplies; a fill
-        value other than -inf; operands of unknown or other rank, or whose last dim a permute
-        moved (XCiT's `.permute(2, 0, 3, 4, 1)`: SDPA copies them, 6 -> 7 writes).
+        averaged); another normaliser than softmax (sigmoid, relu, softmax over another dim);
+        anything but dropout and casts between the softmax and the values (a mask after the
+        softmax, a renormalisation); a mask that multiplies; a helper whose code is not in the
+        file or that does more than add (a soft cap); a stage in a loop; operands of unknown or
+        other rank, or whose last dim a permute
+        moved (XCiT's `.permute(2, 0, 3, 4, 1)`: SDPA copies them, 6 -> 7 writes); the
+        hand-written arm of `if hasattr(F, "scaled_dot_product_attention")` (or after such an
+        `if` that returns), which no torch since 2.0 runs.
     """
     use_instead = "`F.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., is_causal=..., scale=...)`."
     fix_safety = FixSafety.UNSAFE
@@ -403,6 +429,60 @@ class WindowAttention(nn.Module):
 """,
             call="WindowAttention()(randn(8, 64, 192))",
         ),
+        # Swin's window attention: a relative-position bias, then a shift mask only for shifted
+        # windows (an `if`), through 5-d views of the scores: reported without a fix, the two
+        # paths take one combined attn_mask
+        Example(
+            bad="""\
+import torch
+from torch import nn
+
+
+class WindowAttention(nn.Module):
+    def __init__(self, num_heads: int = 4):
+        super().__init__()
+        self.num_heads = num_heads
+
+    def forward(self, qkv, bias, mask=None):
+        B_, N, _ = qkv.shape
+        q, k, v = qkv.reshape(B_, N, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        q = q * 0.25
+        attn = q @ k.transpose(-2, -1)
+        attn = attn + bias.unsqueeze(0)
+        if mask is not None:
+            nw = mask.shape[0]
+            attn = attn.view(B_ // nw, nw, self.num_heads, N, N) + mask.unsqueeze(1).unsqueeze(0)
+            attn = attn.view(-1, self.num_heads, N, N)
+        attn = attn.softmax(dim=-1)
+        x = attn @ v
+        return x.transpose(1, 2).reshape(B_, N, -1)
+""",
+            at=((14, 16),),
+            fixed=None,
+            good="""\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class WindowAttention(nn.Module):
+    def __init__(self, num_heads: int = 4):
+        super().__init__()
+        self.num_heads = num_heads
+
+    def forward(self, qkv, bias, mask=None):
+        B_, N, _ = qkv.shape
+        q, k, v = qkv.reshape(B_, N, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        attn_mask = bias.unsqueeze(0)
+        if mask is not None:
+            nw = mask.shape[0]
+            attn_mask = (attn_mask.unsqueeze(1) + mask.unsqueeze(1).unsqueeze(0)).expand(B_ // nw, -1, -1, -1, -1)
+            attn_mask = attn_mask.reshape(-1, self.num_heads, N, N)
+        x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask.expand(B_, -1, -1, -1), scale=0.25)
+        return x.transpose(1, 2).reshape(B_, N, -1)
+""",
+            call="WindowAttention()(randn(8, 16, 96), randn(4, 16, 16), randn(4, 16, 16))",
+        ),
     )
     valid = (
         # the weights are returned: SDPA does not give them, and the score matrix is written anyway
@@ -422,6 +502,22 @@ import torch
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     weights = torch.sigmoid(q @ k.transpose(2, 3) * 0.125)
     return weights @ v
+""",
+        # the hand-written branch of ``if hasattr(F, "scaled_dot_product_attention")``: the fallback
+        # for a torch without it, which no torch since 2.0 runs
+        """\
+import torch
+import torch.nn.functional as F
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask=None):
+    q = q.view(2, 4, 16, 8)
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    attn = q @ k.transpose(-2, -1)
+    if mask is not None:
+        attn = attn + mask
+    return attn.softmax(dim=-1) @ v
 """,
         # a mask applied after the softmax (and a softmax over another dim): not SDPA's order
         """\
@@ -445,14 +541,21 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
         return "softmax" in block[index]
 
     def check(self, scope: Scope) -> Iterator[Violation]:
+        flagged: set[int] = set()
         for key in ("@", "matmul", "bmm", "einsum"):
             for site in scope.sites.get(key, ()):
                 if site.conditional or not isinstance(site.statement.node, cst.SimpleStatementLine):
                     continue
                 chain = _chain(scope, site.node, site.statement)
-                if chain is not None:
+                scores = chain.scores if chain is not None else _branching_chain(scope, site.node, site.statement)
+                if scores is None or id(scores) in flagged or _fallback_for_old_torch(scope, site.statement):
+                    continue
+                flagged.add(id(scores))
+                if chain is None:
+                    yield Violation(scores)
+                else:
                     fix = _fix(scope, chain) if chain.fixable else None
-                    yield Violation(chain.scores, fix=fix, spans=tuple(r.node for r in chain.statements))
+                    yield Violation(scores, fix=fix, spans=tuple(r.node for r in chain.statements))
 
 
 @dataclass
@@ -818,22 +921,32 @@ def _per_head(scope: Scope, factor: cst.BaseExpression) -> bool:
     """Is ``factor`` ``self.<attr>``, made only as ``nn.Parameter(torch.ones(heads, 1, 1))`` (any
     rank up to 4 whose last size is 1)? It is the same for every key, so scaling the scores by it
     is scaling the query's rows (Restormer's and XCiT's temperature)."""
-    attr = _self_attr(factor)
+    return _per_head_rank(scope, factor) is not None
+
+
+def _per_head_rank(scope: Scope, factor: cst.BaseExpression | None) -> int | None:
+    """The rank of the per-head parameter ``factor`` is (see ``_per_head``), else None."""
+    attr = _self_attr(factor) if factor is not None else None
     if attr is None or scope.class_name is None:
-        return False
+        return None
     values = [node.value for node in _class_members(scope) if isinstance(node, ast.Assign) and _assigns_self(node, attr)]
-    return bool(values) and all(_column_parameter(scope, v) for v in values)
+    ranks = {_column_rank(scope, v) for v in values}
+    return ranks.pop() if len(ranks) == 1 else None
 
 
-def _column_parameter(scope: Scope, value: ast.expr) -> bool:
+def _column_rank(scope: Scope, value: ast.expr) -> int | None:
     if not (isinstance(value, ast.Call) and _canonical(scope, value.func) == "torch.nn.Parameter" and len(value.args) == 1):
-        return False
+        return None
     made = value.args[0]
+    while isinstance(made, ast.BinOp) and isinstance(made.left, ast.Constant) or isinstance(made, ast.Call) \
+            and _canonical(scope, made.func) in ("torch.log", "torch.exp") and len(made.args) == 1:
+        made = made.right if isinstance(made, ast.BinOp) else made.args[0]  # nn.Parameter(torch.log(10 * torch.ones(h, 1, 1)))
     if not (isinstance(made, ast.Call) and _canonical(scope, made.func) in ("torch.ones", "torch.zeros", "torch.randn", "torch.rand")):
-        return False
+        return None
     sizes = made.args[0].elts if len(made.args) == 1 and isinstance(made.args[0], (ast.Tuple, ast.List)) else made.args
     last = sizes[-1] if sizes else None
-    return 1 <= len(sizes) <= 4 and not any(isinstance(x, ast.Starred) for x in sizes) and isinstance(last, ast.Constant) and last.value == 1
+    column = not any(isinstance(x, ast.Starred) for x in sizes) and isinstance(last, ast.Constant) and last.value == 1
+    return len(sizes) if column and 1 <= len(sizes) <= 4 else None
 
 
 def _scaled_query(scope: Scope, chain: _Chain, q: cst.BaseExpression, at: StatementRef
@@ -882,6 +995,8 @@ def _rank(scope: Scope, expr: cst.BaseExpression | None, at: StatementRef, last:
         return _rank_of_name(scope, expr.value, at, last, depth + 1)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide)):
         return _rank(scope, expr.left if scope.is_tensor(expr.left) else expr.right, at, last, depth + 1)
+    if isinstance(expr, cst.Subscript):
+        return _rank_of_item(scope, expr, at, last, depth)
     if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)) or not _plain_args(expr, keywords=True):
         return None
     name = expr.func.attr.value
@@ -896,7 +1011,17 @@ def _rank(scope: Scope, expr: cst.BaseExpression | None, at: StatementRef, last:
         return _STRIDED if moved else len(sizes)
     if name in _KEEPS_RANK:
         return _rank(scope, expr.func.value, at, last, depth + 1)
+    if scope.torch_name(expr.func) == "torch.nn.functional.normalize" and expr.args and expr.args[0].keyword is None:
+        return _rank(scope, expr.args[0].value, at, last, depth + 1)
     return None
+
+
+def _rank_of_item(scope: Scope, expr: cst.BaseExpression, at: StatementRef, last: int, depth: int) -> int | None:
+    """``qkv[0]``: one rank fewer than ``qkv``."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index) or _integer(expr.slice[0].slice.value) is None:
+        return None
+    whole = _rank(scope, expr.value, at, last, depth + 1)
+    return whole - 1 if whole and whole != _STRIDED else whole
 
 
 def _rank_of_name(scope: Scope, name: str, at: StatementRef, last: int, depth: int) -> int | None:
@@ -910,6 +1035,11 @@ def _rank_of_name(scope: Scope, name: str, at: StatementRef, last: int, depth: i
         target, value = small.targets[0].target, small.value
         if isinstance(target, cst.Name):
             return _rank(scope, value, ref, last, depth)
+        if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == len(value.elements):
+            for element, item in zip(target.elements, value.elements):
+                if isinstance(element.value, cst.Name) and element.value.value == name:
+                    return _rank(scope, item.value, ref, last, depth)
+            return None
         if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, cst.Call):
             return None
         func = value.func
@@ -918,6 +1048,8 @@ def _rank_of_name(scope: Scope, name: str, at: StatementRef, last: int, depth: i
             return whole - 1 if whole and whole != _STRIDED else whole
         if isinstance(func, cst.Attribute) and func.attr.value in ("split", "chunk"):
             return _rank(scope, func.value, ref, last, depth)
+        if scope.torch_name(func) in ("torch.split", "torch.chunk") and value.args and value.args[0].keyword is None:
+            return _rank(scope, value.args[0].value, ref, last, depth)
         return None
     return None
 
@@ -1163,6 +1295,390 @@ def _movable(scope: Scope, chain: _Chain) -> bool:
 
 def _inplace_reads(scope: Scope, chain: _Chain) -> bool:
     return any(names_of(expr)[0] & scope.inplace & scope.tensors for expr, _ in chain.moved)
+
+
+# --------------------------------------------------------------------------- the data flow, reported only
+
+# Ops that change neither which numbers the softmax sees nor which rows it normalises.
+_CASTS = frozenset({"to", "type_as", "float", "half", "bfloat16", "double", "type", "contiguous"})
+_RESHAPES = frozenset({"view", "reshape"})
+_AUGMENTED = {cst.AddAssign: cst.Add, cst.MultiplyAssign: cst.Multiply, cst.DivideAssign: cst.Divide}
+_FOLLOWED_AT_MOST = 32  # bindings one reading follows: attention takes a handful
+
+
+def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> cst.CSTNode | None:
+    """The score matmul of an attention that is no single chain of statements, where the fix
+    could not say every path in one call: a stage under an ``if`` (``if mask is not None: attn
+    = attn + mask``), the softmax in both arms, ``attn += mask``, views of the scores, casts, a
+    softmax with a ``dtype``, a fill with a finite value, a learned scale computed apart, a
+    same-file helper that adds a bias (``attn = maybe_add_mask(attn, bias)``). Each value on
+    the way must be read by the next stage only (or for its shape), and the operands be 3-d or
+    4-d where the code says so."""
+    for values in _value_matmuls(scope, final):
+        if values.transposed:
+            continue
+        flow = _Flow(scope, values, final_ref)
+        if not flow.weights(values.weights, final_ref) or not flow.scores or not flow.private():
+            continue
+        v_rank = _rank(scope, values.v, final_ref)
+        for node, q, k, rank, at in flow.scores:
+            ranks = {r for r in (rank, _rank(scope, q, at), _rank(scope, k, at), v_rank) if r}
+            if ranks not in ({3}, {4}) and not (flow.heads_first and not ranks):
+                break
+        else:
+            return flow.scores[0][0]
+    return None
+
+
+class _Flow:
+    """A backward reading of the weights of ``weights @ v``: every path from them to a score
+    matmul passes one softmax over the last dim, and only the stages SDPA has (or needs none)."""
+
+    def __init__(self, scope: Scope, values: _Values, final_ref: StatementRef) -> None:
+        self.scope, self.values = scope, values
+        self.statements: dict[int, StatementRef] = {id(final_ref.node): final_ref}
+        self.bound: dict[tuple[str, int], StatementRef] = {}  # (name, id of its binding statement)
+        self.scores: list[tuple[cst.CSTNode, cst.BaseExpression, cst.BaseExpression, int | None, StatementRef]] = []
+        # scaled by a (heads, 1, 1) temperature, which broadcasts against (heads, L, S) or
+        # (batch, heads, L, S) scores: a rank SDPA's fused kernels take, where nothing else says it
+        self.heads_first = False
+
+    def weights(self, expr: cst.BaseExpression | None, at: StatementRef) -> bool:
+        """After the softmax: dropout and casts."""
+        expr = _bare(expr)
+        if isinstance(expr, cst.Name):
+            return self._through(expr.value, at, self.weights)
+        dropped = _dropout(self.scope, expr)
+        if dropped is not None:
+            return self.weights(dropped[0], at)
+        if _method(expr) in _CASTS:
+            return self.weights(expr.func.value, at)  # type: ignore[union-attr]
+        inner = _softmax(self.scope, expr) or _softmax_with_dtype(self.scope, expr)
+        return inner is not None and self.logits(inner, at)
+
+    def logits(self, expr: cst.BaseExpression | None, at: StatementRef) -> bool:
+        """Before the softmax: additive masks and biases, fills, scales, views, casts."""
+        written, expr = expr, _bare(expr)  # the finding points at the node as written
+        scope = self.scope
+        if isinstance(expr, cst.Name):
+            return self._through(expr.value, at, self.logits)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            return self._either(expr.left, expr.right, at=at)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide)):
+            for factor, scores in ((expr.right, expr.left), (expr.left, expr.right)):
+                if isinstance(expr.operator, cst.Multiply) or factor is expr.right:
+                    rank = _fixed_factor(scope, factor, at)
+                    if rank is not None and self._either(scores, at=at):
+                        self.heads_first |= rank == 3
+                        return True
+            return False
+        method = _method(expr)
+        if method in _CASTS or method in _RESHAPES:
+            return self.logits(expr.func.value, at)  # type: ignore[union-attr]
+        if method == "masked_fill":
+            bound = _bind(expr, ("mask", "value"))  # type: ignore[arg-type]
+            return bound is not None and "value" in bound and not scope.is_tensor(bound["value"]) \
+                and self.logits(expr.func.value, at)  # type: ignore[union-attr]
+        biased = _biased(scope, expr)
+        if biased is not None:
+            return self.logits(biased, at)
+        scores = _score_matmul(scope, expr, self.values)
+        if scores is None:
+            return False
+        q, k, rank, _ = scores
+        self.scores.append((written, q, k, rank, at))  # type: ignore[arg-type]
+        return True
+
+    def _either(self, *sides: cst.BaseExpression, at: StatementRef) -> bool:
+        """The first of ``sides`` that leads to the scores (``scores + bias`` or ``bias + scores``)."""
+        for side in sides:
+            kept = (dict(self.statements), dict(self.bound), list(self.scores))
+            if self.logits(side, at):
+                return True
+            self.statements, self.bound, self.scores = kept
+        return False
+
+    def _through(self, name: str, at: StatementRef, stage) -> bool:
+        """Each value ``name`` may hold at ``at``, read there once (and maybe for its dtype), through ``stage``."""
+        if _reads(at, name) - _metadata_reads(self.scope, at.node, name) != 1 or len(self.bound) >= _FOLLOWED_AT_MOST:
+            return False
+        definitions = _definitions(at, name)
+        if not definitions:
+            return False
+        for value, definition in definitions:
+            self.statements[id(definition.node)] = definition
+            self.bound[(name, id(definition.node))] = definition
+            if not stage(value, definition):
+                return False
+        return True
+
+    def private(self) -> bool:
+        """Is each value bound on the way read by the chain only (or for its shape)?"""
+        scope = self.scope
+        if scope.dynamic:
+            return False
+        chain = set(self.statements)
+        for (name, _), definition in self.bound.items():
+            if name in scope.escaped:
+                return False
+            for ref in statements_after(definition):
+                if not _read_by(scope, ref.node, name, chain):
+                    return False
+                if isinstance(ref.node, cst.SimpleStatementLine) and name in names_of(ref.node)[1]:
+                    break
+        return True
+
+
+def _read_by(scope: Scope, statement: cst.CSTNode, name: str, chain: set[int]) -> bool:
+    """Does ``statement`` read ``name`` only as a stage of the chain, or only for its metadata?"""
+    if id(statement) in chain:
+        return True
+    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return count_name(statement, name) == _metadata_reads(scope, statement, name)
+    if not all(count_name(part, name) == _metadata_reads(scope, part, name) for part in own_parts(statement)):
+        return False
+    return all(_read_by(scope, inner, name, chain) for block in inner_blocks(statement)
+               if isinstance(block, cst.IndentedBlock) for inner in block.body)
+
+
+def _metadata_reads(scope: Scope, node: cst.CSTNode, name: str) -> int:
+    """The reads of ``name`` in ``node`` that take its shape, dtype or device only: ``x.shape``,
+    ``x.new_full(...)``, or ``x`` handed to a same-file function that does no more with it."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == name:
+        return int(node.attr.value in METADATA)
+    count = 0
+    if isinstance(node, cst.Call) and any(isinstance(a.value, cst.Name) and a.value.value == name for a in node.args):
+        callee = scope.facts.callee(scope.class_name, cst_view, node.func)
+        functions = _functions(scope, callee) if callee is not None else []
+        for position, arg in enumerate(node.args):
+            if isinstance(arg.value, cst.Name) and arg.value.value == name and arg.keyword is None and not arg.star \
+                    and functions and all(_metadata_parameter(f, position, callee[0] is not None) for f in functions):  # type: ignore[index]
+                count += 1
+    return count + sum(_metadata_reads(scope, child, name) for child in children(node))
+
+
+def _functions(scope: Scope, callee: tuple[str | None, str]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    owner, name = callee
+    return scope.facts.functions.get(name, []) if owner is None else scope.facts.methods(owner, name)
+
+
+def _parameter(function: ast.FunctionDef | ast.AsyncFunctionDef, position: int, method: bool) -> str | None:
+    params = [*function.args.posonlyargs, *function.args.args][int(method):]
+    return params[position].arg if position < len(params) else None
+
+
+def _metadata_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef, position: int, method: bool) -> bool:
+    """Does the function read its ``position``-th parameter for its metadata only?"""
+    param = _parameter(function, position, method)
+    if param is None:
+        return False
+    uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == param]
+    metadata = [n for n in ast.walk(function) if isinstance(n, ast.Attribute) and n.attr in METADATA
+                and isinstance(n.value, ast.Name) and n.value.id == param]
+    return len(uses) == len(metadata)
+
+
+def _biased(scope: Scope, call: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The scores handed first to a same-file function that returns them plus something (or as
+    they are): ``return scores if mask is None else scores + mask``."""
+    if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    callee = scope.facts.callee(scope.class_name, cst_view, call.func)
+    functions = _functions(scope, callee) if callee is not None else []
+    if not functions or not all(_adds_to_first(f, callee[0] is not None) for f in functions):  # type: ignore[index]
+        return None
+    return call.args[0].value
+
+
+def _adds_to_first(function: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> bool:
+    first = _parameter(function, 0, method)
+    if first is None:
+        return False
+    assigned: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, (ast.AugAssign, ast.AnnAssign)) or isinstance(node, ast.Assign) and len(node.targets) != 1:
+            return False
+        if isinstance(node, ast.Assign):
+            for target in ast.walk(node.targets[0]):
+                if isinstance(target, ast.Name):
+                    assigned.setdefault(target.id, []).append(node.value)
+
+    def adds(expr: ast.expr, depth: int, parameter: bool) -> bool:
+        """``parameter``: ``first`` still names the parameter (inside the one value it is rebound to)."""
+        if depth > 8:
+            return False
+        if isinstance(expr, ast.Name):
+            if expr.id == first and (parameter or first not in assigned):
+                return True
+            values = assigned.get(expr.id, [])
+            return len(values) == 1 and adds(values[0], depth + 1, parameter or expr.id == first)
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+            return adds(expr.left, depth + 1, parameter) or adds(expr.right, depth + 1, parameter)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _RESHAPES:
+            return adds(expr.func.value, depth + 1, parameter)
+        if isinstance(expr, ast.IfExp):
+            return adds(expr.body, depth + 1, parameter) and adds(expr.orelse, depth + 1, parameter)
+        return False
+
+    returns = [n.value for n in ast.walk(function) if isinstance(n, ast.Return)]
+    return bool(returns) and all(r is not None and adds(r, 0, False) for r in returns)
+
+
+def _fixed_factor(scope: Scope, factor: cst.BaseExpression, at: StatementRef, depth: int = 0) -> int | None:
+    """A factor the same for every key: a number (0), a per-head temperature, or a local made
+    from one by element-wise ops (``logit_scale = torch.clamp(self.logit_scale, max=m).exp()``):
+    the temperature's rank; None for any other factor."""
+    factor = _bare(factor)
+    if depth > 6:
+        return None
+    if not scope.is_tensor(factor):
+        return 0
+    per_head = _per_head_rank(scope, factor)
+    if per_head is not None:
+        return per_head
+    if isinstance(factor, cst.Name):
+        bound = _binding(at, factor.value)
+        return _fixed_factor(scope, bound[0], bound[1], depth + 1) if bound is not None else None
+    parts: list[cst.BaseExpression] = []
+    if isinstance(factor, cst.BinaryOperation) and isinstance(factor.operator, _ARITHMETIC):
+        parts = [factor.left, factor.right]
+    elif isinstance(factor, cst.Call) and _op_name(scope, factor) in _ELEMENTWISE_OF_ONE:
+        parts = [a.value for a in factor.args] + ([factor.func.value] if isinstance(factor.func, cst.Attribute) else [])
+    ranks = [_fixed_factor(scope, part, at, depth + 1) for part in parts]
+    return max(ranks) if ranks and None not in ranks else None  # type: ignore[type-var]
+
+
+_ELEMENTWISE_OF_ONE = frozenset({"exp", "clamp", "clip", "log", "sigmoid", "softplus", "abs", "sqrt", "rsqrt", "reciprocal"})
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)
+
+
+def _softmax_with_dtype(scope: Scope, node: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The input of ``F.softmax(x, dim=-1, dtype=...)`` or ``x.softmax(-1, dtype=...)``."""
+    if not isinstance(node, cst.Call) or not _plain_args(node, keywords=True):
+        return None
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "softmax" and scope.is_tensor(node.func.value):
+        source, args = node.func.value, list(node.args)
+    elif scope.torch_name(node.func) in _SOFTMAX and node.args and node.args[0].keyword is None:
+        source, args = node.args[0].value, list(node.args[1:])
+    else:
+        return None
+    bound = _bind(node.with_changes(args=args), ("dim", "dtype"))
+    return source if bound is not None and "dim" in bound and _integer(bound["dim"]) == -1 else None
+
+
+def _method(expr: cst.BaseExpression | None) -> str | None:
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        return expr.func.attr.value
+    return None
+
+
+def _definitions(at: StatementRef, name: str) -> list[tuple[cst.BaseExpression, StatementRef]] | None:
+    """Every ``name = value`` (or ``name += value``, as ``name + value``) that may reach ``at``
+    through ``if`` statements and out of their arms; None where another statement (a loop, a
+    tuple target) may bind it, or none is found."""
+    found: list[tuple[cst.BaseExpression, StatementRef]] = []
+    ref = at
+    while True:
+        for earlier in ref.earlier():
+            node = earlier.node
+            if isinstance(node, cst.SimpleStatementLine):
+                if name not in names_of(node)[1]:
+                    continue
+                value = _assigned(earlier, name)
+                return found + [(value, earlier)] if value is not None else None
+            if not _may_assign(node, name):
+                continue
+            arms = [block for block in inner_blocks(node)]
+            if not isinstance(node, cst.If) or not all(isinstance(arm, cst.IndentedBlock) for arm in arms):
+                return None
+            for arm in arms:
+                block = Block(tuple(arm.body), earlier, arm)  # type: ignore[attr-defined]
+                inside = _definitions(StatementRef(node, block, len(block.statements)), name)
+                if inside is None:
+                    return None
+                found += inside
+            if _has_else(node):
+                return found
+        parent = ref.block.parent
+        if parent is None or not isinstance(parent.node, (cst.If, cst.With)):
+            return None
+        ref = parent
+
+
+def _has_else(node: cst.If) -> bool:
+    while isinstance(node.orelse, cst.If):
+        node = node.orelse
+    return node.orelse is not None
+
+
+def _may_assign(statement: cst.CSTNode, name: str) -> bool:
+    return any(
+        name in names_of(inner)[1] or (not isinstance(inner, cst.SimpleStatementLine) and _may_assign(inner, name))
+        for block in inner_blocks(statement) for inner in getattr(block, "body", ())
+    ) or name in names_of(statement)[1]
+
+
+def _assigned(ref: StatementRef, name: str) -> cst.BaseExpression | None:
+    small = ref.simple
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
+        return small.value if isinstance(target, cst.Name) and target.value == name else None
+    if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
+        operator = _AUGMENTED.get(type(small.operator))
+        return cst.BinaryOperation(cst.Name(name), operator(), small.value) if operator is not None else None
+    return None
+
+
+def _fallback_for_old_torch(scope: Scope, ref: StatementRef) -> bool:
+    """Does ``ref`` run only where ``F.scaled_dot_product_attention`` does not exist: in the other
+    arm of ``if hasattr(F, "scaled_dot_product_attention"):``, or after such an ``if`` that
+    returns? Every torch since 2.0 has it: the hand-written attention never runs."""
+    while True:
+        if any(_returns_with_sdpa(scope, earlier.node) for earlier in ref.earlier()):
+            return True
+        owner = ref.block.parent
+        if owner is None:
+            return False
+        if isinstance(owner.node, cst.If):
+            test, negated = _sdpa_test(owner.node)
+            if _has_sdpa(scope, test) and (ref.block.node is owner.node.body) == negated:
+                return True
+        ref = owner
+
+
+def _sdpa_test(node: cst.If) -> tuple[cst.BaseExpression | None, bool]:
+    """(the test without ``not``, whether it was negated)."""
+    test = _bare(node.test)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _bare(test.expression), True
+    return test, False
+
+
+def _returns_with_sdpa(scope: Scope, node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.If) or not isinstance(node.body, cst.IndentedBlock):
+        return False
+    last = node.body.body[-1]
+    returns = isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
+    test, negated = _sdpa_test(node)
+    return returns and not negated and _has_sdpa(scope, test)
+
+
+def _has_sdpa(scope: Scope, test: cst.BaseExpression | None) -> bool:
+    """``hasattr(F, "scaled_dot_product_attention")``, or a ``self.<attr>`` assigned only that."""
+    attr = _self_attr(test) if test is not None else None
+    if attr is not None and scope.class_name is not None:
+        values = [node.value for node in _class_members(scope) if isinstance(node, ast.Assign) and _assigns_self(node, attr)]
+        return bool(values) and all(_sdpa_hasattr(v) for v in values)
+    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "hasattr"):
+        return False
+    return len(test.args) == 2 and isinstance(test.args[1].value, cst.SimpleString) \
+        and test.args[1].value.evaluated_value == "scaled_dot_product_attention"
+
+
+def _sdpa_hasattr(value: ast.expr) -> bool:
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "hasattr"
+            and len(value.args) == 2 and isinstance(value.args[1], ast.Constant)
+            and value.args[1].value == "scaled_dot_product_attention")
 
 
 # --------------------------------------------------------------------------- the fix

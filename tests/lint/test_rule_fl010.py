@@ -204,10 +204,6 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     return F.softmax(q @ k.transpose(2, 3), dim=-2) @ v
 """,
-    "softmax with a dtype (an upcast SDPA does not spell)": """\
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-    return F.softmax(q @ k.transpose(2, 3), dim=-1, dtype=torch.float32) @ v
-""",
     # anything but dropout between the softmax and the values
     "a head mask after the softmax": """\
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_mask: torch.Tensor):
@@ -215,28 +211,10 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_mask: torch.T
     p = p * head_mask
     return p @ v
 """,
-    # SDPA takes one mask; a fill value other than -inf is not a boolean mask's exact meaning
-    "two masks": """\
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, keep: torch.Tensor):
-    s = (q @ k.transpose(2, 3) + bias).masked_fill(~keep, float("-inf"))
-    return s.softmax(-1) @ v
-""",
-    "a finite fill value": """\
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor):
-    s = (q @ k.transpose(2, 3)).masked_fill(~keep, -1e9)
-    return s.softmax(-1) @ v
-""",
     # the scores matmul is no rows-against-rows similarity
     "a key that is not transposed": """\
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     return F.softmax(q @ k, dim=-1) @ v
-""",
-    # moving the key's read to the last statement would read the new key
-    "the key rebound between the scores and the values": """\
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-    s = F.softmax(q @ k.transpose(2, 3), dim=-1)
-    k = k + 1
-    return s @ v + k
 """,
     # SDPA's fused kernels take 4-d tensors: on others it runs its math form, which writes the
     # scores too (and falls back under fusionrt)
@@ -274,6 +252,95 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     s = torch.einsum("b h d n, b h d k -> b h n k", q, k)
     return torch.einsum("b h n k, b h k e -> b h n e", s.softmax(dim=-1), v)
+""",
+    # the branching data flow keeps to SDPA's stages too
+    "a helper that caps the scores (no addition)": """\
+def softcap(scores, cap):
+    return torch.tanh(scores / cap) * cap
+
+
+def attend(q, k, v, mask=None):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    if mask is not None:
+        attn = softcap(attn, 30.0)
+    return attn.softmax(dim=-1) @ v
+""",
+    "weights kept under an if": """\
+def attend(q, k, v, store, mask=None):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    if mask is not None:
+        attn = attn + mask
+    attn = attn.softmax(dim=-1)
+    if store is not None:
+        store.append(attn)
+    return attn @ v
+""",
+    "scores handed to an unknown function": """\
+def attend(q, k, v, log, mask=None):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    log(attn)
+    if mask is not None:
+        attn = attn + mask
+    return attn.softmax(dim=-1) @ v
+""",
+    "an optional mask on operands of unknown rank": """\
+def attend(q, k, v, mask=None):
+    attn = q @ k.transpose(-2, -1)
+    if mask is not None:
+        attn = attn + mask
+    return attn.softmax(dim=-1) @ v
+""",
+    "an optional mask on 5-d operands (SDPA's math path)": """\
+def attend(q, k, v, mask=None):
+    q = q.view(2, 4, 3, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    if mask is not None:
+        attn = attn + mask
+    return attn.softmax(dim=-1) @ v
+""",
+    "a mask that multiplies, under an if": """\
+def attend(q, k, v, keep: torch.Tensor | None = None):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    if keep is not None:
+        attn = attn * keep
+    return attn.softmax(dim=-1) @ v
+""",
+    "masks added in a loop": """\
+def attend(q, k, v, masks):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    for mask in masks:
+        attn = attn + mask
+    return attn.softmax(dim=-1) @ v
+""",
+    "a mask after the softmax, under an if": """\
+def attend(q, k, v, keep: torch.Tensor | None = None):
+    q = q.view(2, 4, 16, 8)
+    attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+    if keep is not None:
+        attn = attn * keep
+    return attn @ v
+""",
+    # the fallback of a torch without SDPA: every torch since 2.0 takes the fused arm
+    "the other arm of if hasattr(F, 'scaled_dot_product_attention')": """\
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.use_sdpa = hasattr(F, "scaled_dot_product_attention")
+
+    def forward(self, q, k, v, mask=None):
+        q = q.view(2, 4, 16, 8)
+        if self.use_sdpa:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            attn = q @ k.transpose(-2, -1)
+            if mask is not None:
+                attn += mask
+            return attn.softmax(dim=-1) @ v
 """,
     "an einsum whose softmax dim is the query's": """\
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
@@ -323,6 +390,101 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
 
 
 REPORTED_WITHOUT_FIX = {
+    # SDPA computes these, but no one call the fix writes says them exactly
+    "softmax with a dtype (an upcast SDPA's kernels make themselves)": """\
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    return F.softmax(q @ k.transpose(2, 3), dim=-1, dtype=torch.float32) @ v
+""",
+    "two masks (SDPA takes them combined into one)": """\
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, keep: torch.Tensor):
+    s = (q @ k.transpose(2, 3) + bias).masked_fill(~keep, float("-inf"))
+    return s.softmax(-1) @ v
+""",
+    "a finite fill value (a boolean mask differs on rows with every key masked)": """\
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor):
+    s = (q @ k.transpose(2, 3)).masked_fill(~keep, torch.finfo(q.dtype).min)
+    s = F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
+    return s @ v
+""",
+    "the key rebound between the scores and the values (the fix would read the new key)": """\
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    s = F.softmax(q @ k.transpose(2, 3), dim=-1)
+    k = k + 1
+    return s @ v + k
+""",
+    "a mask added under an if": """\
+def attend(q, k, v, mask=None):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1) * 0.125
+    if mask is not None:
+        attn = attn + mask
+    attn = attn.softmax(dim=-1)
+    return attn @ v
+""",
+    "a mask added in place": """\
+def attend(q, k, v, mask):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    attn += mask
+    return attn.softmax(dim=-1) @ v
+""",
+    "the softmax in both arms, a 5-d view of the scores, a cast after": """\
+def attend(q, k, v, mask=None):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    if mask is not None:
+        attn = attn.view(1, 2, 4, 16, 16) + mask
+        attn = attn.view(-1, 4, 16, 16)
+        attn = attn.softmax(dim=-1)
+    else:
+        attn = attn.softmax(dim=-1)
+    return attn.to(v.dtype) @ v
+""",
+    "a same-file helper that adds the mask": """\
+def maybe_add_mask(scores, mask=None):
+    return scores if mask is None else scores + mask
+
+
+def attend(q, k, v, mask=None):
+    q = q.view(2, 4, 16, 8)
+    attn = maybe_add_mask(q @ k.transpose(-2, -1), mask)
+    return attn.softmax(dim=-1) @ v
+""",
+    "the scores read for their shape only, here and by a same-file helper": """\
+def causal_bias(n, scores):
+    return scores.new_full((n, n), float("-inf")).triu_(1)
+
+
+def attend(q, k, v):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    bias = causal_bias(attn.shape[-1], attn)
+    attn = attn + bias
+    return attn.softmax(dim=-1) @ v
+""",
+    "a learned logit scale computed apart (open_clip's scaled cosine attention)": """\
+class Attention(nn.Module):
+    def __init__(self, heads: int = 4):
+        super().__init__()
+        self.logit_scale = nn.Parameter(torch.log(10 * torch.ones((heads, 1, 1))))
+
+    def forward(self, q, k, v):
+        q = q.view(2, 4, 16, 8)
+        attn = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-1, -2)
+        logit_scale = torch.clamp(self.logit_scale, max=4.6).exp()
+        attn = attn * logit_scale
+        return attn.softmax(dim=-1) @ v
+""",
+    "operands of unknown rank scaled by a (heads, 1, 1) temperature (Restormer)": """\
+class ChannelAttention(nn.Module):
+    def __init__(self, heads: int = 4):
+        super().__init__()
+        self.temperature = nn.Parameter(torch.ones(heads, 1, 1))
+
+    def attend(self, q, k, v):
+        attn = (q @ k.transpose(-2, -1)) * self.temperature
+        return attn.softmax(dim=-1) @ v
+""",
     "einsum over (batch, tokens, heads, dim)": """\
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     s = torch.einsum("b n h d, b k h d -> b h n k", q, k) * 0.125
@@ -339,10 +501,18 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
 
 
 @pytest.mark.parametrize("case", REPORTED_WITHOUT_FIX)
-def test_operands_in_another_layout_are_reported_without_a_fix(case):
+def test_reported_without_a_fix(case):
     result = lint_source(HEADER + REPORTED_WITHOUT_FIX[case], "m.py", FIX)
     assert not result.errors and len(result.findings) == 1
     assert fixed(REPORTED_WITHOUT_FIX[case]) is None
+
+
+def test_a_flag_that_is_not_hasattr_leaves_the_hand_written_arm_flagged():
+    source = LEFT_ALONE["the other arm of if hasattr(F, 'scaled_dot_product_attention')"]
+    source = source.replace('hasattr(F, "scaled_dot_product_attention")', "use_sdpa")
+    source = source.replace("def __init__(self):", "def __init__(self, use_sdpa: bool):")
+    result = lint_source(HEADER + source, "m.py", LintOptions(codes=frozenset({"FL010"})))
+    assert not result.errors and len(result.findings) == 1
 
 
 @pytest.mark.parametrize("case", LEFT_ALONE)

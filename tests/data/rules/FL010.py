@@ -279,3 +279,82 @@ class WindowAttention(nn.Module):
         q, k, v = qkv.reshape(2, 16, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
         attn = self.column_softmax(q @ k.transpose(-2, -1))
         return attn @ v
+
+
+# --- Swin's window attention: a relative-position bias, a shift mask added under an `if` on a 5-d
+# view of the scores: reported without a fix (no one call says both paths)
+class ShiftedWindowAttention(nn.Module):
+    def __init__(self, num_heads: int = 4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.attn_drop = nn.Dropout(0.1)
+
+    def forward(self, qkv, bias, mask=None):
+        B_, N, _ = qkv.shape
+        qkv = qkv.reshape(B_, N, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        q = q * 0.25
+        attn = q @ k.transpose(-2, -1)
+        attn = attn + bias.unsqueeze(0)
+        if mask is not None:
+            nw = mask.shape[0]
+            attn = attn.view(B_ // nw, nw, self.num_heads, N, N) + mask.unsqueeze(1).unsqueeze(0)
+            attn = attn.view(-1, self.num_heads, N, N)
+            attn = F.softmax(attn, dim=-1)
+        else:
+            attn = F.softmax(attn, dim=-1)
+        attn = self.attn_drop(attn).to(v.dtype)
+        return (attn @ v).transpose(1, 2).reshape(B_, N, -1)
+
+
+# --- a same-file helper that adds the mask, and a causal bias built from the scores' shape only
+# (timm's Attention): reported without a fix
+def maybe_add_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None = None):
+    return scores if attn_mask is None else scores + attn_mask
+
+
+def causal_bias(seq_len: int, attn: torch.Tensor) -> torch.Tensor:
+    return attn.new_full((seq_len, seq_len), float("-inf")).triu_(1)
+
+
+def helper_masked_attention(qkv: torch.Tensor, fused: bool) -> torch.Tensor:
+    B, N, _ = qkv.shape
+    q, k, v = qkv.reshape(B, N, 3, 4, -1).permute(2, 0, 3, 1, 4).unbind(0)
+    if fused:
+        x = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        attn = (q * 0.25) @ k.transpose(-2, -1)
+        attn = maybe_add_mask(attn, causal_bias(N, attn))
+        attn = attn.softmax(dim=-1)
+        x = attn @ v
+    return x.transpose(1, 2).reshape(B, N, -1)
+
+
+# a helper that caps the scores is no mask SDPA takes: not flagged
+def soft_cap(scores: torch.Tensor, cap: float) -> torch.Tensor:
+    return torch.tanh(scores / cap) * cap
+
+
+def capped_attention(qkv: torch.Tensor) -> torch.Tensor:
+    q, k, v = qkv.reshape(2, 16, 3, 4, -1).permute(2, 0, 3, 1, 4).unbind(0)
+    attn = soft_cap(q @ k.transpose(-2, -1), 30.0)
+    return attn.softmax(dim=-1) @ v
+
+
+# --- the hand-written arm of a module that uses SDPA wherever torch has it (open_clip): no torch
+# since 2.0 runs it, not flagged
+class FallbackAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.use_fsdpa = hasattr(nn.functional, "scaled_dot_product_attention")
+
+    def forward(self, qkv, attn_mask=None):
+        q, k, v = qkv.reshape(2, 16, 3, 4, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        if self.use_fsdpa:
+            x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        else:
+            attn = torch.matmul(q * 0.25, k.transpose(-1, -2))
+            if attn_mask is not None:
+                attn += attn_mask
+            x = torch.matmul(attn.softmax(dim=-1), v)
+        return x
