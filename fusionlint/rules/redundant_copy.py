@@ -35,9 +35,6 @@ _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapd
 # Views that fail on a tensor whose strides they cannot reshape, so a `.contiguous()` before them
 # is needed, and those that copy such a tensor themselves, so that one costs nothing more.
 _NEEDS_CONTIGUOUS = frozenset({"view", "view_as", "reshape", "reshape_as", "flatten", "ravel"})
-# Ops that read a strided input without copying it first (element-wise ops too); ``softmax``,
-# the norms and convolutions make it contiguous themselves, so a `.contiguous()` before them
-# saves nothing.
 # Ops the tables leave out that read their inputs into a new tensor (data movement, FFTs): a copy
 # handed to them is only read.
 _READS_INTO_NEW = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "flip", "roll", "gather",
@@ -47,8 +44,11 @@ _KEEP_STRIDES = frozenset({"squeeze", "unsqueeze"})
 _SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split"})
 # Views whose elements may share memory, so that only a copy of them can be written per element.
 _OVERLAPPING = frozenset({"expand", "expand_as", "broadcast_to", "as_strided", "unfold"})
+# Ops that read a strided input without copying it first (element-wise ops too), data movement
+# among them: it copies its input in any layout anyway. ``softmax``, the norms and convolutions
+# make it contiguous themselves, so a `.contiguous()` before them saves nothing.
 _STRIDE_FREE = frozenset({"sum", "nansum", "mean", "amax", "amin", "max", "min", "prod", "matmul", "mm", "bmm",
-                          "einsum", "@"})
+                          "einsum", "@", "linear", *(_READS_INTO_NEW - {"fft", "ifft", "rfft", "irfft"})})
 # Convolutions read a channels-last input as it is (cuDNN, oneDNN), where they copy any other
 # strided one themselves; and the layer classes named for one (`Conv`, `ConvNormAct`, `DWConv`,
 # `Convolution`), which begin with their convolution.
@@ -121,6 +121,13 @@ class RedundantCopy(Rule):
         arguments (`memory_format=`); copies in a class's `__init__` or a function that
         initializes weights or buffers (`_init_weights`, `reset_parameters`), which run once
         to build a model (nothing to save per step).
+
+        A `.contiguous()` pays where a use reads the strided view as fast as the copy:
+        element-wise ops, reductions, matmuls and linear layers (fusionrt's matmul loads its
+        operands through their strides, eager's BLAS reads a transposed matrix, and where it
+        cannot it copies the view itself: no worse), data movement (`torch.cat`, `F.pad`,
+        `flip`, `index_select`, which copy their input in any layout anyway: a permuted
+        attention context concatenated, fusionrt and eager 3 -> 2 writes and kernels).
 
         Also flagged: a `.contiguous()` of channels-last data permuted channels-first
         (`x.reshape(b, h, w, c).permute(0, 3, 1, 2)`) that only a convolution reads

@@ -389,8 +389,28 @@ def similarity(q: torch.Tensor, k: torch.Tensor):
     sim = -distance(q, k)
     return sim.t().contiguous()
 """,
+    "contiguous of permuted views concatenated, padded or read by a linear layer": """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Mix(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.out_proj = nn.Linear(dim, dim)
+
+    def forward(self, probs: torch.Tensor, v: torch.Tensor, conv_out: torch.Tensor, c: torch.Tensor):
+        context = torch.matmul(probs, v)
+        context = context.permute(0, 2, 1, 3).contiguous()
+        context = torch.cat([context, conv_out], 2)
+        y = c * v
+        y = y.transpose(-1, -2).contiguous()
+        return self.out_proj(y), F.pad(v.transpose(1, 2).contiguous(), (1, 1)), context
+""",
 }
 EXPECTED = {
+    "contiguous of permuted views concatenated, padded or read by a linear layer": [(13, 19), (16, 13), (17, 40)],
     "contiguous of a conv output filled in place, read through dropout by a registry activation": [(13, 15)],
     "a returned copy of the negated result of an unknown call": [(6, 12)],
     "contiguous of channels-last tokens permuted channels-first, read by convolutions": [(15, 13), (16, 13), (18, 13)],
