@@ -52,7 +52,11 @@ class ScaleSmallerFactor(Rule):
         tensor and its own keepdim reduction, `gx / (gx.mean(1, keepdim=True) + eps)`),
         scaled by a value known to be a Python number (a literal, a number-annotated parameter
         or a local made of those, a module attribute that is neither a tensor nor a module such
-        as `self.scale`, `dim ** 0.5`, `math.pi`) or by a tensor known smaller in the same way:
+        as `self.scale`, `dim ** 0.5`, `math.pi`) or by a tensor where one of the scale and
+        the smaller factor is a module's tensor (or a 0-d one) and the other a keepdim reduction
+        (two broadcast tensors, `m[:, :, None] * k[:, None, :]`, may multiply into an outer
+        product as large as the result; a per-channel parameter times a per-sample reduction
+        over the other dims stays small, though the rule cannot see which dims were reduced):
         `x * s * g`, `s * x * g`, `x / s * g`, `(x * g) * s`, `s * (x * g)`, and `name = x * g`
         (or `name = x @ self.w`, `self.w` possibly transposed) rescaled by a number at the next
         statement that reads `name`
@@ -145,24 +149,36 @@ def positions(t: torch.Tensor, freqs: torch.Tensor, dim: int) -> torch.Tensor:
         Example(  # a small tensor scale: a per-channel gain of a per-sample, per-channel ratio
             bad="""\
 import torch
+from torch import nn
 
 
-def response_norm(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    gx = torch.norm(x, p=2, dim=(-2, -1), keepdim=True)
-    nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
-    return gamma[None, :, None, None] * (x * nx)
+class ResponseNorm(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.linspace(-1.0, 1.0, channels))
+
+    def forward(self, x):
+        gx = torch.norm(x, p=2, dim=(-2, -1), keepdim=True)
+        nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
+        return self.gamma[None, :, None, None] * (x * nx)
 """,
-            at=((7, 12),),
+            at=((13, 16),),
             fixed="""\
 import torch
+from torch import nn
 
 
-def response_norm(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    gx = torch.norm(x, p=2, dim=(-2, -1), keepdim=True)
-    nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
-    return x * (nx * gamma[None, :, None, None])
+class ResponseNorm(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.linspace(-1.0, 1.0, channels))
+
+    def forward(self, x):
+        gx = torch.norm(x, p=2, dim=(-2, -1), keepdim=True)
+        nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
+        return x * (nx * self.gamma[None, :, None, None])
 """,
-            call="response_norm(randn(2, 16, 8, 8), randn(16))",
+            call="ResponseNorm(16).forward(randn(2, 16, 8, 8))",
         ),
         Example(  # a matmul with a module's buffer, rescaled by the next statement
             bad="""\
@@ -213,7 +229,8 @@ def f(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, g: torch.Tensor):
     b = x * w * g[None, :]
     c = x[:, None] * 0.5
     d = x * w * g.mean(-1, keepdim=True)
-    return a, b, c, d
+    e = x * g[:, :, None] * w[:, None, :]  # the masks' product is an outer product, as large as x
+    return a, b, c, d, e
 """,
         # the unscaled product is read before it is rescaled
         """\
@@ -300,9 +317,9 @@ def _regrouped(scope: Scope, node: cst.BinaryOperation) -> tuple[cst.BaseExpress
     inner, outer = node.left, node.right
     if (isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, (cst.Multiply, cst.Divide))
             and isinstance(node.operator, cst.Multiply) and _smaller(scope, outer, set())):  # x * s * g, s * x * g, x / s * g
-        if _scale_of(scope, inner.right) and scope.is_tensor(inner.left):
+        if _scale_of(scope, inner.right, outer) and scope.is_tensor(inner.left):
             large, factor, operator = inner.left, inner.right, inner.operator
-        elif isinstance(inner.operator, cst.Multiply) and _scale_of(scope, inner.left) and scope.is_tensor(inner.right):
+        elif isinstance(inner.operator, cst.Multiply) and _scale_of(scope, inner.left, outer) and scope.is_tensor(inner.right):
             large, factor, operator = inner.right, inner.left, inner.operator
         else:
             large = None
@@ -314,16 +331,46 @@ def _regrouped(scope: Scope, node: cst.BinaryOperation) -> tuple[cst.BaseExpress
         if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
             continue
         side = _smaller_side(scope, product)
-        large = product.left if side == "right" else product.right
-        if side is None or not _scale_of(scope, factor) or (not _number(scope, factor) and _smaller(scope, large, set())):
+        large, small = (product.left, product.right) if side == "right" else (product.right, product.left)
+        if side is None or not _scale_of(scope, factor, small) or (not _number(scope, factor) and _smaller(scope, large, set())):
             continue
         return _scaled_product(scope, product, node.operator, factor).with_changes(lpar=node.lpar, rpar=node.rpar), factor
     return None
 
 
-def _scale_of(scope: Scope, expr: cst.BaseExpression) -> bool:
-    """Can ``expr`` scale a product: a number, or a tensor known to be smaller than it?"""
-    return _number(scope, expr) or _smaller(scope, expr, set())
+def _scale_of(scope: Scope, expr: cst.BaseExpression, small: cst.BaseExpression) -> bool:
+    """Can ``expr`` scale ``small`` instead of the product: a number; or, one a module's tensor
+    (or a 0-d one) and the other a keepdim reduction (``gamma`` and ``nx`` of a response norm),
+    a tensor that stays smaller once multiplied into ``small`` (two broadcast tensors, such as
+    ``m[:, :, None] * k[:, None, :]``, may multiply into an outer product as large as the result)."""
+    if _number(scope, expr):
+        return True
+    return {_kind(scope, expr, set()), _kind(scope, small, set())} == {"fixed", "reduced"}
+
+
+def _kind(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> str | None:
+    """"fixed" for a module's tensor or a 0-d one, "reduced" for a keepdim reduction, or for a
+    value made of one of those and numbers (``g / (g.mean(1, keepdim=True) + eps)`` too)."""
+    if _own_tensor(scope, expr.value if isinstance(expr, cst.Subscript) else expr) or zero_dim(scope, expr):
+        return "fixed"
+    if _reduced(scope, expr) is not None:
+        return "reduced"
+    if isinstance(expr, cst.UnaryOperation):
+        return _kind(scope, expr.expression, seen)
+    if isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, cst.MatrixMultiply):
+        sides = [side for side in (expr.left, expr.right) if not _number(scope, side)]
+        if len(sides) == 2:
+            for kept, reducing in (sides, sides[::-1]):
+                reduced = _reduced(scope, reducing)
+                if reduced is not None and same_expression(reduced, kept):
+                    return _kind(scope, kept, seen)
+            return None
+        return _kind(scope, sides[0], seen) if sides else None
+    if isinstance(expr, cst.Name) and expr.value in scope.tensors and expr.value not in seen:
+        values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
+        kinds = {_kind(scope, value, seen | {expr.value}) for value in values}
+        return kinds.pop() if len(kinds) == 1 else None
+    return None
 
 
 _MATMUL_MESSAGE = "a number scales a matmul with a module's tensor: scale that tensor instead"

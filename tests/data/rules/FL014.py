@@ -59,12 +59,18 @@ def kept(t: torch.Tensor, freqs: torch.Tensor, dim: int) -> torch.Tensor:
 
 # --- a small tensor scale (a keepdim reduction's ratio, a per-channel gain)
 import torch
+from torch import nn
 
 
-def response_norm(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    gx = torch.norm(x, p=2, dim=(-2, -1), keepdim=True)
-    nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
-    return gamma[None, :, None, None] * (x * nx)
+class ResponseNorm(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.linspace(-1.0, 1.0, channels))
+
+    def forward(self, x):
+        gx = torch.norm(x, p=2, dim=(-2, -1), keepdim=True)
+        nx = gx / (gx.mean(dim=1, keepdim=True) + 1e-6)
+        return self.gamma[None, :, None, None] * (x * nx)
 
 # --- a matmul with a module's buffer, rescaled by the next statement
 import math
