@@ -84,7 +84,9 @@ class RedundantCopy(Rule):
         hands back a new tensor; a view or a cast of it used the same way), its source is a
         local name or a fresh value that is not written in place while the copy lives (what
         the statements before the copy's own do to it is past, unless they keep a view of it
-        under another name; what those after the copy's last read do cannot reach it:
+        under another name and the name is not bound anew to a value the function makes
+        since: `residual = h` then `h = self.norm(h)`; what those after the copy's last read
+        do cannot reach it:
         Gemma 3n's `first = corrected[i].clone()`, read by `self.altup.scale_corrected_output`
         and a linear layer before `corrected[1:] += ...`), and the source is only read too. A
         copy that is returned (as it is, through a view, or through its name) is flagged too
@@ -985,8 +987,8 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
         position = _body_position(scope, use)
         if last is not None and position is not None and position > last or site.node in _path(scope, use):
             continue  # after the copy's life, or the copy itself
-        earlier = copied_at is not None and (position or copied_at) < copied_at
-        if earlier and not _aliased(scope, use):
+        earlier = copied_at is not None and position is not None and position < copied_at
+        if earlier and (not _aliased(scope, use) or _made_anew_between(scope, name, position, copied_at)):
             continue
         if not _only_read(scope, use, "source"):
             return False
@@ -1006,6 +1008,19 @@ def _only_tensor_ops(scope: Scope, statement: cst.CSTNode) -> bool:
             return False
         todo += children(node)
     return True
+
+
+def _made_anew_between(scope: Scope, name: str, start: int | None, end: int | None) -> bool:
+    """Does a statement of the function's body after ``start`` and before ``end`` bind ``name``
+    to a value the function makes (``h = self.norm(h)``)? A name bound to its value before
+    (``residual = h``) then holds another tensor than the one copied at ``end``."""
+    if start is None or end is None:
+        return False
+    for statement in scope.node.body.body[start + 1:end]:  # type: ignore[union-attr]
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        if isinstance(small, cst.Assign) and _rebinds(small, name) and _fresh(scope, small.value, None):
+            return True
+    return False
 
 
 def _owners(scope: Scope, name: str) -> set[str]:

@@ -408,8 +408,49 @@ class Mix(nn.Module):
         y = y.transpose(-1, -2).contiguous()
         return self.out_proj(y), F.pad(v.transpose(1, 2).contiguous(), (1, 1)), context
 """,
+    "channels-last tokens permuted back for the output projection, the input kept as the residual": """\
+import torch
+from torch import nn
+
+
+class SpatialTransformer(nn.Module):
+    def __init__(self, inner_dim: int, channels: int, use_linear_projection: bool):
+        super().__init__()
+        self.use_linear_projection = use_linear_projection
+        self.norm = nn.GroupNorm(32, channels)
+        if use_linear_projection:
+            self.proj_in = nn.Linear(channels, inner_dim)
+            self.proj_out = nn.Linear(inner_dim, channels)
+        else:
+            self.proj_in = nn.Conv2d(channels, inner_dim, 1)
+            self.proj_out = nn.Conv2d(inner_dim, channels, 1)
+        self.blocks = nn.ModuleList([Block(inner_dim) for _ in range(2)])
+
+    def forward(self, hidden_states: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        batch, _, height, width = hidden_states.shape
+        residual = hidden_states
+        hidden_states = self.norm(hidden_states)
+        if not self.use_linear_projection:
+            hidden_states = self.proj_in(hidden_states)
+            inner_dim = hidden_states.shape[1]
+            hidden_states = hidden_states.permute(0, 2, 3, 1).reshape(batch, height * width, inner_dim)
+        else:
+            inner_dim = hidden_states.shape[1]
+            hidden_states = hidden_states.permute(0, 2, 3, 1).reshape(batch, height * width, inner_dim)
+            hidden_states = self.proj_in(hidden_states)
+        for block in self.blocks:
+            hidden_states = block(hidden_states, context=context)
+        if not self.use_linear_projection:
+            hidden_states = hidden_states.reshape(batch, height, width, inner_dim).permute(0, 3, 1, 2).contiguous()
+            hidden_states = self.proj_out(hidden_states)
+        else:
+            hidden_states = self.proj_out(hidden_states)
+            hidden_states = hidden_states.reshape(batch, height, width, inner_dim).permute(0, 3, 1, 2).contiguous()
+        return hidden_states + residual
+""",
 }
 EXPECTED = {
+    "channels-last tokens permuted back for the output projection, the input kept as the residual": [(33, 29), (37, 29)],
     "contiguous of permuted views concatenated, padded or read by a linear layer": [(13, 19), (16, 13), (17, 40)],
     "contiguous of a conv output filled in place, read through dropout by a registry activation": [(13, 15)],
     "a returned copy of the negated result of an unknown call": [(6, 12)],
@@ -982,6 +1023,18 @@ def f(a: torch.Tensor, b: torch.Tensor):
     total = s.sum(0)
     return (s, total, torch.stack([a, b]).sum(1), torch.stack([a, b], -1).sum(0), torch.stack([a, b]).sum(),
             torch.stack([a, b]).sum(0, keepdim=True), torch.stack([a, b]).amax(0))
+""",
+    "a copy of a view of a name whose earlier value another name keeps, written in place while the copy lives": """\
+import torch
+import torch.nn.functional as F
+
+
+def f(h: torch.Tensor, w: torch.Tensor):
+    kept = h
+    h = h.view(2, 8, 8, 16)
+    x = h.permute(0, 3, 1, 2).contiguous()
+    kept.add_(1)
+    return F.conv2d(x, w) + kept.sum()
 """,
 }
 
