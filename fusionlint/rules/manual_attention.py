@@ -19,6 +19,7 @@ from fusionlint.analysis import (
     inner_blocks,
     names_of,
     own_parts,
+    per_scope,
     reaching_value,
     statements_after,
     statements_before,
@@ -1314,6 +1315,8 @@ def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) 
     same-file helper that adds a bias (``attn = maybe_add_mask(attn, bias)``). Each value on
     the way must be read by the next stage only (or for its shape), and the operands be 3-d or
     4-d where the code says so."""
+    if not _has_softmax(scope):
+        return None
     for values in _value_matmuls(scope, final):
         if values.transposed:
             continue
@@ -1328,6 +1331,27 @@ def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) 
         else:
             return flow.scores[0][0]
     return None
+
+
+@per_scope
+def _has_softmax(scope: Scope) -> bool:
+    """Does the scope call a softmax, or a module attribute that is one (``self.attend(x)``)?"""
+    return "softmax" in scope.sites or scope.class_name is not None and any(
+        scope.facts.nn_class(scope.class_name, key) == "Softmax" for key in scope.sites)
+
+
+@per_scope
+def _statement_names(scope: Scope) -> dict[int, tuple[frozenset[str], frozenset[str]]]:
+    """``names_of`` of each statement, by id, filled as they are asked for."""
+    return {}
+
+
+def _names_in(scope: Scope, statement: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
+    known = _statement_names(scope)
+    names = known.get(id(statement))
+    if names is None:
+        names = known[id(statement)] = names_of(statement)
+    return names
 
 
 class _Flow:
@@ -1348,13 +1372,13 @@ class _Flow:
         expr = _bare(expr)
         if isinstance(expr, cst.Name):
             return self._through(expr.value, at, self.weights)
-        dropped = _dropout(self.scope, expr)
-        if dropped is not None:
-            return self.weights(dropped[0], at)
+        inner = _softmax(self.scope, expr) or _softmax_with_dtype(self.scope, expr)
+        if inner is not None:
+            return self.logits(inner, at)
         if _method(expr) in _CASTS:
             return self.weights(expr.func.value, at)  # type: ignore[union-attr]
-        inner = _softmax(self.scope, expr) or _softmax_with_dtype(self.scope, expr)
-        return inner is not None and self.logits(inner, at)
+        dropped = _dropout(self.scope, expr)
+        return dropped is not None and self.weights(dropped[0], at)
 
     def logits(self, expr: cst.BaseExpression | None, at: StatementRef) -> bool:
         """Before the softmax: additive masks and biases, fills, scales, views, casts."""
@@ -1400,8 +1424,13 @@ class _Flow:
 
     def _through(self, name: str, at: StatementRef, stage) -> bool:
         """Each value ``name`` may hold at ``at``, read there once (and maybe for its dtype), through ``stage``."""
-        if _reads(at, name) - _metadata_reads(self.scope, at.node, name) != 1 or len(self.bound) >= _FOLLOWED_AT_MOST:
+        reads = _reads(at, name)
+        if reads > 1:
+            reads -= _metadata_reads(self.scope, at.node, name)
+        if reads != 1 or len(self.bound) >= _FOLLOWED_AT_MOST:
             return False
+        if name not in _names_in(self.scope, at.node)[1] and self.scope.read_after(at, name):
+            return False  # read again after its last stage (returned weights): ``private`` would say so later
         definitions = _definitions(at, name)
         if not definitions:
             return False
@@ -1424,14 +1453,14 @@ class _Flow:
             for ref in statements_after(definition):
                 if not _read_by(scope, ref.node, name, chain):
                     return False
-                if isinstance(ref.node, cst.SimpleStatementLine) and name in names_of(ref.node)[1]:
+                if name in _names_in(scope, ref.node)[1]:
                     break
         return True
 
 
 def _read_by(scope: Scope, statement: cst.CSTNode, name: str, chain: set[int]) -> bool:
     """Does ``statement`` read ``name`` only as a stage of the chain, or only for its metadata?"""
-    if id(statement) in chain:
+    if id(statement) in chain or name not in _names_in(scope, statement)[0]:
         return True
     if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
         return count_name(statement, name) == _metadata_reads(scope, statement, name)
