@@ -671,15 +671,18 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                                     f"test launches a kernel and is a host sync that flushes the lazy stream, once "
                                     f"per iteration; {_ADVICE['element']}")
                     continue
-                if test and (isinstance(statement, cst.While) or _needed_branch(scope, statement, ref)):
-                    continue  # a loop's exit condition, validation
-                if loop is not None and not _in_failing_arm(ref):
-                    for cast in _element_casts(scope, loop, part):
-                        yield Violation(cast, message=f"{_describe(_callee(cast))} of arithmetic on a tensor's "
-                                        "elements, in a loop that does tensor work: each iteration launches kernels "
-                                        "on 0-d tensors only to make a host number, and syncs; "
-                                        f"{_ADVICE['arithmetic']}")
-                for node, kind in _syncs(scope, part, test, by_name=loop is not None):
+                if test and isinstance(statement, cst.While):
+                    continue  # a loop's exit condition
+                casts = list(_element_casts(scope, loop, part)) if loop is not None and not _in_failing_arm(ref) else []
+                syncs = _syncs(scope, part, test, by_name=loop is not None)
+                if test and (casts or syncs) and _needed_branch(scope, statement, ref):
+                    continue  # validation, a loop exit: asked only of a test that syncs (it reads both arms)
+                for cast in casts:
+                    yield Violation(cast, message=f"{_describe(_callee(cast))} of arithmetic on a tensor's "
+                                    "elements, in a loop that does tensor work: each iteration launches kernels "
+                                    "on 0-d tensors only to make a host number, and syncs; "
+                                    f"{_ADVICE['arithmetic']}")
+                for node, kind in syncs:
                     if kind == "select":
                         if _runs_once(scope) or _in_failing_arm(ref):
                             continue
@@ -773,20 +776,22 @@ def _op_call_text(ops: OpTables) -> re.Pattern[str]:
 # --------------------------------------------------------------------------- finding syncs
 
 
-def _syncs(scope: Scope, part: cst.CSTNode, test: bool, by_name: bool) -> Iterator[tuple[cst.CSTNode, str]]:
+def _syncs(scope: Scope, part: cst.CSTNode, test: bool, by_name: bool) -> list[tuple[cst.CSTNode, str]]:
     """(node, kind) of each host sync evaluated by ``part`` (not inside lambdas or definitions);
     ``test``: ``part`` is the test of an ``if``/``elif``/``while``, whose truth value Python takes;
     ``by_name``: a local name that tensor ops computed counts as a computed tensor (in a working
     loop, where each iteration makes it anew)."""
-    if test:
-        yield from _branch_syncs(scope, part, by_name)  # type: ignore[arg-type]
-    yield from _syncs_in(scope, part, by_name)
+    found = list(_branch_syncs(scope, part, by_name)) if test else []  # type: ignore[arg-type]
+    _add_syncs(scope, part, by_name, found)
+    return found
 
 
 _NOT_EVALUATED_HERE = node_types(cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise, cst.Assert)
 
 
-def _syncs_in(scope: Scope, node: cst.CSTNode, by_name: bool) -> Iterator[tuple[cst.CSTNode, str]]:
+def _add_syncs(scope: Scope, node: cst.CSTNode, by_name: bool, found: list[tuple[cst.CSTNode, str]]) -> None:
+    """Add ``_syncs``' finds under ``node`` to ``found`` (a walk of every node of a statement: a list
+    filled in place costs less than a generator per node)."""
     # The value is needed on the host once, not in the middle of work: an exception's message
     # (`raise E(f"{t.tolist()}")`) is built on the way out; an assertion or a `*check*(...)` call
     # validates the input; a conditional expression whose arms do no tensor work only picks a
@@ -797,8 +802,8 @@ def _syncs_in(scope: Scope, node: cst.CSTNode, by_name: bool) -> Iterator[tuple[
     tests: list[cst.BaseExpression] = []
     if kind is cst.IfExp:
         if not (_does_work(scope, node.body) or _does_work(scope, node.orelse)):
-            yield from _syncs_in(scope, node.body, by_name)
-            yield from _syncs_in(scope, node.orelse, by_name)
+            _add_syncs(scope, node.body, by_name, found)
+            _add_syncs(scope, node.orelse, by_name, found)
             return
         tests.append(node.test)
     elif kind is cst.UnaryOperation and isinstance(node.operator, cst.Not):
@@ -808,15 +813,15 @@ def _syncs_in(scope: Scope, node: cst.CSTNode, by_name: bool) -> Iterator[tuple[
     elif kind is cst.Call:
         sync = _call_sync(scope, node, by_name)
         if sync is not None and not _after_sync(scope, node):
-            yield node, sync  # in `x.cpu().to(torch.double).numpy()` only the first sync is reported
+            found.append((node, sync))  # in `x.cpu().to(torch.double).numpy()` only the first sync is reported
         elif sync is None and _data_shaped_call(scope, node):
-            yield node, "select"
+            found.append((node, "select"))
     elif kind is cst.Subscript and _selects_by_mask(scope, node):
-        yield node, "select"
+        found.append((node, "select"))
     for test in tests:
-        yield from _branch_syncs(scope, test, by_name)
+        found.extend(_branch_syncs(scope, test, by_name))
     for child in children(node):
-        yield from _syncs_in(scope, child, by_name)
+        _add_syncs(scope, child, by_name, found)
 
 
 def _is_check(node: cst.CSTNode) -> bool:
@@ -860,11 +865,11 @@ def _call_sync(scope: Scope, call: cst.Call, by_name: bool = False) -> str | Non
     func = call.func
     if isinstance(func, cst.Attribute):
         name = func.attr.value
-        if not scope.is_tensor(func.value):
+        if name not in SYNC_METHODS and name != "to" or not scope.is_tensor(func.value):
             return None
         if name in SYNC_METHODS:
             return name
-        if name == "to" and any(_is_cpu(arg) for arg in call.args):
+        if any(_is_cpu(arg) for arg in call.args):
             return "cpu"
         return None
     if isinstance(func, cst.Name) and func.value in SYNC_BUILTINS and func.value not in scope.facts.aliases:
