@@ -15,6 +15,7 @@ from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _TEXT = re.compile(r"\btensor\s*\(")
+_FUNCTION_TEXT = re.compile(r"\b(?:r?sqrt|exp|expm1|log\w*|sin|cos|tanh)\s*\(")
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 # torch's element-wise math of one number and the host function that gives the same value
 _HOST_MATH = {name: f"math.{name}" for name in ("sqrt", "exp", "log", "log2", "log10", "log1p", "expm1", "sin", "cos", "tanh")}
@@ -137,7 +138,8 @@ class Contrastive(nn.Module):
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return _TEXT.search(block[index]) is not None
+        text = block[index]
+        return _TEXT.search(text) is not None and _FUNCTION_TEXT.search(text) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if isinstance(scope.node, cst.FunctionDef) and scope.node.name.value == "__init__":

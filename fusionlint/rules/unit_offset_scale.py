@@ -16,7 +16,8 @@ from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
 
 _ONE_PLUS_TEXT = re.compile(r"(?<![\w.])1(?:\.0*)?\s*\+|\+\s*1(?:\.0*)?\s*\)")
-_ADDED_BACK_TEXT = re.compile(r"\s*(\w+)\s*(?:\+=|=\s*\1\s*\+)\s*\w+\s*(?:#.*)?$")  # `r += x`, `r = r + x`
+_PRODUCT_OF_NAME_TEXT = re.compile(r"\s*(\w+)\s*=\s*(?:\w+\s*\*(?![*=])|[^=#]*\*\s*\w+\s*(?:#.*)?$)")  # `r = x * ...`, `r = ... * x`
+_LOOK = 5  # statements between the product and its add looked at
 
 
 class UnitOffsetScale(Rule):
@@ -42,7 +43,8 @@ class UnitOffsetScale(Rule):
         Flagged: `x * (1 + s)`, `x * (s + 1)` and `(1 + s) * x` (`1.0` too), both `x` and `s`
         known to be tensors; `r += x` and `r = r + x` where the statement that last set `r`,
         with nothing between reading `r` or setting `x` (in the same block, or before the
-        `if` whose arm adds), is `r = x * s` or `r = s * x`, `x` a name and `s` a tensor. Not flagged: `s` that may be a number (`1 + s` is then no kernel),
+        `if` whose arm adds; within five statements of each), is `r = x * s` or `r = s * x`,
+        `x` a name and `s` a tensor. Not flagged: `s` that may be a number (`1 + s` is then no kernel),
         `x` a product (`x * c * (1 + s)`: folding the scale into the small factor, FL014's
         rewrite, comes first), `x * (x + 1)` (a polynomial, not a scale), a product that a
         sum's fused op takes (`x * (1 + s) + shift`: FL013's `torch.addcmul(shift, x, 1 + s)`;
@@ -141,13 +143,23 @@ def f(x: torch.Tensor, gamma: torch.Tensor, shift: torch.Tensor, eps: float):
 
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str]:
-        # its text test needs a `*`, or a `+` adding back
-        return re.compile(r"[*+]")
+        # its text test needs a `*`: in the scale, or in the product added back to
+        return re.compile(r"\*")
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        return "*" in text and _ONE_PLUS_TEXT.search(text) is not None or _ADDED_BACK_TEXT.match(text) is not None
+        if "*" in text and _ONE_PLUS_TEXT.search(text) is not None:
+            return True
+        made = _PRODUCT_OF_NAME_TEXT.match(text)  # added back a few statements below, or in an `if` there
+        if made is None:
+            return False
+        name = made.group(1)
+        for i in range(index + 1, min(len(block), index + 1 + _LOOK)):
+            later = block[i].lstrip()
+            if later.startswith("if ") or later.startswith(name) and re.match(r"%s\s*(?:\+=|=\s*%s\s*\+)" % (name, name), later):
+                return True
+        return False
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
@@ -204,8 +216,13 @@ def _added_back(
 
 def _last_set(ref: StatementRef, name: str, x: str) -> cst.BaseExpression | None:
     """The value of ``name = value``, the nearest statement before ``ref`` (in its block, or
-    before the ``if`` holding it) that mentions ``name`` or ``x``."""
+    before the ``if`` holding it) that mentions ``name`` or ``x``, among the ``_LOOK`` before
+    each (what the text test sees)."""
     while True:
+        if ref.index > _LOOK:
+            window = ref.block.statements[ref.index - _LOOK:ref.index]
+            if not any(mentions(statement, name) or mentions(statement, x) for statement in window):
+                return None  # beyond the text test's reach
         for earlier in ref.earlier():
             if not (mentions(earlier.node, name) or mentions(earlier.node, x)):
                 continue
