@@ -69,9 +69,12 @@ class ManualAttention(Rule):
         tensors, and on others it runs its math form, which writes the scores all the same.
         Flagged without a fix: the same data flow where no single call says every path, or the
         code a stage calls is not in the fix's reach: a stage under an `if` (`if mask is not
-        None: attn = attn + mask`), the softmax in both arms, `attn += mask`, views of the scores
-        between the stages (Swin's shift mask added on a 5-d view), casts, a softmax with a
-        `dtype`, a fill with a finite value (`torch.finfo(x.dtype).min`), a learned scale
+        None: attn = attn + mask`), the softmax in both arms, `attn += mask`,
+        `attn.masked_fill_(m, v)`, `.add`/`.mul`/`.div` and `torch.add`/`torch.mul`, scores
+        from `torch.baddbmm(bias, q, k.transpose(1, 2), alpha=s)`, views of the scores between
+        the stages (Swin's shift mask added on a 5-d view), casts, a softmax with a `dtype` or
+        over the last dim by number (`dim=3` of 4-d scores), a fill with a finite value
+        (`torch.finfo(x.dtype).min`), a learned scale
         computed apart (`logit_scale = self.logit_scale.clamp(max=m).exp()`), a same-file helper
         that returns the scores plus a bias (`attn = maybe_add_mask(attn, bias)`), and reads of
         the scores' shape or dtype only; operands of unknown rank only where a `(heads, 1, 1)`
@@ -1328,6 +1331,8 @@ def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) 
             ranks = {r for r in (rank, _rank(scope, q, at), _rank(scope, k, at), v_rank) if r}
             if ranks not in ({3}, {4}) and not (flow.heads_first and not ranks):
                 break
+            if any(dim != -1 and {dim + 1} != ranks for dim in flow.softmax_dims):
+                break  # ``softmax(dim=3)`` is over the last dim of 4-d scores only
         else:
             return flow.scores[0][0]
     return None
@@ -1366,15 +1371,17 @@ class _Flow:
         # scaled by a (heads, 1, 1) temperature, which broadcasts against (heads, L, S) or
         # (batch, heads, L, S) scores: a rank SDPA's fused kernels take, where nothing else says it
         self.heads_first = False
+        self.softmax_dims: set[int] = set()  # -1, or a dim that must be the last one
 
     def weights(self, expr: cst.BaseExpression | None, at: StatementRef) -> bool:
         """After the softmax: dropout and casts."""
         expr = _bare(expr)
         if isinstance(expr, cst.Name):
             return self._through(expr.value, at, self.weights)
-        inner = _softmax(self.scope, expr) or _softmax_with_dtype(self.scope, expr)
-        if inner is not None:
-            return self.logits(inner, at)
+        softmax = _any_softmax(self.scope, expr)
+        if softmax is not None:
+            self.softmax_dims.add(softmax[1])
+            return self.logits(softmax[0], at)
         if _method(expr) in _CASTS:
             return self.weights(expr.func.value, at)  # type: ignore[union-attr]
         dropped = _dropout(self.scope, expr)
@@ -1403,10 +1410,13 @@ class _Flow:
             bound = _bind(expr, ("mask", "value"))  # type: ignore[arg-type]
             return bound is not None and "value" in bound and not scope.is_tensor(bound["value"]) \
                 and self.logits(expr.func.value, at)  # type: ignore[union-attr]
+        spelled = _as_operator(scope, expr)
+        if spelled is not None:
+            return self.logits(spelled, at)
         biased = _biased(scope, expr)
         if biased is not None:
             return self.logits(biased, at)
-        scores = _score_matmul(scope, expr, self.values)
+        scores = _score_matmul(scope, expr, self.values) or _baddbmm_scores(scope, expr)
         if scores is None:
             return False
         q, k, rank, _ = scores
@@ -1429,7 +1439,8 @@ class _Flow:
             reads -= _metadata_reads(self.scope, at.node, name)
         if reads != 1 or len(self.bound) >= _FOLLOWED_AT_MOST:
             return False
-        if name not in _names_in(self.scope, at.node)[1] and self.scope.read_after(at, name):
+        rebound = name in _names_in(self.scope, at.node)[1] or _in_place_stage(at, name) is not None
+        if not rebound and self.scope.read_after(at, name):
             return False  # read again after its last stage (returned weights): ``private`` would say so later
         definitions = _definitions(at, name)
         if not definitions:
@@ -1581,10 +1592,14 @@ _ELEMENTWISE_OF_ONE = frozenset({"exp", "clamp", "clip", "log", "sigmoid", "soft
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)
 
 
-def _softmax_with_dtype(scope: Scope, node: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """The input of ``F.softmax(x, dim=-1, dtype=...)`` or ``x.softmax(-1, dtype=...)``."""
+def _any_softmax(scope: Scope, node: cst.BaseExpression | None) -> tuple[cst.BaseExpression, int] | None:
+    """(input, dim) of a softmax over one dim, maybe with a ``dtype``: ``F.softmax(x, dim=-1,
+    dtype=...)``, ``x.softmax(3)``, or an ``nn.Softmax(dim=-1)`` attribute."""
     if not isinstance(node, cst.Call) or not _plain_args(node, keywords=True):
         return None
+    attribute = _softmax(scope, node) if _self_attr(node.func) is not None else None
+    if attribute is not None:
+        return attribute, -1
     if isinstance(node.func, cst.Attribute) and node.func.attr.value == "softmax" and scope.is_tensor(node.func.value):
         source, args = node.func.value, list(node.args)
     elif scope.torch_name(node.func) in _SOFTMAX and node.args and node.args[0].keyword is None:
@@ -1592,7 +1607,40 @@ def _softmax_with_dtype(scope: Scope, node: cst.BaseExpression | None) -> cst.Ba
     else:
         return None
     bound = _bind(node.with_changes(args=args), ("dim", "dtype"))
-    return source if bound is not None and "dim" in bound and _integer(bound["dim"]) == -1 else None
+    dim = _integer(bound["dim"]) if bound is not None and "dim" in bound else None
+    return (source, dim) if dim is not None and dim >= -1 else None
+
+
+def _baddbmm_scores(scope: Scope, node: cst.BaseExpression | None
+                    ) -> tuple[cst.BaseExpression, cst.BaseExpression, int, bool] | None:
+    """(q, k, 3, laid out as SDPA's) of ``torch.baddbmm(bias, q, k.transpose(1, 2), beta=b, alpha=s)``:
+    scores scaled by ``s`` plus ``b`` times a bias, SDPA's scale and mask."""
+    if not (isinstance(node, cst.Call) and scope.torch_name(node.func) == "torch.baddbmm"):
+        return None
+    bound = _bind(node, ("input", "batch1", "batch2", "beta", "alpha"))
+    if bound is None or "batch1" not in bound or "batch2" not in bound:
+        return None
+    key = _untransposed(bound["batch2"], _BMM_KEY_TRANSPOSES)
+    return (bound["batch1"], key, 3, True) if key is not None else None
+
+
+_OPERATORS = {"add": cst.Add, "mul": cst.Multiply, "div": cst.Divide}
+
+
+def _as_operator(scope: Scope, call: cst.BaseExpression | None) -> cst.BinaryOperation | None:
+    """``a.add(b)``, ``torch.mul(a, b)``, ... as ``a + b``, ``a * b``."""
+    if not isinstance(call, cst.Call) or not _plain_args(call) or not isinstance(call.func, cst.Attribute):
+        return None
+    name = call.func.attr.value
+    if name not in _OPERATORS:
+        return None
+    if len(call.args) == 1 and scope.is_tensor(call.func.value):
+        left, right = call.func.value, call.args[0].value
+    elif len(call.args) == 2 and scope.torch_name(call.func) == f"torch.{name}":
+        left, right = call.args[0].value, call.args[1].value
+    else:
+        return None
+    return cst.BinaryOperation(left, _OPERATORS[name](), right)
 
 
 def _method(expr: cst.BaseExpression | None) -> str | None:
@@ -1611,6 +1659,9 @@ def _definitions(at: StatementRef, name: str) -> list[tuple[cst.BaseExpression, 
         for earlier in ref.earlier():
             node = earlier.node
             if isinstance(node, cst.SimpleStatementLine):
+                in_place = _in_place_stage(earlier, name)
+                if in_place is not None:
+                    return found + [(in_place, earlier)]
                 if name not in names_of(node)[1]:
                     continue
                 value = _assigned(earlier, name)
@@ -1645,6 +1696,21 @@ def _may_assign(statement: cst.CSTNode, name: str) -> bool:
         name in names_of(inner)[1] or (not isinstance(inner, cst.SimpleStatementLine) and _may_assign(inner, name))
         for block in inner_blocks(statement) for inner in getattr(block, "body", ())
     ) or name in names_of(statement)[1]
+
+
+_IN_PLACE = {"masked_fill_": "masked_fill", "add_": "add", "mul_": "mul", "div_": "div"}
+
+
+def _in_place_stage(ref: StatementRef, name: str) -> cst.Call | None:
+    """``name.masked_fill_(mask, v)`` (``add_``, ``mul_``, ``div_``) as a statement: a new value of
+    ``name``, the call without its underscore."""
+    small = ref.simple
+    call = small.value if isinstance(small, cst.Expr) else None
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in _IN_PLACE):
+        return None
+    if not (isinstance(call.func.value, cst.Name) and call.func.value.value == name):
+        return None
+    return call.with_changes(func=call.func.with_changes(attr=cst.Name(_IN_PLACE[call.func.attr.value])))
 
 
 def _assigned(ref: StatementRef, name: str) -> cst.BaseExpression | None:

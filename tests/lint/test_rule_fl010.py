@@ -309,6 +309,19 @@ def attend(q, k, v, keep: torch.Tensor | None = None):
         attn = attn * keep
     return attn.softmax(dim=-1) @ v
 """,
+    "a softmax over dim 2 of 4-d scores (the queries' dim)": """\
+def attend(q, k, v):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    return F.softmax(attn, dim=2) @ v
+""",
+    "scores clamped in place (no stage SDPA has)": """\
+def attend(q, k, v):
+    q = q.view(2, 4, 16, 8)
+    attn = torch.matmul(q, k.transpose(2, 3))
+    attn.clamp_(min=-5.0)
+    return torch.matmul(attn.softmax(-1), v)
+""",
     "masks added in a loop": """\
 def attend(q, k, v, masks):
     q = q.view(2, 4, 16, 8)
@@ -474,6 +487,33 @@ class Attention(nn.Module):
         logit_scale = torch.clamp(self.logit_scale, max=4.6).exp()
         attn = attn * logit_scale
         return attn.softmax(dim=-1) @ v
+""",
+    "scores from torch.baddbmm (a scale and a bias in the matmul)": """\
+def attend(q, k, v, bias):
+    q = q.view(8, 16, 8)
+    attn = torch.baddbmm(bias, q, k.transpose(1, 2), beta=1.0, alpha=0.125)
+    return torch.bmm(attn.softmax(dim=-1), v)
+""",
+    "a softmax over dim 3 of 4-d scores": """\
+def attend(q, k, v):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    return F.softmax(attn, dim=3) @ v
+""",
+    "a mask filled in place": """\
+def attend(q, k, v, mask):
+    q = q.view(2, 4, 16, 8)
+    attn = torch.matmul(q, k.transpose(2, 3))
+    attn.masked_fill_(mask, float("-inf"))
+    attn = attn.softmax(-1)
+    return torch.matmul(attn, v)
+""",
+    "a scale and a mask as .mul and torch.add": """\
+def attend(q, k, v, mask):
+    q = q.view(2, 4, 16, 8)
+    attn = torch.matmul(q, k.transpose(2, 3)).mul(0.125)
+    attn = torch.add(attn, mask)
+    return torch.matmul(attn.softmax(-1), v)
 """,
     "operands of unknown rank scaled by a (heads, 1, 1) temperature (Restormer)": """\
 class ChannelAttention(nn.Module):
