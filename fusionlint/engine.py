@@ -27,7 +27,7 @@ import tokenize
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from contextlib import contextmanager
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Collection, Iterable, Iterator, TypeVar
 
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
@@ -520,28 +520,26 @@ class _Masked:
         return start if self.keep[start] else node.lineno
 
 
-def _mark_class_body(body: list[ast.stmt], lines: list[str], matching: Callable[["_Texts", int], set[str]],
-                     keep: list[bool]) -> set[str]:
-    """The codes matched in the functions of ``body``, marking in ``keep`` the lines that hold them."""
-    found: set[str] = set()
+def _mark_class_body(body: list[ast.stmt], lines: list[str], matching: "_Matching", keep: list[bool],
+                     found: set[str]) -> bool:
+    """Whether the functions of ``body`` hold a candidate, marking in ``keep`` the lines that hold
+    them and adding to ``found`` the codes matched."""
+    marked = False
     for node in body:
         if isinstance(node, ast.ClassDef):
             body_first = _start_line(node.body[0])
             if body_first <= node.lineno:  # `class A: ...` on one line
-                inner = _candidates_in(node.body, lines, matching)
-                if inner:
+                if _candidates_in(node.body, lines, matching, found):
                     _mark(keep, _start_line(node), node.end_lineno or node.lineno)
-            else:
-                inner = _mark_class_body(node.body, lines, matching, keep)
-                if inner:
-                    _mark(keep, node.lineno, body_first - 1)
-            found |= inner
+                    marked = True
+            elif _mark_class_body(node.body, lines, matching, keep, found):
+                _mark(keep, node.lineno, body_first - 1)
+                marked = True
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            inner = _candidates_in(node.body, lines, matching)
-            if inner:
+            if _candidates_in(node.body, lines, matching, found):
                 _mark(keep, _start_line(node), node.end_lineno or node.lineno)
-            found |= inner
-    return found
+                marked = True
+    return marked
 
 
 def _mark(keep: list[bool], first: int, last: int) -> None:
@@ -549,7 +547,7 @@ def _mark(keep: list[bool], first: int, last: int) -> None:
         keep[i] = True
 
 
-def _mask(lines: list[str], tree: ast.Module, matching: Callable[["_Texts", int], set[str]]) -> _Masked | None:
+def _mask(lines: list[str], tree: ast.Module, matching: "_Matching") -> _Masked | None:
     """The lines that may hold a finding; None if there are none.
 
     The rules' text tests (``Rule.may_match``) run on every statement. A function holding a
@@ -558,12 +556,12 @@ def _mask(lines: list[str], tree: ast.Module, matching: Callable[["_Texts", int]
     needs all of it). Kept lines are kept whole, so every kept token keeps its column.
     """
     keep = [False] * (len(lines) + 1)
-    if _candidates_in(tree.body, lines, matching, skip_definitions=True, first_only=True):
+    if _candidates_in(tree.body, lines, matching, set(), skip_definitions=True, first_only=True):
         return _Masked("".join(lines))
     codes: dict[int, set[str]] = {}
     for node in tree.body:
-        found = _mark_class_body([node], lines, matching, keep)
-        if found:
+        found: set[str] = set()
+        if _mark_class_body([node], lines, matching, keep, found):
             codes[_start_line(node) if keep[_start_line(node)] else node.lineno] = found
     if not codes:
         return None
@@ -641,7 +639,8 @@ class _TextTests:
                         found_on[line] |= flag
         self.asked: dict[int, list[Rule]] = {}  # by the bits found on a statement's lines
 
-    def __call__(self, block: _Texts, index: int) -> set[str]:
+    def __call__(self, block: _Texts, index: int, settled: Collection[str] = ()) -> set[str]:
+        """The codes that pass on the statement, the rules of ``settled`` not asked."""
         first, last = block.span(index)
         bits = 0
         for line in range(first, last + 1):
@@ -649,7 +648,12 @@ class _TextTests:
         asked = self.asked.get(bits)
         if asked is None:
             asked = self.asked[bits] = self.untested + [rule for rule, mask in self.searched if bits & mask]
-        return {rule.code for rule in asked if rule.may_match(block, index, self.ops)}
+        return {rule.code for rule in asked if rule.code not in settled and rule.may_match(block, index, self.ops)}
+
+
+# A rule set's text tests: the codes that pass on statement ``index`` of a block, the codes
+# given (settled) not asked.
+_Matching = Callable[["_Texts", int, Collection[str]], set[str]]
 
 
 @functools.lru_cache(maxsize=64)
@@ -701,24 +705,27 @@ def _blocks(node: ast.stmt) -> list[list[ast.stmt]]:
     return [b for b in blocks if b]
 
 
-def _candidates_in(body: list[ast.stmt], lines: list[str], matching, skip_definitions: bool = False,
-                   first_only: bool = False) -> set[str]:
-    """The codes of the rules whose text test passes on a statement of ``body`` (or of the
-    blocks nested in it); with ``first_only``, those of the first statement that passes one."""
+def _candidates_in(body: list[ast.stmt], lines: list[str], matching: "_Matching", found: set[str],
+                   passed: bool = False, skip_definitions: bool = False, first_only: bool = False) -> bool:
+    """Whether a rule's text test passes on a statement of ``body`` (or of the blocks nested in
+    it) or ``passed`` already, adding to ``found`` the codes of those that pass; with
+    ``first_only``, stopping at the first. Once one passed, the rules in ``found`` are not asked
+    again: what they would add is there already."""
     texts = _Texts(body, lines)
-    found: set[str] = set()
     for index, node in enumerate(body):
         if skip_definitions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         if not _is_docstring(node):
-            found |= matching(texts, index)
+            codes = matching(texts, index, found if passed else ())
+            found |= codes
+            passed = passed or bool(codes)
         for block in _blocks(node):
-            if first_only and found:
-                return found
-            found |= _candidates_in(block, lines, matching, first_only=first_only)
-        if first_only and found:
-            return found
-    return found
+            if first_only and passed:
+                return True
+            passed = _candidates_in(block, lines, matching, found, passed, first_only=first_only)
+        if first_only and passed:
+            return True
+    return passed
 
 
 def _start_line(node: ast.stmt) -> int:

@@ -122,14 +122,14 @@ def test_masking_keeps_the_lines_of_candidates_and_their_numbers():
     source = "import torch\r\nX = 1\r\nclass A:\r\n    y = 2\r\n    def f(self):\r\n        hit()\r\n"
     lines = engine._LINE.findall(source)
     tree = ast.parse(source)
-    masked = engine._mask(lines, tree, lambda block, index: {"FL1"} if "hit" in block[index] else set())
+    masked = engine._mask(lines, tree, lambda block, index, settled=(): {"FL1"} if "hit" in block[index] else set())
     assert masked.text == "class A:\r\n    def f(self):\r\n        hit()\r\n"
     assert masked.numbers == [3, 5, 6]
     assert [masked.first_line(unit) for unit in masked.units] == [3]
     assert masked.codes == {3: {"FL1"}}
-    module_level = engine._mask(lines, tree, lambda block, index: {"FL1"} if "X" in block[index] else set())
+    module_level = engine._mask(lines, tree, lambda block, index, settled=(): {"FL1"} if "X" in block[index] else set())
     assert module_level.text == source and module_level.units is None
-    assert engine._mask(lines, tree, lambda block, index: set()) is None
+    assert engine._mask(lines, tree, lambda block, index, settled=(): set()) is None
 
 
 def test_a_rule_runs_only_on_the_units_its_text_test_keeps(monkeypatch):

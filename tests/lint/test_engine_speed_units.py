@@ -79,7 +79,7 @@ def test_a_node_is_placed_where_the_whole_module_places_it(name: str) -> None:
     text = LAYOUTS[name].lstrip("\n")
     tree = ast.parse(text)
     lines = _LINE.findall(text)
-    masked = _mask(lines, tree, lambda block, index: {"FL000"} if "torch." in block[index] else set())
+    masked = _mask(lines, tree, lambda block, index, settled=(): {"FL000"} if "torch." in block[index] else set())
     assert masked is not None and masked.units is not None, "only functions hold candidates"
     module = cst.parse_module(masked.text)
     def in_file(position: CodePosition, end: bool = False) -> CodePosition:
