@@ -291,10 +291,15 @@ def test_a_floating_producer_that_must_be_written_gets_a_kernel_first():
 
 
 def test_cost_model_prefers_the_template_only_when_something_fuses():
-    work = dict(batch=16, m=1024, n=1024, k=1024, dtype=BF16, operand_bytes=34 << 20,
-                template_read_bytes=36 << 20, extra_read_bytes=2 << 20, product_bytes=32 << 20,
+    # K of 128: the product's bytes dominate, and fusing the epilogue saves writing and reading them
+    work = dict(batch=16, m=1024, n=1024, k=128, dtype=BF16, operand_bytes=8 << 20,
+                template_read_bytes=10 << 20, extra_read_bytes=2 << 20, product_bytes=32 << 20,
                 output_bytes=32 << 20, fused_operand_bytes=0)
     assert cost.choose_matmul(cost.MatmulWork(**work, epilogue=True)).backend == "template"
     assert cost.choose_matmul(cost.MatmulWork(**work, epilogue=False)) == cost.Choice("torch", "nothing fuses")
+    # K of 1024: the flops dominate, and cuBLAS's rate beats the template's (its measured share)
+    compute_bound = cost.choose_matmul(cost.MatmulWork(**{**work, "k": 1024, "operand_bytes": 64 << 20,
+                                                          "template_read_bytes": 66 << 20}, epilogue=True))
+    assert compute_bound.backend == "torch" and "template ~" in compute_bound.reason
     f64 = cost.choose_matmul(cost.MatmulWork(**{**work, "dtype": torch.float64}, epilogue=True))
     assert f64 == cost.Choice("torch", "no template for float64")
