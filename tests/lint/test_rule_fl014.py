@@ -186,3 +186,46 @@ def embed(t: torch.Tensor, freqs: torch.Tensor, scale):
     return emb.sin()
 """
     assert positions(source) == []
+
+
+OFFSET_GAIN = """\
+import torch
+from torch import nn
+
+
+class OffsetGain(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.g = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor, s: float):
+        return x * s * (self.g + 1.0)
+"""
+
+
+def test_a_sum_taking_the_scale_keeps_its_parentheses():
+    assert "return x * ((self.g + 1.0) * s)" in fixed(OFFSET_GAIN)
+
+
+REDUCED_BY_CHANNEL = """\
+import torch
+from torch import nn
+
+
+class Gated(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        nx = x.mean((-2, -1), keepdim=True)
+        a = self.gamma * (x * nx)
+        b = x * mask[:, :, None] * mask[:, None, :]
+        c = nx * (x * mask[:, None])
+        return a, b, c
+"""
+
+
+def test_a_tensor_scale_pairs_a_module_tensor_with_a_keepdim_reduction():
+    assert positions(REDUCED_BY_CHANNEL) == [(12, 13)]
+    assert "a = x * (nx * self.gamma)" in fixed(REDUCED_BY_CHANNEL)

@@ -99,3 +99,13 @@ def g(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, h: torch.Tensor):
     c = x @ w
     c = c * 0.5
     return a, b, c
+
+# --- a norm's output, scaled, then multiplied by a conditioned gain
+import torch
+import torch.nn.functional as F
+
+
+def adaptive_rms_norm(x: torch.Tensor, condition: torch.Tensor, w: torch.Tensor, scale: float) -> torch.Tensor:
+    normed = F.normalize(x, dim=-1)
+    gamma = condition @ w.t()
+    return normed * scale * (gamma + 1.0)
