@@ -1,6 +1,7 @@
 """FL007: a copy (``.clone()``, ``.detach().clone()``, ``.contiguous()`` of a transposed view) that
-nothing needs: neither the copy nor its source is written in place, and the copy does not escape; and
-a stack that a reduction over its new dimension alone reads, which adds would do without the copy."""
+nothing needs: neither the copy nor its source is written in place, and the copy does not escape; a
+stack that a reduction over its new dimension alone reads, which adds would do without the copy; and a
+repeat of dimensions of size 1 only read, which an expand would do."""
 from __future__ import annotations
 
 import ast
@@ -27,7 +28,8 @@ from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nod
 _INITIALIZES = re.compile(r"_?(?:init|initialize)_\w*(?:weights?|buffers?)|reset_parameters")
 _SOLE_VALUE = "a copy of a value nothing else holds: whatever is done with the copy can be done with the value"
 _STACK_REDUCED = "a stack only reduced over its new dimension: adding the tensors writes the result alone"
-_COPY = re.compile(r"\b(?:clone|contiguous|stack)\s*\(")
+_REPEATED = "a repeat of dimensions of size 1 that is only read: an expand reads the same values without the copy"
+_COPY = re.compile(r"\b(?:clone|contiguous|stack|repeat)\s*\(")
 # Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                       "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
@@ -145,7 +147,12 @@ class RedundantCopy(Rule):
         to read them back: adding them writes the result alone (fusionrt: one fused kernel, 4
         -> 1 writes for three computed tensors; eager: fewer bytes, and for more than three
         tensors, or two of a mean, more kernels: n - 1 adds, where the stack and the reduction
-        are two).
+        are two). And a `.repeat()` whose counts are 1 but at dimensions of size 1 that an
+        `unsqueeze` or a `None` index just made (`mask.unsqueeze(-1).repeat(1, 1, d)`,
+        `torch.arange(n)[None].repeat(b, 1)`), of a tensor only read by uses that take any
+        layout, as a `.contiguous()` copy's must be (arithmetic, comparisons, `torch.cat`, a
+        gather's index): an expand reads the same values without writing them (fusionrt 3 -> 2
+        writes and kernels, eager 4 -> 3, for a padding mask repeated over the hidden size).
     """
     use_instead = """
         Use the tensor itself (`x`, or `x.detach()` for `x.detach().clone()`).
@@ -165,7 +172,11 @@ class RedundantCopy(Rule):
         channels-last in eager when its input is. `torch.stack([a, b, c]).sum(0)` becomes
         `(a + b + c)` (its mean divided by 3; no fix for a list not written out): the adds
         broadcast where the stack would raise, keep a bool or integer dtype where the sum
-        promotes to int64, and round each partial sum in half precision.
+        promotes to int64, and round each partial sum in half precision. A repeat becomes an
+        expand with -1 for each count of 1 (`.repeat(1, n, 1)` -> `.expand(-1, n, -1)`): the
+        counts are read as one per dimension, so where a repeat adds leading dimensions the
+        expand raises instead; the expanded tensor shares its elements, so code the rule
+        cannot see that writes into it raises too.
     """
     training_note = """
         With grad, dropping the copy of a permuted convolution input (the convolution-layer
@@ -414,6 +425,30 @@ def merged(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
 """,
             call="merged(randn(64, 128), randn(64, 128), randn(64, 128))",
         ),
+        # a padding mask repeated over the hidden size only to be read: an expand does it without
+        # a copy (fusionrt 3 -> 2 writes and kernels, eager 4 -> 3)
+        Example(
+            bad="""\
+import torch
+
+
+def masked(h: torch.Tensor, w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    hidden = h @ w
+    m = mask.unsqueeze(-1).repeat(1, 1, hidden.shape[2])
+    return hidden * m + m
+""",
+            at=((6, 9),),
+            fixed="""\
+import torch
+
+
+def masked(h: torch.Tensor, w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    hidden = h @ w
+    m = mask.unsqueeze(-1).expand(-1, -1, hidden.shape[2])
+    return hidden * m + m
+""",
+            call="masked(randn(2, 16, 32), randn(32, 32), randn(2, 16))",
+        ),
     )
     valid = (
         # the copy protects the source from an in-place write, or the source protects the copy
@@ -546,10 +581,64 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
                 if reading.bundled and _lineage_returned(scope, source, site):
                     continue
                 yield Violation(site.node, fix=_fix(site, kept), message=_SOLE_VALUE if reading.wrote else None)
+        for site in scope.sites.get("repeat", ()):
+            expanded = None if site.conditional else _as_expand(scope, site.node)
+            if expanded is None:
+                continue
+            reading = _Reading(strided=False)  # an expanded view: no use may write it or need its layout
+            if _only_read(scope, site.node, "copy", reading) and reading.saves \
+                    and _source_is_stable(scope, site.node.func.value, site, reading):  # type: ignore[attr-defined]
+                yield Violation(site.node, fix=_fix(site, expanded), message=_REPEATED)
         for site in scope.sites.get("stack", ()):
             reduction = _reduced_stack(scope, site.node)
             if reduction is not None:
                 yield Violation(site.node, fix=_added(site, reduction), message=_STACK_REDUCED)
+
+
+def _as_expand(scope: Scope, call: cst.Call) -> cst.Call | None:
+    """``x.unsqueeze(1).expand(-1, n, -1)`` for ``x.unsqueeze(1).repeat(1, n, 1)``: a repeat
+    whose counts are literal 1s but at dimensions of size 1 that an ``unsqueeze`` or a ``None``
+    index just made, of a tensor; else None. The counts are read as one per dimension; where
+    there are more (new leading dimensions), the expand raises rather than differ."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value != "repeat" or not scope.is_tensor(func.value):
+        return None
+    counts = [a.value for a in call.args]
+    if any(a.keyword is not None or a.star for a in call.args) or not counts:
+        return None
+    packed = len(counts) == 1 and isinstance(counts[0], (cst.Tuple, cst.List))
+    if packed:
+        counts = [e.value for e in counts[0].elements if not isinstance(e, cst.StarredElement)]  # type: ignore[union-attr]
+        if len(counts) != len(call.args[0].value.elements):  # type: ignore[attr-defined]
+            return None
+    units = {d if d >= 0 else len(counts) + d for d in _unit_dims(scope, func.value)}
+    sizes = [_integer(count) for count in counts]
+    if not units or any(size != 1 for i, size in enumerate(sizes) if i not in units) \
+            or all(sizes[i] == 1 for i in units if i < len(sizes)):
+        return None
+    args = [cst.Arg(cst.UnaryOperation(cst.Minus(), cst.Integer("1")) if size == 1 else count)
+            for size, count in zip(sizes, counts)]
+    return call.with_changes(func=func.with_changes(attr=cst.Name("expand")), args=args)
+
+
+def _unit_dims(scope: Scope, expr: cst.BaseExpression) -> list[int]:
+    """The dimensions of size 1 that ``expr`` makes: ``d`` of ``x.unsqueeze(d)``, the places of
+    the ``None`` entries of ``x[:, None]`` (slices and ``None`` only); else none."""
+    op = scope.op(expr)
+    if op is not None and op[0] == "unsqueeze" and isinstance(expr, cst.Call):
+        dims = [a.value for a in expr.args if a.keyword is None or a.keyword.value == "dim"]
+        dim = _integer(dims[-1]) if dims else None
+        return [] if dim is None else [dim]
+    if not isinstance(expr, cst.Subscript) or not scope.is_tensor(expr.value):
+        return []
+    found = []
+    for position, element in enumerate(expr.slice):
+        part = element.slice
+        if isinstance(part, cst.Index):
+            if not (isinstance(part.value, cst.Name) and part.value.value == "None"):
+                return []
+            found.append(position)
+    return found
 
 
 def _reduced_stack(scope: Scope, stack: cst.Call) -> cst.Call | None:

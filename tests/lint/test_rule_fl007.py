@@ -448,8 +448,35 @@ class SpatialTransformer(nn.Module):
             hidden_states = hidden_states.reshape(batch, height, width, inner_dim).permute(0, 3, 1, 2).contiguous()
         return hidden_states + residual
 """,
+    "repeats of unsqueezed or None-indexed dimensions, only read": """\
+import torch
+from torch import nn
+
+
+def masked(h: torch.Tensor, w: torch.Tensor, mask: torch.Tensor):
+    hidden = h @ w
+    m = mask.unsqueeze(-1).repeat(1, 1, hidden.shape[2])
+    hidden[~m] = 0
+    return hidden
+
+
+def grid(x: torch.Tensor, n: int, lengths: torch.Tensor, boxes: torch.Tensor, idx: torch.Tensor):
+    pos = torch.cat([x.unsqueeze(0).repeat(n, 1, 1), x[:, None].repeat((1, n, 1))], dim=-1)
+    valid = torch.arange(n)[None].repeat(lengths.shape[0], 1) < lengths[:, None]
+    return pos, valid, torch.gather(boxes, 1, idx.unsqueeze(-1).repeat(1, 1, 4))
+
+
+class Queries(nn.Module):
+    def __init__(self, n: int, d: int):
+        super().__init__()
+        self.reference_points = nn.Embedding(n, d)
+
+    def forward(self, batch: int):
+        return self.reference_points.weight.unsqueeze(0).repeat(batch, 1, 1).sigmoid()
+""",
 }
 EXPECTED = {
+    "repeats of unsqueezed or None-indexed dimensions, only read": [(7, 9), (13, 22), (13, 54), (14, 13), (15, 47), (24, 16)],
     "channels-last tokens permuted back for the output projection, the input kept as the residual": [(33, 29), (37, 29)],
     "contiguous of permuted views concatenated, padded or read by a linear layer": [(13, 19), (16, 13), (17, 40)],
     "contiguous of a conv output filled in place, read through dropout by a registry activation": [(13, 15)],
@@ -1035,6 +1062,19 @@ def f(h: torch.Tensor, w: torch.Tensor):
     x = h.permute(0, 3, 1, 2).contiguous()
     kept.add_(1)
     return F.conv2d(x, w) + kept.sum()
+""",
+    "repeats of a dimension that need not be of size 1, written, viewed, handed out or of unknown counts": """\
+import torch
+
+
+def f(x: torch.Tensor, n: int, reps, log):
+    a = x.unsqueeze(1).repeat(2, n, 1)
+    b = x.unsqueeze(1).repeat(1, n, 1)
+    b.add_(1)
+    c = x.unsqueeze(1).repeat(1, n, 1).view(-1)
+    d = x.unsqueeze(1).repeat(reps) + x.repeat(1, n, 1)
+    log(x.unsqueeze(1).repeat(1, n, 1))
+    return a + b + c.sum() + d, x.unsqueeze(1).repeat(1, n, 1)
 """,
 }
 

@@ -172,3 +172,14 @@ class Block(nn.Module):
         s = torch.stack([a, b])
         kept = self.index.clone()
         return self.pe(y), s.sum(0) + s, x[..., kept]
+
+# --- repeats of dimensions of size 1 only read (an expand would do); look-alike: a repeat written in place
+import torch
+
+
+def padded(hidden: torch.Tensor, mask: torch.Tensor, n: int, lengths: torch.Tensor) -> torch.Tensor:
+    m = mask.unsqueeze(-1).repeat(1, 1, hidden.shape[2])
+    valid = torch.arange(n)[None].repeat(lengths.shape[0], 1) < lengths[:, None]
+    kept = mask.unsqueeze(-1).repeat(1, 1, hidden.shape[2])
+    kept[:, 0] = 0
+    return hidden * m * kept, valid
