@@ -71,13 +71,14 @@ class ManualAttention(Rule):
         code a stage calls is not in the fix's reach: a stage under an `if` (`if mask is not
         None: attn = attn + mask`), the softmax in both arms, `attn += mask`,
         `attn.masked_fill_(m, v)`, `.add`/`.mul`/`.div` and `torch.add`/`torch.mul`, scores
-        from `torch.baddbmm(bias, q, k.transpose(1, 2), alpha=s)`, views of the scores between
+        from `torch.baddbmm(bias, q, k.transpose(1, 2), alpha=s)`, a key scaled after its
+        transpose (`k.transpose(-1, -2) * s`), views of the scores between
         the stages (Swin's shift mask added on a 5-d view), casts, a softmax with a `dtype` or
         over the last dim by number (`dim=3` of 4-d scores), a fill with a finite value
         (`torch.finfo(x.dtype).min`), a learned scale
         computed apart (`logit_scale = self.logit_scale.clamp(max=m).exp()`), a same-file helper
         that returns the scores plus a bias (`attn = maybe_add_mask(attn, bias)`), and reads of
-        the scores' shape or dtype only; operands of unknown rank only where a `(heads, 1, 1)`
+        the scores' shape or dtype only (`probs.type_as(scores)`); operands of unknown rank only where a `(heads, 1, 1)`
         temperature scales the scores (it broadcasts against 3-d or 4-d ones).
         Not flagged (the rewrite would change what the code computes or keeps, or save
         nothing): weights read anywhere after the matmul with the values (returned, stored,
@@ -1323,7 +1324,7 @@ def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) 
     for values in _value_matmuls(scope, final):
         if values.transposed:
             continue
-        flow = _Flow(scope, values, final_ref)
+        flow = _Flow(scope, values)
         if not flow.weights(values.weights, final_ref) or not flow.scores or not flow.private():
             continue
         v_rank = _rank(scope, values.v, final_ref)
@@ -1363,10 +1364,10 @@ class _Flow:
     """A backward reading of the weights of ``weights @ v``: every path from them to a score
     matmul passes one softmax over the last dim, and only the stages SDPA has (or needs none)."""
 
-    def __init__(self, scope: Scope, values: _Values, final_ref: StatementRef) -> None:
+    def __init__(self, scope: Scope, values: _Values) -> None:
         self.scope, self.values = scope, values
-        self.statements: dict[int, StatementRef] = {id(final_ref.node): final_ref}
         self.bound: dict[tuple[str, int], StatementRef] = {}  # (name, id of its binding statement)
+        self.consumed: set[tuple[str, int]] = set()  # (name, id of the statement whose stage reads it)
         self.scores: list[tuple[cst.CSTNode, cst.BaseExpression, cst.BaseExpression, int | None, StatementRef]] = []
         # scaled by a (heads, 1, 1) temperature, which broadcasts against (heads, L, S) or
         # (batch, heads, L, S) scores: a rank SDPA's fused kernels take, where nothing else says it
@@ -1416,7 +1417,7 @@ class _Flow:
         biased = _biased(scope, expr)
         if biased is not None:
             return self.logits(biased, at)
-        scores = _score_matmul(scope, expr, self.values) or _baddbmm_scores(scope, expr)
+        scores = _score_matmul(scope, _unscaled_operands(scope, expr, at), self.values) or _baddbmm_scores(scope, expr)
         if scores is None:
             return False
         q, k, rank, _ = scores
@@ -1426,10 +1427,10 @@ class _Flow:
     def _either(self, *sides: cst.BaseExpression, at: StatementRef) -> bool:
         """The first of ``sides`` that leads to the scores (``scores + bias`` or ``bias + scores``)."""
         for side in sides:
-            kept = (dict(self.statements), dict(self.bound), list(self.scores))
+            kept = (dict(self.bound), set(self.consumed), list(self.scores))
             if self.logits(side, at):
                 return True
-            self.statements, self.bound, self.scores = kept
+            self.bound, self.consumed, self.scores = kept
         return False
 
     def _through(self, name: str, at: StatementRef, stage) -> bool:
@@ -1439,45 +1440,43 @@ class _Flow:
             reads -= _metadata_reads(self.scope, at.node, name)
         if reads != 1 or len(self.bound) >= _FOLLOWED_AT_MOST:
             return False
-        rebound = name in _names_in(self.scope, at.node)[1] or _in_place_stage(at, name) is not None
-        if not rebound and self.scope.read_after(at, name):
-            return False  # read again after its last stage (returned weights): ``private`` would say so later
+        if stage == self.weights and name not in _names_in(self.scope, at.node)[1] and self.scope.read_after(at, name):
+            return False  # weights read again (returned): ``private`` would say so, later
         definitions = _definitions(at, name)
         if not definitions:
             return False
+        self.consumed.add((name, id(at.node)))
         for value, definition in definitions:
-            self.statements[id(definition.node)] = definition
             self.bound[(name, id(definition.node))] = definition
             if not stage(value, definition):
                 return False
         return True
 
     def private(self) -> bool:
-        """Is each value bound on the way read by the chain only (or for its shape)?"""
+        """Is each value bound on the way read by its next stage only (or for its shape)?"""
         scope = self.scope
         if scope.dynamic:
             return False
-        chain = set(self.statements)
         for (name, _), definition in self.bound.items():
             if name in scope.escaped:
                 return False
             for ref in statements_after(definition):
-                if not _read_by(scope, ref.node, name, chain):
+                if not _read_by(scope, ref.node, name, self.consumed):
                     return False
                 if name in _names_in(scope, ref.node)[1]:
                     break
         return True
 
 
-def _read_by(scope: Scope, statement: cst.CSTNode, name: str, chain: set[int]) -> bool:
-    """Does ``statement`` read ``name`` only as a stage of the chain, or only for its metadata?"""
-    if id(statement) in chain or name not in _names_in(scope, statement)[0]:
+def _read_by(scope: Scope, statement: cst.CSTNode, name: str, consumed: set[tuple[str, int]]) -> bool:
+    """Does ``statement`` read ``name`` only as the stage that consumes it, or only for its metadata?"""
+    if (name, id(statement)) in consumed or name not in _names_in(scope, statement)[0]:
         return True
     if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
         return count_name(statement, name) == _metadata_reads(scope, statement, name)
     if not all(count_name(part, name) == _metadata_reads(scope, part, name) for part in own_parts(statement)):
         return False
-    return all(_read_by(scope, inner, name, chain) for block in inner_blocks(statement)
+    return all(_read_by(scope, inner, name, consumed) for block in inner_blocks(statement)
                if isinstance(block, cst.IndentedBlock) for inner in block.body)
 
 
@@ -1487,6 +1486,9 @@ def _metadata_reads(scope: Scope, node: cst.CSTNode, name: str) -> int:
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == name:
         return int(node.attr.value in METADATA)
     count = 0
+    if _method(node) == "type_as" and len(node.args) == 1:  # type: ignore[arg-type]
+        argument = node.args[0].value  # type: ignore[attr-defined]
+        count += isinstance(argument, cst.Name) and argument.value == name
     if isinstance(node, cst.Call) and any(isinstance(a.value, cst.Name) and a.value.value == name for a in node.args):
         callee = scope.facts.callee(scope.class_name, cst_view, node.func)
         functions = _functions(scope, callee) if callee is not None else []
@@ -1609,6 +1611,25 @@ def _any_softmax(scope: Scope, node: cst.BaseExpression | None) -> tuple[cst.Bas
     bound = _bind(node.with_changes(args=args), ("dim", "dtype"))
     dim = _integer(bound["dim"]) if bound is not None and "dim" in bound else None
     return (source, dim) if dim is not None and dim >= -1 else None
+
+
+def _unscaled_operands(scope: Scope, node: cst.BaseExpression | None, at: StatementRef) -> cst.BaseExpression | None:
+    """The matmul ``node`` with a fixed factor taken off each operand: ``(q * s) @ (k.transpose(-1,
+    -2) * s)`` as ``q @ k.transpose(-1, -2)`` (both scaled by the root of the scale)."""
+    def bare(operand: cst.BaseExpression) -> cst.BaseExpression:
+        inner = _bare(operand)
+        if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, (cst.Multiply, cst.Divide)):
+            if _fixed_factor(scope, inner.right, at) is not None:
+                return inner.left
+            if isinstance(inner.operator, cst.Multiply) and _fixed_factor(scope, inner.left, at) is not None:
+                return inner.right
+        return operand
+
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+        return node.with_changes(left=bare(node.left), right=bare(node.right))
+    if isinstance(node, cst.Call) and len(node.args) == 2 and _plain_args(node):
+        return node.with_changes(args=[a.with_changes(value=bare(a.value)) for a in node.args])
+    return node
 
 
 def _baddbmm_scores(scope: Scope, node: cst.BaseExpression | None

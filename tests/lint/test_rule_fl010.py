@@ -322,6 +322,19 @@ def attend(q, k, v):
     attn.clamp_(min=-5.0)
     return torch.matmul(attn.softmax(-1), v)
 """,
+    "the scores returned beside the output": """\
+def attend(q, k, v, mask):
+    q = q.view(8, 16, 8)
+    weights = torch.bmm(q * 0.125, k.transpose(1, 2))
+    probs = F.softmax(weights.float().masked_fill(mask, -1e8), dim=-1).type_as(weights)
+    return torch.bmm(probs, v), weights
+""",
+    "a key scaled by a tensor (no scale SDPA takes)": """\
+def attend(q, k, v, g: torch.Tensor):
+    q = q.view(2, 4, 16, 8)
+    attn = torch.matmul(q, k.transpose(-1, -2) * g)
+    return torch.matmul(attn.softmax(dim=-1), v)
+""",
     "masks added in a loop": """\
 def attend(q, k, v, masks):
     q = q.view(2, 4, 16, 8)
@@ -514,6 +527,22 @@ def attend(q, k, v, mask):
     attn = torch.matmul(q, k.transpose(2, 3)).mul(0.125)
     attn = torch.add(attn, mask)
     return torch.matmul(attn.softmax(-1), v)
+""",
+    "the key scaled after its transpose (the scale's root on both operands)": """\
+def attend(q, k, v):
+    q = q.view(2, 4, 16, 8)
+    scale = 1 / math.sqrt(math.sqrt(8))
+    attn = torch.matmul(q * scale, k.transpose(-1, -2) * scale)
+    return torch.matmul(attn.softmax(dim=-1), v)
+""",
+    "an fp32 softmax cast back with type_as of the scores (read for their dtype)": """\
+def attend(q, k, v, mask):
+    q = q.view(8, 16, 8)
+    weights = torch.bmm(q * 0.125, k.transpose(1, 2))
+    weights_float = weights.float().masked_fill(mask, -1e8)
+    probs = F.softmax(weights_float, dim=-1).type_as(weights)
+    probs = F.dropout(probs, p=0.1, training=False)
+    return torch.bmm(probs, v)
 """,
     "operands of unknown rank scaled by a (heads, 1, 1) temperature (Restormer)": """\
 class ChannelAttention(nn.Module):
