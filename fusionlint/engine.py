@@ -616,7 +616,7 @@ class _TextTests:
         self.ops = ops
         self.untested: list[Rule] = []
         self.searched: list[tuple[Rule, int]] = []  # with the bits of its needle's searches
-        bits: dict[re.Pattern[str], int] = {}
+        bits: dict[re.Pattern[str] | frozenset[str], int] = {}
         for rule in rules:
             needle = rule.needle(ops)
             if needle is None:
@@ -628,15 +628,28 @@ class _TextTests:
                 self.searched.append((rule, mask))
         starts = list(itertools.accumulate(map(len, lines), initial=0))
         self.found_on = found_on = [0] * (len(lines) + 1)  # by line number: the bits of the needles found
+
+        def found(start: int, end: int, flag: int) -> None:
+            first = bisect_right(starts, start)
+            found_on[first] |= flag
+            if end - start > 1:  # it may run onto the lines after
+                for line in range(first + 1, bisect_right(starts, end - 1) + 1):
+                    found_on[line] |= flag
+
+        called: dict[str, int] = {}  # a name, reversed -> the flags of the searches for its calls
         for search, bit in bits.items():
-            flag = 1 << bit
+            if isinstance(search, frozenset):
+                for name in search:
+                    called[name[::-1]] = called.get(name[::-1], 0) | 1 << bit
+                continue
             for match in search.finditer(text):
-                start, end = match.span()
-                first = bisect_right(starts, start)
-                found_on[first] |= flag
-                if end - start > 1:  # it may run onto the lines after
-                    for line in range(first + 1, bisect_right(starts, end - 1) + 1):
-                        found_on[line] |= flag
+                found(*match.span(), 1 << bit)
+        if called:
+            size = len(text)
+            for match in _REVERSED_CALL.finditer(text[::-1]):
+                flags = called.get(match.group(1))
+                if flags:
+                    found(size - match.end(), size - match.start(), flags)
         self.asked: dict[int, list[Rule]] = {}  # by the bits found on a statement's lines
 
     def __call__(self, block: _Texts, index: int, settled: Collection[str] = ()) -> set[str]:
@@ -657,13 +670,30 @@ _Matching = Callable[["_Texts", int, Collection[str]], set[str]]
 
 
 @functools.lru_cache(maxsize=64)
-def _file_searches(needle: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
+def _file_searches(needle: re.Pattern[str]) -> tuple[re.Pattern[str] | frozenset[str], ...]:
     """The searches of a whole file that find the needle's matches (a superset of them): one per
     alternative of a top-level ``a|b`` (the regex engine tries every alternative at every
     position, several searches of one alternative each cost less; rules share some), each
     without a leading ``\\b``, which makes a search try the whole pattern at every word boundary
-    instead of skipping to the characters it starts with."""
-    return tuple(re.compile(part.removeprefix(r"\b"), needle.flags) for part in _alternatives(needle.pattern))
+    instead of skipping to the characters it starts with. An alternative that is a call of some
+    names (``\\b(?:bmm|mm)\\s*\\(``) comes as the set of those names: one search of the file finds
+    every call (``_REVERSED_CALL``), where a search per set tries its names at each letter."""
+    searches: list[re.Pattern[str] | frozenset[str]] = []
+    for part in _alternatives(needle.pattern):
+        call = _CALL_NEEDLE.fullmatch(part) if needle.flags == re.UNICODE else None
+        if call is not None:
+            searches.append(frozenset((call.group(1) or call.group(2)).split("|")))
+        else:
+            searches.append(re.compile(part.removeprefix(r"\b"), needle.flags))
+    return tuple(searches)
+
+
+# A needle's alternative that is a call of one of some names: `\b(?:bmm|mm)\s*\(`, `\bclone\s*\(`.
+_CALL_NEEDLE = re.compile(r"\\b(?:\(\?:(\w+(?:\|\w+)*)\)|(\w+))\\s\*\\\(")
+# Each call in a text read backwards: its parenthesis, then the name called, reversed. A search
+# for a pattern that starts with a literal skips from one to the next; `\w+\s*\(` forwards would
+# try every letter.
+_REVERSED_CALL = re.compile(r"\(\s*(\w+)")
 
 
 def _alternatives(pattern: str) -> list[str]:

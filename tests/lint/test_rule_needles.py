@@ -122,6 +122,33 @@ def test_a_needle_is_searched_as_its_top_level_alternatives(pattern, parts):
     assert _alternatives(pattern) == parts
     text = "y = A @ (b | c).bmm(w)  # Cat=C, x\n[q]|] x |y ]z\n"
     for needle in (re.compile(pattern), re.compile(pattern, re.I)):
-        found = {m.start() for m in needle.finditer(text)}
-        searched = {m.start() for search in _file_searches(needle) for m in search.finditer(text)}
-        assert found <= searched
+        assert lines_searched(needle, text) >= lines_matched(needle, text)
+
+
+@pytest.mark.parametrize("pattern", [r"\b(?:bmm|mm)\s*\(", r"\bclone\s*\(", r"@|\b(?:view|reshape)\s*\("])
+def test_a_needle_of_calls_finds_the_lines_of_those_calls(pattern):
+    """One search finds every call of a file: the lines it gives a needle of calls are those of
+    its matches, a call split over lines included, and not those of a name that only ends alike."""
+    text = "y = torch.bmm(a, b)\nt = x.addmm(c)\nz = mm\nw = (bmm\n   (a))\nv = x.clone()@m\nu = reshape_(x)\n"
+    needle = re.compile(pattern)
+    assert any(isinstance(search, frozenset) for search in _file_searches(needle))
+    assert lines_searched(needle, text) == lines_matched(needle, text)
+
+
+def lines_searched(needle: re.Pattern[str], text: str) -> set[int]:
+    class Needled:
+        code = "FL000"
+
+        def needle(self, ops):
+            return needle
+
+    tests = _TextTests([Needled()], text, _LINE.findall(text), op_tables())
+    return {line for line, bits in enumerate(tests.found_on) if bits}
+
+
+def lines_matched(needle: re.Pattern[str], text: str) -> set[int]:
+    return {
+        line
+        for m in needle.finditer(text)
+        for line in range(text.count("\n", 0, m.start()) + 1, text.count("\n", 0, m.end() - 1) + 2)
+    }
