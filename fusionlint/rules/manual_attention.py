@@ -72,7 +72,8 @@ class ManualAttention(Rule):
         None: attn = attn + mask`), the softmax in both arms, `attn += mask`,
         `attn.masked_fill_(m, v)`, `.add`/`.mul`/`.div` and `torch.add`/`torch.mul`, scores
         from `torch.baddbmm(bias, q, k.transpose(1, 2), alpha=s)`, a key scaled after its
-        transpose (`k.transpose(-1, -2) * s`), views of the scores between
+        transpose (`k.transpose(-1, -2) * s`), the rows' max subtracted for stability
+        (`sim - sim.amax(dim=-1, keepdim=True).detach()`), views of the scores between
         the stages (Swin's shift mask added on a 5-d view), casts, a softmax with a `dtype` or
         over the last dim by number (`dim=3` of 4-d scores), a fill with a finite value
         (`torch.finfo(x.dtype).min`), a learned scale
@@ -1396,6 +1397,9 @@ class _Flow:
             return self._through(expr.value, at, self.logits)
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
             return self._either(expr.left, expr.right, at=at)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Subtract) \
+                and isinstance(expr.left, cst.Name) and _row_max_of(expr.right, expr.left.value):
+            return self.logits(expr.left, at)  # the softmax's own shift, for stability
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide)):
             for factor, scores in ((expr.right, expr.left), (expr.left, expr.right)):
                 if isinstance(expr.operator, cst.Multiply) or factor is expr.right:
@@ -1437,7 +1441,7 @@ class _Flow:
         """Each value ``name`` may hold at ``at``, read there once (and maybe for its dtype), through ``stage``."""
         reads = _reads(at, name)
         if reads > 1:
-            reads -= _metadata_reads(self.scope, at.node, name)
+            reads -= _metadata_reads(self.scope, at.node, name) + _row_max_reads(at.node, name)
         if reads != 1 or len(self.bound) >= _FOLLOWED_AT_MOST:
             return False
         if stage == self.weights and name not in _names_in(self.scope, at.node)[1] and self.scope.read_after(at, name):
@@ -1497,6 +1501,33 @@ def _metadata_reads(scope: Scope, node: cst.CSTNode, name: str) -> int:
                     and functions and all(_metadata_parameter(f, position, callee[0] is not None) for f in functions):  # type: ignore[index]
                 count += 1
     return count + sum(_metadata_reads(scope, child, name) for child in children(node))
+
+
+def _row_max_of(expr: cst.BaseExpression, name: str) -> bool:
+    """Is ``expr`` the max of each row of ``name``: ``name.amax(dim=-1, keepdim=True)``,
+    ``name.max(-1, keepdim=True).values`` (or ``[0]``), maybe ``.detach()``-ed?"""
+    expr = _bare(expr)  # type: ignore[assignment]
+    if _method(expr) == "detach" and not expr.args:  # type: ignore[attr-defined]
+        return _row_max_of(expr.func.value, name)  # type: ignore[attr-defined]
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "values":
+        expr, method = expr.value, "max"
+    elif isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) \
+            and _integer(expr.slice[0].slice.value) == 0:
+        expr, method = expr.value, "max"
+    else:
+        method = "amax"
+    if _method(expr) != method or not (isinstance(expr.func.value, cst.Name) and expr.func.value.value == name):  # type: ignore[attr-defined]
+        return False
+    bound = _bind(expr, ("dim", "keepdim"))  # type: ignore[arg-type]
+    return bound is not None and _integer(bound.get("dim", cst.Name("None"))) == -1 \
+        and dotted_name(bound.get("keepdim", cst.Name("False"))) == "True"
+
+
+def _row_max_reads(node: cst.CSTNode, name: str) -> int:
+    """The reads of ``name`` in ``node`` that take its row maxima (``_row_max_of``)."""
+    if isinstance(node, cst.BaseExpression) and _row_max_of(node, name):
+        return 1
+    return sum(_row_max_reads(child, name) for child in children(node))
 
 
 def _functions(scope: Scope, callee: tuple[str | None, str]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:

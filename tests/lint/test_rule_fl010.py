@@ -335,6 +335,13 @@ def attend(q, k, v, g: torch.Tensor):
     attn = torch.matmul(q, k.transpose(-1, -2) * g)
     return torch.matmul(attn.softmax(dim=-1), v)
 """,
+    "the max over the queries subtracted (no shift the softmax ignores)": """\
+def attend(q, k, v):
+    q = q.view(2, 4, 16, 8)
+    attn = q @ k.transpose(-2, -1)
+    attn = attn - attn.amax(dim=-2, keepdim=True)
+    return F.softmax(attn, dim=-1) @ v
+""",
     "masks added in a loop": """\
 def attend(q, k, v, masks):
     q = q.view(2, 4, 16, 8)
@@ -543,6 +550,14 @@ def attend(q, k, v, mask):
     probs = F.softmax(weights_float, dim=-1).type_as(weights)
     probs = F.dropout(probs, p=0.1, training=False)
     return torch.bmm(probs, v)
+""",
+    "the rows' max subtracted first (the softmax does it itself)": """\
+def attend(q, k, v, mask):
+    q = q.view(2, 4, 16, 8).permute(0, 2, 1, 3)
+    sim = torch.matmul(q, k.transpose(-1, -2))
+    sim = sim - sim.amax(dim=-1, keepdim=True).detach()
+    sim = sim.masked_fill(mask, -1e4)
+    return torch.matmul(sim.softmax(dim=-1), v)
 """,
     "operands of unknown rank scaled by a (heads, 1, 1) temperature (Restormer)": """\
 class ChannelAttention(nn.Module):
