@@ -19,17 +19,24 @@ global or import, ``self.A`` an attribute of ``self``).
     .venv/bin/python bench/inference_coverage.py --member-calls /tmp/corpus/timm/timm  # static, any folder
 
 x_transformers' models run too when it is importable (its tuning wheel unpacked, with einops,
-einx, loguru, frozendict and torch-einops-utils on ``PYTHONPATH``).
+einx, loguru, frozendict and torch-einops-utils on ``PYTHONPATH``), and a spread of timm's model
+families when timm is (its tuning wheel on ``PYTHONPATH``): built from factories, imported layer
+classes and containers rather than transformers' one-file style, they are the nearer stand-in for
+model code nobody tuned on. timm's models use nothing of torchvision, which it imports for its data
+transforms: a stand-in takes its place when the real one does not load.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 import libcst as cst
@@ -42,8 +49,65 @@ from torch.utils._pytree import tree_leaves
 from fusionlint.analysis import children, collect_scopes, module_facts
 from fusionlint.ops import op_tables
 
+
+
+class _Placeholder:
+    """Any attribute of a module that ``_StandIn`` makes: a class whose attributes are distinct classes."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+
+class _PlaceholderType(type):
+    def __getattr__(cls, name: str) -> type:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _PlaceholderType(name, (_Placeholder,), {})
+
+
+class _StandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports of ``torchvision`` and its submodules give empty modules whose every attribute is a
+    distinct placeholder class (``InterpolationMode.BILINEAR`` and ``.BICUBIC`` differ as dict keys)."""
+
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] == "torchvision":
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = ModuleType(spec.name)
+        module.__path__ = []
+
+        def attribute(name: str) -> type:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return _PlaceholderType(name, (_Placeholder,), {})
+
+        module.__getattr__ = attribute  # type: ignore[attr-defined]
+        return module
+
+    def exec_module(self, module) -> None:
+        pass
+
+
+def _timm_importable() -> bool:
+    if importlib.util.find_spec("timm") is None:
+        return False
+    try:
+        import torchvision  # noqa: F401
+    except Exception:
+        for name in [name for name in sys.modules if name.partition(".")[0] == "torchvision"]:
+            del sys.modules[name]
+        sys.meta_path.insert(0, _StandIn())
+    return True
+
+
 # The packages whose frames count: files are named relative to the folder holding them.
-PACKAGES = ["transformers", *(["x_transformers"] if importlib.util.find_spec("x_transformers") else [])]
+PACKAGES = [
+    "transformers",
+    *(["x_transformers"] if importlib.util.find_spec("x_transformers") else []),
+    *(["timm"] if _timm_importable() else []),
+]
 ROOTS = tuple(os.path.dirname(importlib.util.find_spec(name).origin) + os.sep for name in PACKAGES)
 HOST_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy"})
 Span = tuple[int, int, int, int]  # first line, last line, first column, end column (bytes, as co_positions)
@@ -112,7 +176,31 @@ def tiny_models() -> dict[str, Callable[[], tuple[torch.nn.Module, dict]]]:
             vision_config=dict(image_size=32, patch_size=8, **small))),
             dict(input_ids=ids, attention_mask=mask, pixel_values=image, return_loss=True)),
         **(x_transformers_models(ids, image) if "x_transformers" in PACKAGES else {}),
+        **(timm_models() if "timm" in PACKAGES else {}),
     }
+
+
+# timm's model families, one small variant each, with the image size each takes.
+TIMM_MODELS = {
+    "resnet18": 64, "resnest14d": 64, "regnetx_002": 64, "efficientnet_b0": 64, "mobilenetv3_small_100": 64,
+    "ghostnet_100": 64, "convnext_atto": 64, "vit_tiny_patch16_224": 224, "deit_tiny_patch16_224": 224,
+    "cait_xxs24_224": 224, "eva02_tiny_patch14_224": 224, "beit_base_patch16_224": 224, "xcit_nano_12_p16_224": 224,
+    "swin_tiny_patch4_window7_224": 224, "swinv2_cr_tiny_224": 224, "maxvit_tiny_rw_224": 224, "coat_tiny": 224,
+    "levit_128": 224, "volo_d1_224": 224, "poolformer_s12": 64, "hiera_tiny_224": 224, "fastvit_t8": 64,
+    "efficientformerv2_s0": 224, "mobilevit_xxs": 64, "nfnet_f0": 64, "crossvit_tiny_240": 240, "pvt_v2_b0": 64,
+    "twins_svt_small": 64, "davit_tiny": 64, "edgenext_xx_small": 64, "mvitv2_tiny": 224, "tnt_s_patch16_224": 224,
+    "nest_tiny": 224, "gcvit_xxtiny": 224, "tiny_vit_5m_224": 224, "focalnet_tiny_srf": 64, "efficientvit_b0": 64,
+    "repvit_m1": 64, "rdnet_tiny": 64, "mambaout_femto": 64, "hgnetv2_b0": 64, "vitamin_small_224": 224,
+}
+
+
+def timm_models() -> dict[str, Callable[[], tuple[torch.nn.Module, dict]]]:
+    import timm
+
+    def build(name: str, size: int) -> Callable[[], tuple[torch.nn.Module, dict]]:
+        return lambda: (timm.create_model(name, pretrained=False, num_classes=3), dict(x=torch.randn(1, 3, size, size)))
+
+    return {f"timm_{name}": build(name, size) for name, size in TIMM_MODELS.items()}
 
 
 def x_transformers_models(ids: torch.Tensor, image: torch.Tensor) -> dict[str, Callable[[], tuple[torch.nn.Module, dict]]]:
@@ -310,11 +398,17 @@ def site_coverage(sites: dict[tuple[str, Span], str], indexes: dict[str, _Index]
             misses[kind] += 1
             line = Path(file).read_text(encoding="utf-8").splitlines()[span[0] - 1]
             examples.setdefault(kind, f"{display(file)}:{span[0]}: {line.strip()[:90]}")
-    total = [sum(t[0] for t in per_file.values()), sum(t[1] for t in per_file.values())]
     print(f"{'file':<56} {'seen':>5} {'sites':>5} {'coverage':>8}")
     for file, (seen, count) in sorted(per_file.items(), key=lambda item: -item[1][1]):
         print(f"{display(file):<56} {seen:>5} {count:>5} {seen / count:>8.2f}")
-    print(f"{'all':<56} {total[0]:>5} {total[1]:>5} {total[0] / total[1]:>8.2f}\n")
+    per_package: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for file, (seen, count) in per_file.items():
+        for tally in (per_package[package(file)], per_package["all"]):
+            tally[0] += seen
+            tally[1] += count
+    for name, (seen, count) in per_package.items():
+        print(f"{name:<56} {seen:>5} {count:>5} {seen / count:>8.2f}")
+    print()
     print("most common missed shapes:")
     for kind, count in misses.most_common(shown):
         print(f"{count:>4}  {kind:<40} {examples[kind]}")
@@ -323,8 +417,9 @@ def site_coverage(sites: dict[tuple[str, Span], str], indexes: dict[str, _Index]
 def name_accuracy(local_values: Locals, indexes: dict[str, _Index], shown: int) -> None:
     """The tensor names of each function that ran against what its locals held: a name that held
     a tensor should be one; a name that only held other values should not."""
-    counts = Counter()
+    counts: dict[str, Counter] = defaultdict(Counter)
     wrong: list[str] = []
+    missed_names: list[str] = []
     for (file, first, function), held in sorted(local_values.held.items()):
         scope = indexes[file].functions.get((first, function)) if file in indexes else None
         if scope is None:
@@ -333,14 +428,26 @@ def name_accuracy(local_values: Locals, indexes: dict[str, _Index], shown: int) 
             if name in ("self", "cls"):
                 continue
             inferred, tensor = name in scope.tensors, True in kinds
-            counts[(inferred, tensor)] += 1
+            counts[package(file)][(inferred, tensor)] += 1
+            counts["all"][(inferred, tensor)] += 1
             if inferred and not tensor:
                 wrong.append(f"{display(file)}:{first} {function}: {name}")
-    found, missed, extra = counts[(True, True)], counts[(False, True)], counts[(True, False)]
-    print(f"\nlocals that held a tensor, named tensors: {found}/{found + missed} ({found / (found + missed):.2f});"
-          f" named tensors that held a tensor: {found}/{found + extra} ({found / (found + extra):.2f})")
+            elif tensor and not inferred:
+                missed_names.append(f"{display(file)}:{first} {function}: {name}")
+    print()
+    for name, count in counts.items():
+        found, missed, extra = count[(True, True)], count[(False, True)], count[(True, False)]
+        print(f"{name}: locals that held a tensor, named tensors: {found}/{found + missed} ({found / max(found + missed, 1):.2f});"
+              f" named tensors that held a tensor: {found}/{found + extra} ({found / max(found + extra, 1):.2f})")
     for line in wrong[:shown]:
         print(f"  named a tensor, held none: {line}")
+    for line in missed_names[:shown]:
+        print(f"  held a tensor, not named one: {line}")
+
+
+def package(file: str) -> str:
+    """The package a recorded file belongs to (``timm``)."""
+    return display(file).split(os.sep)[0]
 
 
 def member_calls(folders: list[Path]) -> None:

@@ -27,9 +27,16 @@ Heuristics (documented in docs/engine.md), all static and local to one file:
   such a call returns (``return out, weights``, ``-> tuple[Tensor, int]``), or a parameter
   annotated as one, unpacking and constant indexing give the elements that are tensors; of what
   a module returns that is no tensor (a tuple, a model output), element 0 is one.
+  In a module class, a member the class assigns (a constructor argument, a factory's or another
+  file's layer, ``self.attn = attn``, ``self.norm = make_norm(dim)``) or an attribute of a module of
+  another file's class (``self.head.fc``), called on a tensor, returns one. A list built of tensors
+  (appended, a display or comprehension of them, ``list[Tensor]`` annotated) gives tensors by
+  index and by iteration; comprehensions bind names as loops do, and a loop over ``zip`` of
+  module containers binds modules.
   ``self.<attr>`` is a (concrete) tensor when the class assigns it an ``nn.Parameter`` or a torch
-  call, or registers it as a buffer, and ``self.weight``/``self.bias`` in a torch.nn layer's
-  subclass (``class Positions(nn.Embedding)``).
+  call, or registers it as a buffer, or a method assigns it a tensor (``self.cache =
+  k.detach()``), and ``self.weight``/``self.bias`` in a torch.nn layer's subclass (``class
+  Positions(nn.Embedding)``).
 - liveness is conservative along straight-line statement sequences: a read in a later statement,
   in a loop that repeats the statement, in an exception handler that may follow, in a nested
   function or lambda (a closure), or after ``locals()``/``eval`` keeps a name alive.

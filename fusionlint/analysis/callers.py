@@ -39,7 +39,7 @@ def tensors_from_callers(scopes: list[Scope]) -> None:
                 grown = True
                 scope.params |= tensors
                 scope.tensors |= tensors
-                scope.typing.resolve(scope.assignments, scope.loops)
+                scope.retype()
         if not grown:
             return
 

@@ -180,6 +180,9 @@ class _Collector(Walker):
                 if target:
                     scope.inplace.add(target)
         scope.used_as_tensor.update(scope.typing.used_as_tensor(node))
+        if name == "append" and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
+                and len(node.args) == 1 and not node.args[0].keyword and not node.args[0].star:
+            scope.appends.append((func.value.value, node.args[0].value))
         self._site(name, node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -204,6 +207,10 @@ class _Collector(Walker):
         if self.scope is not None:
             self.scope.loops.append((node.target, node.iter))
 
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        if self.scope is not None:
+            self.scope.comprehensions.append((node.target, node.iter))
+
     def visit_Assign(self, node: cst.Assign) -> None:
         scope = self.scope
         if scope is None:
@@ -215,6 +222,8 @@ class _Collector(Walker):
         scope = self.scope
         if scope is not None and node.value is not None:
             self._target(scope, node.target, node.value)
+            if isinstance(node.target, cst.Name) and scope.typing.is_tensor_sequence_annotation(node.annotation.annotation):
+                scope.typing.tensor_lists.add(node.target.value)  # ``outs: list[Tensor] = []``
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         scope = self.scope

@@ -48,6 +48,7 @@ class ClassFacts:
     tensor_attrs: frozenset[str]  # self.<attr> that hold tensors (parameters, buffers, torch calls)
     module_attrs: dict[str, str]  # self.<attr> -> "nn", "list", "dict", "sequential" or a same-file class
     nn_classes: dict[str, str]  # self.<attr> -> its torch.nn class ("Softmax"), for an "nn" module
+    values: dict[str, list[ast.Assign]]  # self.<attr> -> its assignments other than of constants
 
 
 class MethodLayers(NamedTuple):
@@ -77,6 +78,8 @@ class ModuleFacts:
     returns_new: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by fresh.returns_new
     _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
     _layers: dict[int, MethodLayers] = field(default_factory=dict)  # by id of the method
+    member_tensors: dict[tuple[str, str], bool] = field(default_factory=dict)  # filled by tensors.member_holds_tensor
+    typings: dict[int, object] = field(default_factory=dict)  # a method's resolved Typing, by id: filled by tensors
 
     @property
     def imports_torch(self) -> bool:
@@ -106,6 +109,23 @@ class ModuleFacts:
 
     def module_attr(self, class_name: str, attr: str) -> str | None:
         return self._class(class_name).module_attrs.get(attr)
+
+    def assigns_member(self, class_name: str, attr: str) -> bool:
+        """Does the class (or a same-file base) assign ``self.<attr>`` something other than a constant?"""
+        return attr in self._class(class_name).values
+
+    def member_values(self, class_name: str, attr: str) -> list[ast.Assign]:
+        return self._class(class_name).values.get(attr, [])
+
+    def method_around(self, class_name: str, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The method of the class or of a same-file base whose body holds ``node``."""
+        for cls in self._lineage(class_name):
+            if cls.lineno <= node.lineno <= (cls.end_lineno or cls.lineno):
+                for method in cls.body:
+                    if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                            and method.lineno <= node.lineno <= (method.end_lineno or method.lineno):
+                        return method
+        return None
 
     def nn_class(self, class_name: str, attr: str) -> str | None:
         """``Softmax`` for ``self.softmax = nn.Softmax(dim=-1)``."""
@@ -183,13 +203,15 @@ class ModuleFacts:
             tensors: set[str] = set()
             modules: dict[str, str] = {}
             nn_classes: dict[str, str] = {}
+            values: dict[str, list[ast.Assign]] = {}
             for cls in reversed(self._lineage(class_name)):  # the class's own assignments win
-                self._read_class(cls, tensors, modules, nn_classes)
-            known = self._class_facts[class_name] = ClassFacts(frozenset(tensors), modules, nn_classes)
+                self._read_class(cls, tensors, modules, nn_classes, values)
+            known = self._class_facts[class_name] = ClassFacts(frozenset(tensors), modules, nn_classes, values)
         return known
 
     def _read_class(
-        self, cls: ast.ClassDef, tensors: set[str], modules: dict[str, str], nn_classes: dict[str, str]
+        self, cls: ast.ClassDef, tensors: set[str], modules: dict[str, str], nn_classes: dict[str, str],
+        values: dict[str, list[ast.Assign]],
     ) -> None:
         """``self.w = nn.Parameter(...)`` / ``torch.ones(...)`` / ``register_buffer("w", ...)`` are
         tensors; ``self.fc = nn.Linear(...)`` / ``Block(...)`` (a same-file module class) modules."""
@@ -201,6 +223,9 @@ class ModuleFacts:
                 tensors.add(node.args[0].value)  # type: ignore[attr-defined]
                 continue
             targets = [t.attr for t in node.targets if _is_self_attr(t)]  # type: ignore[attr-defined]
+            if type(node.value) is not ast.Constant:
+                for target in targets:
+                    values.setdefault(target, []).append(node)
             if _is_tensor_call(node.value, self):
                 tensors.update(targets)
             kind = self._member_kind(cls, node)

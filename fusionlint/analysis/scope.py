@@ -85,6 +85,8 @@ class Scope:
     sites: dict[str, list[Site]] = field(default_factory=lambda: defaultdict(list))
     assignments: list[tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)
     loops: list[tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)  # for target, iterable
+    comprehensions: list[tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)  # as loops
+    appends: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)  # ``outs.append(v)``: (outs, v)
     untyped: set[str] = field(default_factory=set)  # parameters only their use can tell tensors
     typed: set[str] = field(default_factory=set)  # parameters annotated (or defaulted) as no tensor
     used_as_tensor: set[str] = field(default_factory=set)  # names used the way only a tensor is
@@ -181,7 +183,11 @@ class Scope:
         assignments and loops, to a fixpoint."""
         self.params |= self.untyped & self.used_as_tensor
         self.tensors |= self.params | (self.used_as_tensor - self.typed)
-        self.typing.resolve(self.assignments, self.loops)
+        self.retype()
+
+    def retype(self) -> None:
+        """Grow the tensor names over the scope's bindings, once more names are known."""
+        self.typing.resolve(self.assignments, [*self.loops, *self.comprehensions], self.appends)
 
     # --- view chains ---------------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ import libcst as cst
 
 from fusionlint.analysis.facts import ModuleFacts, torch_call_returns_tensor
 from fusionlint.analysis.views import (
-    ATTR, BINOP, CALL, COMPARE, IFEXP, NAME, NONE, OTHER, SEQ, STRING, SUBSCRIPT, UNARY, View, ast_view, dotted_path,
+    ATTR, BINOP, CALL, COMPARE, COMPREHENSION, IFEXP, NAME, NONE, OTHER, SEQ, STRING, SUBSCRIPT, UNARY, View, ast_view,
+    dotted_path,
 )
 from fusionlint.ops import MATMULS, VIEW_ATTRIBUTES, OpTables, op_tables
 
@@ -50,7 +51,8 @@ _NOT_CALLABLE = (None, "list", "dict")  # module kinds whose call is no module's
 # elements of the tuple it returns (``return hidden, weights``; one flag: of every element),
 # False anything else.
 Returned = Union[bool, tuple[bool, ...]]
-_FIRST_ONLY = (True, False)  # what a module returns that is no tensor: a tuple or model output led by one
+_FIRST_ONLY = (True, False)
+_LIST_BUILDERS = (COMPREHENSION, SEQ, CALL)  # the views of values that may build a list of tensors  # what a module returns that is no tensor: a tuple or model output led by one
 # torch.nn layers whose call returns a tuple, not one tensor.
 _TUPLE_LAYERS = frozenset({"LSTM", "GRU", "RNN", "MultiheadAttention"})
 
@@ -69,7 +71,7 @@ class Typing:
         self.tensors: set[str] = set()
         self.modules: set[str] = set()  # local names bound to an nn.Module (``for blk in self.blocks``)
         self.module_classes: dict[str, str] = {}  # of those, what they hold where known: a same-file class, a container
-        self.tensor_lists: set[str] = set()  # parameters annotated ``list[Tensor]`` and the like
+        self.tensor_lists: set[str] = set()  # ``list[Tensor]`` parameters, lists built of tensors
         self.tuples: dict[str, tuple[bool, ...]] = {}  # names bound to a returned tuple: its tensor flags
 
     def torch_name(self, expr: object) -> str | None:
@@ -112,6 +114,8 @@ class Typing:
         if kind == SUBSCRIPT:
             if self.is_tensor(view[1]):
                 return True
+            if _one_element(view[2]) and self._is_tensor_list(view[1]):
+                return True
             flags = self._tuple(view[1])
             index = _int_index(view[2][0]) if flags and len(view[2]) == 1 else None
             return index is not None and _flag(flags, index)
@@ -122,15 +126,20 @@ class Typing:
         return False
 
     def _member_is_tensor(self, class_name: str, attr: str) -> bool:
-        """``self.w`` assigned a parameter, buffer or torch call; or the ``weight``/``bias`` of a
-        class deriving from a torch.nn layer (``class Positions(nn.Embedding)``)."""
-        if attr in self.facts.tensor_attrs(class_name):
+        """``self.w`` assigned a parameter, buffer or torch call, or a tensor by a method (``self.cache =
+        k.detach()``); or the ``weight``/``bias`` of a class deriving from a torch.nn layer (``class
+        Positions(nn.Embedding)``)."""
+        if attr in self.facts.tensor_attrs(class_name) or member_holds_tensor(self.facts, class_name, attr):
             return True
         return (
             attr in _MODULE_TENSORS
             and self.facts.module_attr(class_name, attr) is None
             and self.facts.torch_base(class_name) not in (None, "Module")
         )
+
+    def _is_tensor_list(self, expr: object) -> bool:
+        view = self.view(expr)
+        return view[0] == NAME and view[1] in self.tensor_lists
 
     def _tuple(self, expr: object) -> tuple[bool, ...] | None:
         """The tensor flags of the tuple ``expr`` holds: a name bound to a returned tuple, or a call."""
@@ -151,10 +160,10 @@ class Typing:
             return self._module_returns(func)
         if callee[0] == ATTR:
             if self.is_module(callee[1]):
-                return self._method_returns(callee[1], callee[2])
+                return self._method_returns(callee[1], callee[2]) or self._calls_member_on_tensors(call)
             owner = self.view(callee[1])
             if self.class_name is not None and owner[0] == NAME and owner[1] == "self":
-                return returned(self.facts, self.class_name, callee[2])
+                return returned(self.facts, self.class_name, callee[2]) or self._calls_member_on_tensors(call)
             if owner[0] == CALL and self.class_name is not None and dotted_path(self.view, owner[1]) == "super":
                 return self._super_returns(callee[2])
         if callee[0] == NAME and callee[1] in self.facts.functions:
@@ -165,6 +174,25 @@ class Typing:
         if canonical in _EINOPS:
             return any(self.is_tensor(arg) for arg in positional[:1])
         return torch_call_returns_tensor(canonical)
+
+    def _calls_member_on_tensors(self, call: tuple) -> bool:
+        """``self.norm(x)``, ``self.head.fc(x)``: in a module class, a tensor passed to a member the
+        class assigns (no method of it), or to an attribute of a module whose class is not in the
+        file. What a module holds and calls on tensors is, whatever built it (a factory, a
+        constructor argument, a class of another file), almost always a layer."""
+        callee = self.view(call[1])
+        if callee[0] != ATTR:
+            return False
+        owner = self.view(callee[1])
+        if owner[0] == NAME and owner[1] == "self":
+            name = self.class_name
+            member = (
+                name is not None and self.facts.assigns_member(name, callee[2])
+                and self.facts.is_module_class(name) and not self.facts.has_method(name, callee[2])
+            )
+        else:
+            member = self.is_module(callee[1]) and self._module_class(callee[1]) in (None, "nn")
+        return member and any(self.is_tensor(arg) for arg in call[2])
 
     def _super_returns(self, method: str) -> Returned:
         """``super().forward(x)``: the method of the nearest same-file base that has it, else a
@@ -233,13 +261,17 @@ class Typing:
         return returned(self.facts, kind, method)
 
     def loop_modules(self, target: object, iterable: object) -> Iterator[str]:
-        """Names a ``for`` binds to modules: ``blk`` in ``for blk in self.blocks`` or
-        ``for i, blk in enumerate(self.blocks)``."""
+        """Names a ``for`` binds to modules: ``blk`` in ``for blk in self.blocks``, ``for i, blk
+        in enumerate(self.blocks)`` or ``for blk, norm in zip(self.blocks, self.norms)``."""
         view, bound = self.view(iterable), self.view(target)
-        if view[0] == CALL and dotted_path(self.view, view[1]) == "enumerate" and view[2]:
-            if not (bound[0] == SEQ and len(bound[1]) == 2 == bound[2]):
-                return
-            iterable, bound = view[2][0], self.view(bound[1][1])
+        if view[0] == CALL and view[2]:
+            func = dotted_path(self.view, view[1])
+            if func == "enumerate" and bound[0] == SEQ and len(bound[1]) == 2 == bound[2]:
+                yield from self.loop_modules(bound[1][1], view[2][0])
+            elif func == "zip" and bound[0] == SEQ and len(bound[1]) == len(view[2]) == bound[2]:
+                for element, source in zip(bound[1], view[2]):
+                    yield from self.loop_modules(element, source)
+            return
         if bound[0] == NAME and self._container(iterable) in ("list", "sequential"):  # a ModuleDict yields keys
             yield bound[1]
 
@@ -390,26 +422,36 @@ class Typing:
             if view[0] == NAME and view[1] not in ("self", "cls") and view[1] not in self.facts.imported:
                 yield view[1]
 
-    def resolve(self, assignments: list[tuple[object, object]], loops: list[tuple[object, object]]) -> None:
-        """Grow ``tensors``, ``modules`` and ``tuples`` over the scope's assignments and loops to a
-        fixpoint."""
+    def resolve(
+        self, assignments: list[tuple[object, object]], loops: list[tuple[object, object]],
+        appends: Iterable[tuple[str, object]] = (),
+    ) -> None:
+        """Grow ``tensors``, ``modules``, ``tuples`` and ``tensor_lists`` over the scope's
+        assignments, loops (and comprehensions) and the values appended to its lists
+        (``outs.append(blk(x))``), to a fixpoint."""
         for target, iterable in loops:
             self.modules.update(self.loop_modules(target, iterable))
         pending = list(assignments)
         pending_loops = list(loops)
+        pending_appends = list(appends)
         changed = True
         while changed and (pending or pending_loops):
             changed = False
             rest = []
             for target, value in pending:
-                known = len(self.modules) + len(self.tuples)
+                known = len(self.modules) + len(self.tuples) + len(self.tensor_lists)
                 names = self._tensor_targets(target, value)
-                changed = changed or bool(names) or len(self.modules) + len(self.tuples) > known
+                changed = changed or bool(names) or len(self.modules) + len(self.tuples) + len(self.tensor_lists) > known
                 if names:
                     self.tensors |= names
                 else:  # a module or tuple it bound may turn out a tensor once more names are known
                     rest.append((target, value))
             pending = rest
+            found = {name for name, value in pending_appends if self.is_tensor(value)}
+            if found - self.tensor_lists:
+                self.tensor_lists |= found
+                changed = True
+            pending_appends = [(name, value) for name, value in pending_appends if name not in self.tensor_lists]
             rest_loops = []
             for target, iterable in pending_loops:
                 names = self._loop_tensors(target, iterable)
@@ -449,6 +491,9 @@ class Typing:
                 if kind not in ("nn", "op"):
                     self.module_classes[bound[1]] = kind
                 return set()
+            if source[0] in _LIST_BUILDERS and self._builds_tensor_list(source):
+                self.tensor_lists.add(bound[1])
+                return set()
             if source[0] == CALL:
                 returns = self.call_returns(source)
             else:
@@ -469,13 +514,28 @@ class Typing:
                     found |= self._tensor_targets(t, v)
                 return found
             returns = self.call_returns(source) if source[0] == CALL else self._tuple(value)
-            if returns is True and source[0] == CALL and self.is_module(source[1]) and not self._one_tensor(source[1]):
+            if returns is True and source[0] == CALL and not self._one_tensor(source[1]) and (
+                self.is_module(source[1]) or self._calls_member_on_tensors(source)
+            ):
                 returns = _FIRST_ONLY  # a module unpacked returns a tuple (``out, (h, c) = self.lstm(x)``)
             if returns is True:  # split, chunk, max(dim)
                 return {v[1] for v in map(self.view, elements) if v[0] == NAME}
             if returns and len(elements) == bound[2] and len(returns) in (1, len(elements)):
                 return {v[1] for i, v in enumerate(map(self.view, elements)) if _flag(returns, i) and v[0] == NAME}
         return set()
+
+
+    def _builds_tensor_list(self, view: tuple) -> bool:
+        """Does the value seen as ``view`` build a list of tensors: ``[a, b]`` of tensors,
+        ``[blk(x) for blk in self.blocks]``, an empty list annotated as one of tensors
+        (``torch.jit.annotate(List[Tensor], [])``)?"""
+        if view[0] == COMPREHENSION:
+            return self.is_tensor(view[1])
+        if view[0] == SEQ and view[1] and len(view[1]) == view[2]:
+            return all(map(self.is_tensor, view[1]))
+        if view[0] == CALL and len(view[2]) == 2 and self.torch_name(view[1]) == "torch.jit.annotate":
+            return self.is_tensor_sequence_annotation(view[2][0])
+        return False
 
 
 def _flag(flags: tuple[bool, ...], index: int) -> bool:
@@ -490,6 +550,12 @@ def _tests_identity(compare: object) -> bool:
     if type(compare) is cst.Comparison:
         return any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in compare.comparisons)
     return any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in compare.ops)  # type: ignore[attr-defined]
+
+
+def _one_element(indices: list) -> bool:
+    """Do a subscript's indices, in either syntax tree, take one element (``xs[i]``, not ``xs[1:]``)?
+    A libcst view leaves slices out."""
+    return len(indices) == 1 and type(indices[0]) is not ast.Slice
 
 
 def _int_index(index: object) -> int | None:
@@ -539,12 +605,93 @@ def _combined(results: Iterable[Returned]) -> Returned:
 
 
 def _function_returns(facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef, class_name: str | None) -> Returned:
-    typing = Typing(facts, op_tables(), ast_view, class_name)
     if function.returns is not None:
+        typing = Typing(facts, op_tables(), ast_view, class_name)
         return typing.is_tensor_annotation(function.returns) or typing.tuple_annotation(function.returns) or False
-    body = _FunctionBody(function)
-    if not body.returns:
+    known = facts.typings.get(id(function))
+    if known is None:
+        body = _FunctionBody(function)
+        if not body.returns:
+            return False
+        known = _function_typing(facts, function, class_name, body)
+    typing, body = known  # type: ignore[misc]
+    return _combined(_value_returns(typing, value) for value in body.returns)
+
+
+def member_holds_tensor(facts: ModuleFacts, class_name: str, attr: str) -> bool:
+    """Does a method of the class assign ``self.<attr>`` a tensor that is no torch call of its
+    own (``self.cache = k.detach()``, ``self.freqs = freqs``)? Read when first asked; a question
+    met again while it is being answered counts as no."""
+    key = (class_name, attr)
+    known = facts.member_tensors.get(key)
+    if known is not None:
+        return known
+    facts.member_tensors[key] = False
+    if facts.module_attr(class_name, attr) is not None:
         return False
+    bare = Typing(facts, op_tables(), ast_view, class_name)
+    for assignment in facts.member_values(class_name, attr):
+        value = assignment.value
+        if type(value) not in _TENSOR_VALUES:
+            continue
+        if bare.is_tensor(value) or _is_tensor_in_method(facts, class_name, assignment):
+            facts.member_tensors[key] = True
+            return True
+    return False
+
+
+# What a member may be assigned that makes a tensor without being a torch call itself.
+_TENSOR_VALUES = frozenset({ast.Name, ast.BinOp, ast.Subscript, ast.Call, ast.Attribute, ast.IfExp})
+
+
+def _roots(value: ast.expr) -> set[str]:
+    """The names other than ``self`` a value starts from (``k`` of ``k.detach()``, ``freqs`` and
+    ``scale`` of ``freqs * scale``): only its method's names tell what they hold."""
+    kind = type(value)
+    if kind is ast.Name:
+        return set() if value.id == "self" else {value.id}
+    if kind is ast.BinOp:
+        return _roots(value.left) | _roots(value.right)
+    if kind is ast.IfExp:
+        return _roots(value.body) | _roots(value.orelse)
+    if kind is ast.Call:
+        return _roots(value.func)
+    if kind is ast.Attribute or kind is ast.Subscript:
+        return _roots(value.value)
+    return set()
+
+
+def _is_tensor_in_method(facts: ModuleFacts, class_name: str, assignment: ast.Assign) -> bool:
+    """Is the value a tensor among its method's names? When it starts from parameters only
+    (``config.dim``, ``k.detach()``), their declarations tell, without resolving the method."""
+    roots = _roots(assignment.value)
+    method = facts.method_around(class_name, assignment) if roots else None
+    if method is None:
+        return False
+    arguments = method.args
+    params = {a.arg: a for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    if roots.isdisjoint(params):
+        return _function_typing(facts, method, class_name)[0].is_tensor(assignment.value)
+    if not roots <= params.keys():
+        return False  # a parameter and a local: the local's meaning is unknown without resolving
+    typing = Typing(facts, op_tables(), ast_view, class_name)
+    forward = method.name == "forward"
+    typing.tensors |= {name for name in roots if typing.param_is_tensor(params[name].annotation, None, forward)}
+    return typing.is_tensor(assignment.value)
+
+
+def _function_typing(
+    facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef, class_name: str | None,
+    body: "_FunctionBody | None" = None,
+) -> tuple[Typing, "_FunctionBody"]:
+    """The function's names resolved as its own scope would resolve them, once per function: a
+    question met again while they are being resolved sees the names found so far."""
+    known = facts.typings.get(id(function))
+    if known is not None:
+        return known  # type: ignore[return-value]
+    typing = Typing(facts, op_tables(), ast_view, class_name)
+    body = body or _FunctionBody(function)
+    facts.typings[id(function)] = (typing, body)
     arguments = function.args
     positional = [*arguments.posonlyargs, *arguments.args]
     defaults = [None] * (len(positional) - len(arguments.defaults)) + [*arguments.defaults, *arguments.kw_defaults]
@@ -560,8 +707,8 @@ def _function_returns(facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncF
         elif tensor is not None:
             typed.add(param.arg)
     typing.tensors |= {name for expr in body.uses for name in typing.used_as_tensor(expr)} - typed
-    typing.resolve(body.assignments, body.loops)
-    return _combined(_value_returns(typing, value) for value in body.returns)
+    typing.resolve(body.assignments, body.loops, body.appends)
+    return typing, body
 
 
 def _value_returns(typing: Typing, value: ast.expr) -> Returned:
@@ -578,14 +725,15 @@ _ONE_TARGET = frozenset({ast.AnnAssign, ast.AugAssign, ast.NamedExpr})
 
 class _FunctionBody:
     """What a function's own body holds (nested functions and classes left out): its ``return``
-    values, assignments, ``for`` loops, and the calls, ``@`` and ``.shape`` that may use names as
-    tensors. Node types are told by identity and expression contexts skipped: the walk meets
-    every node of every function asked about."""
+    values, assignments, ``for`` loops and comprehensions, values appended to lists, and the
+    calls, ``@`` and ``.shape`` that may use names as tensors. Node types are told by identity and
+    expression contexts skipped: the walk meets every node of every function asked about."""
 
     def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.returns: list[ast.expr] = []
         self.assignments: list[tuple[ast.expr, ast.expr]] = []
         self.loops: list[tuple[ast.expr, ast.expr]] = []
+        self.appends: list[tuple[str, ast.expr]] = []
         self.uses: list[ast.expr] = []
         todo: list = list(function.body)
         while todo:
@@ -601,7 +749,7 @@ class _FunctionBody:
             elif kind in _ONE_TARGET:
                 if node.value is not None:
                     self.assignments.append((node.target, node.value))
-            elif kind is ast.For or kind is ast.AsyncFor:
+            elif kind is ast.For or kind is ast.AsyncFor or kind is ast.comprehension:
                 self.loops.append((node.target, node.iter))
             elif (
                 kind is ast.Call
@@ -609,6 +757,9 @@ class _FunctionBody:
                 or (kind is ast.Attribute and node.attr in SHAPE_ATTRIBUTES)
             ):
                 self.uses.append(node)
+                appended = _appended(node) if kind is ast.Call else None
+                if appended is not None:
+                    self.appends.append(appended)
             for name in getattr(node, "_fields", ()):  # a list may hold names (global) or None (dict keys)
                 if name != "ctx":
                     value = getattr(node, name, None)
@@ -616,3 +767,11 @@ class _FunctionBody:
                         todo += value
                     elif isinstance(value, ast.AST):
                         todo.append(value)
+
+
+def _appended(call: ast.Call) -> tuple[str, ast.expr] | None:
+    """(``outs``, ``v``) of ``outs.append(v)``."""
+    func = call.func
+    if type(func) is ast.Attribute and func.attr == "append" and type(func.value) is ast.Name and len(call.args) == 1:
+        return func.value.id, call.args[0]
+    return None

@@ -8,14 +8,15 @@ from typing import Callable
 import libcst as cst
 
 # The kinds of an expression's view; the fields after the kind differ per kind.
-NAME, ATTR, CALL, BINOP, UNARY, SUBSCRIPT, COMPARE, IFEXP, SEQ, STRING, NONE, OTHER = range(12)
+NAME, ATTR, CALL, BINOP, UNARY, SUBSCRIPT, COMPARE, IFEXP, SEQ, STRING, NONE, OTHER, COMPREHENSION = range(13)
 View = Callable[[object], tuple]
 
 
 def cst_view(expr: cst.CSTNode) -> tuple:
     """(kind, fields...) of a libcst expression: NAME name | ATTR value attr | CALL func positional
     keywords | BINOP left right operator | UNARY operand is_not | SUBSCRIPT value indices |
-    COMPARE operands | IFEXP body orelse | SEQ elements | STRING text | NONE | OTHER.
+    COMPARE operands | IFEXP body orelse | SEQ elements count | STRING text | NONE | OTHER |
+    COMPREHENSION element (of a list comprehension or generator).
 
     Node types are told by identity: isinstance of a libcst class runs ABCMeta's Python
     ``__instancecheck__``, and the classes read here have no subclasses."""
@@ -44,6 +45,8 @@ def cst_view(expr: cst.CSTNode) -> tuple:
     if node_type is cst.SimpleString:
         text = expr.evaluated_value
         return (STRING, text) if isinstance(text, str) else (OTHER,)
+    if node_type is cst.ListComp or node_type is cst.GeneratorExp:
+        return COMPREHENSION, expr.elt
     return (OTHER,)
 
 
@@ -72,6 +75,8 @@ def ast_view(expr: ast.AST) -> tuple:
         return SEQ, [el for el in expr.elts if not isinstance(el, ast.Starred)], len(expr.elts)
     if isinstance(expr, ast.Constant):
         return (NONE,) if expr.value is None else (STRING, expr.value) if isinstance(expr.value, str) else (OTHER,)
+    if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
+        return COMPREHENSION, expr.elt
     return (OTHER,)
 
 

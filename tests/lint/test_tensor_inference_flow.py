@@ -1,0 +1,241 @@
+"""Tensor inference over what a file cannot see and where values travel: members of a module called
+on tensors whatever built them (a factory, a constructor argument, another file's class), lists
+built of tensors, loops over zipped module containers, members a method assigns a tensor, and
+names bound in branches; on real libcst and ast trees (and through the engine), each case with
+what is no tensor."""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import libcst as cst
+
+from fusionlint.analysis import collect_scopes, module_facts
+from fusionlint.analysis.tensors import member_holds_tensor
+from fusionlint.engine import lint_source
+from fusionlint.model import FixMode, LintOptions
+from fusionlint.ops import op_tables
+
+
+def tensors(source: str) -> dict[str, set[str]]:
+    """The tensor names of each function scope, by function name."""
+    source = textwrap.dedent(source)
+    found = collect_scopes(cst.parse_module(source), module_facts(ast.parse(source)), op_tables())
+    return {s.node.name.value: s.tensors for s in found if isinstance(s.node, cst.FunctionDef)}
+
+
+def test_members_of_a_module_called_on_tensors_return_tensors():
+    """A module's member that the class assigns, whatever built it (a constructor argument, a
+    factory function, a registry read, a class of another file), called on a tensor, returns one;
+    an attribute of a module of another file's class (``self.head.fc``) too. Not: a member called
+    on no tensor, a member of a class that is no module, a method, nor a member never assigned."""
+    found = tensors("""
+        import torch
+        from torch import nn
+        from .layers import make_norm, CONV
+
+        class Block(nn.Module):
+            def __init__(self, attn, dim, head):
+                super().__init__()
+                self.attn = attn
+                self.norm = make_norm(dim)
+                self.conv = CONV[dim](dim, dim)
+                self.head = head
+                self.size = make_norm(dim)
+
+            def helper(self, x):
+                return len(x)
+
+            def forward(self, x, mask: int):
+                a, n, c = self.attn(x), self.norm(x), self.conv(x)
+                s = self.size(mask)
+                h = self.helper(x)
+                u = self.unknown(x)
+                return a + n + c
+
+        class Loader:
+            def __init__(self, transform):
+                self.transform = transform
+
+            def load(self, x: torch.Tensor):
+                t = self.transform(x)
+                return t
+    """)
+    assert {"a", "n", "c"} <= found["forward"]
+    assert not {"s", "h", "u"} & found["forward"]
+    assert "t" not in found["load"]
+
+
+def test_a_member_module_unpacked_leads_with_a_tensor():
+    found = tensors("""
+        import torch
+        from torch import nn
+        from .attention import build_attention
+        from .heads import Head
+
+        class Layer(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.attn = build_attention(dim)
+                self.body = Head(dim)
+
+            def forward(self, x):
+                out, cache = self.attn(x)
+                y = self.body.project(out)
+                z = self.body.project(3)
+                return out, cache
+    """)["forward"]
+    assert {"out", "y"} <= found
+    assert not {"cache", "z"} & found
+
+
+def test_lists_built_of_tensors():
+    """A list appended tensors, a list display or comprehension of tensors, an empty list annotated
+    as one of tensors, and a ``list[Tensor]`` parameter: an element is a tensor, and so is what a
+    loop takes from it; a slice is a list, and a list of sizes holds no tensor."""
+    found = tensors("""
+        from typing import List
+        import torch
+        from torch import Tensor, nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+            def forward(self, x, xs: List[Tensor]):
+                outs = []
+                sizes = []
+                for blk in self.blocks:
+                    x = blk(x)
+                    outs.append(x)
+                    sizes.append(x.shape[-1])
+                last, rest, n = outs[-1], outs[1:], sizes[0]
+                feats = [blk(x) for blk in self.blocks]
+                first = feats[0]
+                pair = (x, last)
+                p = pair[1]
+                annotated = torch.jit.annotate(List[Tensor], [])
+                kept: List[Tensor] = []
+                a, k = annotated[0], kept[0]
+                for o in outs:
+                    y = o * 2
+                e = xs[0]
+                return last
+    """)["forward"]
+    assert {"last", "first", "p", "a", "k", "y", "e"} <= found
+    assert not {"rest", "n", "outs", "sizes", "feats"} & found
+
+
+def test_loops_over_zipped_module_containers():
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+                self.norms = nn.ModuleList([nn.LayerNorm(4) for _ in range(3)])
+                self.names = ["a", "b", "c"]
+
+            def run(self, x: torch.Tensor, ys: list):
+                for i, (blk, norm) in enumerate(zip(self.blocks, self.norms)):
+                    h = norm(blk(x))
+                for name, y in zip(self.names, ys):
+                    g = name(y)
+                return h
+    """)["run"]
+    assert "h" in found
+    assert "g" not in found
+
+
+def test_members_a_method_assigns_a_tensor():
+    """``self.cache = k.detach()`` in one method is a tensor in another; a member assigned a
+    count, a module, or only what an unknown helper returns is not; members whose methods read
+    each other end the question."""
+    source = """
+        import torch
+        from torch import nn
+
+        class Cache(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                freqs = torch.arange(dim).float()
+                self.freqs = freqs * 2
+                self.steps = dim + 1
+                self.proj = nn.Linear(dim, dim)
+                self.other = make_table(dim)
+
+            def update(self, k: torch.Tensor):
+                self.cache = k.detach()
+                self.last = self.prev
+
+            def again(self):
+                self.prev = self.last
+
+            def read(self, q: torch.Tensor):
+                a = q * 0 + self.cache
+                b = self.freqs[0]
+                c = self.steps * 2
+                d = self.other + 1
+                e = self.last + 1
+                return a
+    """
+    found = tensors(source)["read"]
+    assert {"a", "b"} <= found
+    assert not {"c", "d", "e"} & found
+    facts = module_facts(ast.parse(textwrap.dedent(source)))
+    assert member_holds_tensor(facts, "Cache", "cache") and member_holds_tensor(facts, "Cache", "freqs")
+    assert not member_holds_tensor(facts, "Cache", "proj") and not member_holds_tensor(facts, "Cache", "steps")
+
+
+def test_names_bound_in_branches_and_tuples_returned():
+    """A name a branch binds to a tensor is one after the ``if`` (the other branch binding None
+    or nothing); a same-file function's tuple, unpacked in a branch, gives its tensor elements."""
+    found = tensors("""
+        import torch
+
+        def split(x: torch.Tensor):
+            return x[0], x.shape[0]
+
+        def f(x: torch.Tensor, use_bias: bool, n: int):
+            if use_bias:
+                bias = x.mean(0)
+            else:
+                bias = None
+            if n > 2:
+                head, count = split(x)
+            else:
+                head, count = x, n
+            for _ in range(n):
+                acc = x * 2 if use_bias else x
+            return bias, head, count, acc
+    """)["f"]
+    assert {"bias", "head", "acc"} <= found
+    assert "count" not in found
+
+
+def test_injected_modules_make_a_finding_through_the_engine():
+    """A linear interpolation written out between what two constructor-injected modules return is
+    found once their calls are known to return tensors; the same calls of members the class never
+    assigns find nothing."""
+    source = textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def __init__(self, mixer, gate):
+                super().__init__()
+                self.mixer = mixer
+                self.gate = gate
+
+            def forward(self, x, w: float):
+                y = self.mixer(x)
+                z = self.gate(x)
+                return y + w * (z - y)
+    """)
+    options = LintOptions(codes=frozenset({"FL016"}), fix=FixMode.OFF)
+    assert [(f.code, f.line) for f in lint_source(source, "block.py", options).findings] == [("FL016", 14)]
+    unassigned = source.replace("self.mixer = mixer", "pass").replace("self.gate = gate", "pass")
+    assert lint_source(unassigned, "block.py", options).findings == ()
