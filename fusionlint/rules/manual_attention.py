@@ -553,12 +553,13 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
                 if site.conditional or not isinstance(site.statement.node, cst.SimpleStatementLine):
                     continue
                 chain = _chain(scope, site.node, site.statement)
-                scores = chain.scores if chain is not None else _branching_chain(scope, site.node, site.statement)
+                branching = _branching_chain(scope, site.node, site.statement) if chain is None else None
+                scores = chain.scores if chain is not None else branching[0] if branching is not None else None
                 if scores is None or id(scores) in flagged or _fallback_for_old_torch(scope, site.statement):
                     continue
                 flagged.add(id(scores))
-                if chain is None:
-                    yield Violation(scores)
+                if branching is not None:
+                    yield Violation(scores, message=_UNBATCHED_MESSAGE if branching[1] else None)
                 else:
                     fix = _fix(scope, chain) if chain.fixable else None
                     yield Violation(scores, fix=fix, spans=tuple(r.node for r in chain.statements))
@@ -1312,14 +1313,20 @@ _AUGMENTED = {cst.AddAssign: cst.Add, cst.MultiplyAssign: cst.Multiply, cst.Divi
 _FOLLOWED_AT_MOST = 32  # bindings one reading follows: attention takes a handful
 
 
-def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> cst.CSTNode | None:
+_UNBATCHED_MESSAGE = (
+    "attention written by hand writes the whole score matrix: use F.scaled_dot_product_attention "
+    "on its 3-d operands unsqueezed to 4-d (on 3-d ones it writes the scores too)"
+)
+
+
+def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> tuple[cst.CSTNode, bool] | None:
     """The score matmul of an attention that is no single chain of statements, where the fix
     could not say every path in one call: a stage under an ``if`` (``if mask is not None: attn
     = attn + mask``), the softmax in both arms, ``attn += mask``, views of the scores, casts, a
     softmax with a ``dtype``, a fill with a finite value, a learned scale computed apart, a
     same-file helper that adds a bias (``attn = maybe_add_mask(attn, bias)``). Each value on
     the way must be read by the next stage only (or for its shape), and the operands be 3-d or
-    4-d where the code says so."""
+    4-d where the code says so. With whether they are 3-d."""
     if not _has_softmax(scope):
         return None
     for values in _value_matmuls(scope, final):
@@ -1329,14 +1336,16 @@ def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) 
         if not flow.weights(values.weights, final_ref) or not flow.scores or not flow.private():
             continue
         v_rank = _rank(scope, values.v, final_ref)
+        all_ranks: set[int] = set()
         for node, q, k, rank, at in flow.scores:
             ranks = {r for r in (rank, _rank(scope, q, at), _rank(scope, k, at), v_rank) if r}
             if ranks not in ({3}, {4}) and not (flow.heads_first and not ranks):
                 break
             if any(dim != -1 and {dim + 1} != ranks for dim in flow.softmax_dims):
                 break  # ``softmax(dim=3)`` is over the last dim of 4-d scores only
+            all_ranks |= ranks
         else:
-            return flow.scores[0][0]
+            return flow.scores[0][0], all_ranks == {3}
     return None
 
 

@@ -591,6 +591,16 @@ def test_reported_without_a_fix(case):
     assert fixed(REPORTED_WITHOUT_FIX[case]) is None
 
 
+def test_a_finding_without_a_fix_on_3d_operands_says_to_unsqueeze_them():
+    options = LintOptions(codes=frozenset({"FL010"}))
+    three_d = lint_source(HEADER + REPORTED_WITHOUT_FIX["scores from torch.baddbmm (a scale and a bias in the matmul)"], "m.py", options)
+    four_d = lint_source(HEADER + REPORTED_WITHOUT_FIX["a mask added under an if"], "m.py", options)
+    assert [f.message for f in three_d.findings] == [
+        "attention written by hand writes the whole score matrix: use F.scaled_dot_product_attention on its 3-d "
+        "operands unsqueezed to 4-d (on 3-d ones it writes the scores too)"]
+    assert [f.message for f in four_d.findings] == [ManualAttention.message]
+
+
 def test_a_flag_that_is_not_hasattr_leaves_the_hand_written_arm_flagged():
     source = LEFT_ALONE["the other arm of if hasattr(F, 'scaled_dot_product_attention')"]
     source = source.replace('hasattr(F, "scaled_dot_product_attention")', "use_sdpa")
