@@ -589,10 +589,10 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
             if _only_read(scope, site.node, "copy", reading) and reading.saves \
                     and _source_is_stable(scope, site.node.func.value, site, reading):  # type: ignore[attr-defined]
                 yield Violation(site.node, fix=_fix(site, expanded), message=_REPEATED)
-        for site in scope.sites.get("stack", ()):
-            reduction = _reduced_stack(scope, site.node)
-            if reduction is not None:
-                yield Violation(site.node, fix=_added(site, reduction), message=_STACK_REDUCED)
+        for site in (*scope.sites.get("sum", ()), *scope.sites.get("mean", ())):
+            stack = _stack_reduced_by(scope, site.node)
+            if stack is not None:
+                yield Violation(stack, fix=_added(site, stack), message=_STACK_REDUCED)
 
 
 def _as_expand(scope: Scope, call: cst.Call) -> cst.Call | None:
@@ -641,25 +641,17 @@ def _unit_dims(scope: Scope, expr: cst.BaseExpression) -> list[int]:
     return found
 
 
-def _reduced_stack(scope: Scope, stack: cst.Call) -> cst.Call | None:
-    """The ``sum`` or ``mean`` that alone reads ``torch.stack(xs, d)``, over the dimension
-    ``d`` it makes (``torch.stack(xs).sum(0)``, ``torch.mean(torch.stack(xs, -1), dim=-1)``),
-    with no other argument; else None. The stack copies every tensor only for the reduction
-    to read them back: adding them writes the result alone."""
-    op = scope.op(stack)
-    if op is None or op[0] != "stack" or not isinstance(stack.func, cst.Attribute) or scope.torch_name(stack.func) != "torch.stack":
+def _stack_reduced_by(scope: Scope, reduction: cst.Call) -> cst.Call | None:
+    """The ``torch.stack(xs, d)`` that ``reduction`` alone reads, a ``sum`` or ``mean`` over the
+    dimension ``d`` it makes (``torch.stack(xs).sum(0)``, ``torch.mean(torch.stack(xs, -1),
+    dim=-1)``) with no other argument; else None. The stack copies every tensor only for the
+    reduction to read them back: adding them writes the result alone."""
+    op = scope.op(reduction)
+    if op is None or op[0] not in ("sum", "mean") or not isinstance(op[2], cst.Call):
         return None
-    parent = _path(scope, stack)[:3]
-    if len(parent) >= 2 and isinstance(parent[0], cst.Attribute) and parent[0].value is stack \
-            and isinstance(parent[1], cst.Call) and parent[1].func is parent[0]:
-        reduction, rest = parent[1], list(parent[1].args)  # `torch.stack(xs).sum(0)`
-    elif len(parent) >= 2 and isinstance(parent[0], cst.Arg) and parent[0] is parent[1].args[0] \
-            and isinstance(parent[1], cst.Call) and parent[0].keyword is None:
-        reduction, rest = parent[1], list(parent[1].args[1:])  # `torch.sum(torch.stack(xs), dim=0)`
-    else:
-        return None
-    name = scope.op(reduction)
-    if name is None or name[0] not in ("sum", "mean") or name[2] is not stack:
+    stack, func = op[2], reduction.func
+    rest = list(reduction.args) if isinstance(func, cst.Attribute) and func.value is stack else list(reduction.args[1:])
+    if not isinstance(stack.func, cst.Attribute) or scope.torch_name(stack.func) != "torch.stack" or not stack.args:
         return None
     if len(rest) != 1 or rest[0].keyword is not None and rest[0].keyword.value not in ("dim", "axis"):
         return None
@@ -667,7 +659,7 @@ def _reduced_stack(scope: Scope, stack: cst.Call) -> cst.Call | None:
     if len(stack.args) - 1 != len(stacked) or stack.args[0].keyword is not None or stack.args[0].star:
         return None
     made = _integer(stacked[0].value) if stacked else 0
-    return reduction if made is not None and made == _integer(rest[0].value) else None
+    return stack if made is not None and made == _integer(rest[0].value) else None
 
 
 def _integer(expr: cst.BaseExpression) -> int | None:
@@ -678,10 +670,10 @@ def _integer(expr: cst.BaseExpression) -> int | None:
     return int(expr.value) if isinstance(expr, cst.Integer) else None
 
 
-def _added(site: Site, reduction: cst.Call) -> tuple[StatementEdit, ...] | None:
-    """``torch.stack([a, b, c]).sum(0)`` becomes ``(a + b + c)``, its mean ``(a + b + c) / 3``;
-    none for a list that is not written out."""
-    statement, listed = site.statement.node, site.node.args[0].value
+def _added(site: Site, stack: cst.Call) -> tuple[StatementEdit, ...] | None:
+    """``torch.stack([a, b, c]).sum(0)`` (the reduction at ``site``) becomes ``(a + b + c)``, its
+    mean ``(a + b + c) / 3``; none for a list that is not written out."""
+    statement, listed, reduction = site.statement.node, stack.args[0].value, site.node
     if not isinstance(statement, cst.SimpleStatementLine) or not isinstance(listed, (cst.List, cst.Tuple)):
         return None
     if not listed.elements or any(isinstance(e, cst.StarredElement) for e in listed.elements):
