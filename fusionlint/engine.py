@@ -681,8 +681,11 @@ def _file_searches(needle: re.Pattern[str]) -> tuple[re.Pattern[str] | frozenset
     searches: list[re.Pattern[str] | frozenset[str]] = []
     for part in _alternatives(needle.pattern):
         call = _CALL_NEEDLE.fullmatch(part) if needle.flags == re.UNICODE else None
+        characters = _CHARACTERS.fullmatch(part)
         if call is not None:
             searches.append(frozenset((call.group(1) or call.group(2)).split("|")))
+        elif characters is not None:  # `[*/@]`: a search of a class tries it at every character
+            searches += [re.compile(re.escape(c), needle.flags) for c in characters.group(1)]
         else:
             searches.append(re.compile(part.removeprefix(r"\b"), needle.flags))
     return tuple(searches)
@@ -690,6 +693,9 @@ def _file_searches(needle: re.Pattern[str]) -> tuple[re.Pattern[str] | frozenset
 
 # A needle's alternative that is a call of one of some names: `\b(?:bmm|mm)\s*\(`, `\bclone\s*\(`.
 _CALL_NEEDLE = re.compile(r"\\b(?:\(\?:(\w+(?:\|\w+)*)\)|(\w+))\\s\*\\\(")
+# A class of punctuation characters (no `-`, which makes a range), searched as one literal each
+# (the other rules share some).
+_CHARACTERS = re.compile(r"\[([!-,./:-@{-~]+)\]")
 # Each call in a text read backwards: its parenthesis, then the name called, reversed. A search
 # for a pattern that starts with a literal skips from one to the next; `\w+\s*\(` forwards would
 # try every letter.

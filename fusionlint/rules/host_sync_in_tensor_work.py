@@ -73,10 +73,12 @@ _COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None
 # where Python takes a value's truth or a builtin makes a host value of it; `.float()` is a tensor method
 _VALUE_SYNC = re.compile(r"\b(?:if|elif|while|assert|not|and|or)\b|(?<!\.)\b(?:bool|float|int|print)\b")
 # in every statement the text test passes on: a sync method (`.to(` for `.to("cpu")`), or a word all of its
-# other tests need (`if`/`elif` to start a test, `bool`/`float`/`int` before a `(`)
+# other tests need (`if`/`elif` to start a test, `bool`/`float`/`int` before a `(`), each word an alternative
+# of its own (the engine searches for each alone, skipping from one to the next)
 _NEEDLE = re.compile(
-    r"\.\s*(?:item|tolist|cpu|numpy|to)\s*\(|\b(?:if|elif|while|assert|not|and|or|bool|float|int|print)\b"
-    r"|\b(?:nonzero|argwhere|masked_select|where)\s*\(|\[\s*(?:~|\(|[A-Za-z_]\w*\s*(?:\]|[<>!=]=?))"
+    r"\.\s*(?:item|tolist|cpu|numpy|to)\s*\(|"
+    + "|".join(rf"\b{word}\b" for word in "if elif while assert not and or bool float int print".split())
+    + r"|\b(?:nonzero|argwhere|masked_select|where)\s*\(|\[\s*(?:~|\(|[A-Za-z_]\w*\s*(?:\]|[<>!=]=?))"
 )
 # a selection whose size is the data's: `nonzero(`, `masked_select(`, `where(cond)` with one argument
 _SELECT_CALL = re.compile(r"\b(?:nonzero|argwhere|masked_select)\s*\(|\bwhere\s*\([^,()]*\)")
