@@ -114,6 +114,7 @@ def test_a_statement_without_needles_is_asked_only_by_rules_without_one():
     [
         (r"@|\b(?:bmm|mm)\s*\(", ["@", r"\b(?:bmm|mm)\s*\("]),
         (r"a[|]b|(c|d)|[]|]x|\|y|[^]|]z", ["a[|]b", "(c|d)", "[]|]x", r"\|y", "[^]|]z"]),
+        (r"[*/@]|[*-/]|y", ["[*/@]", "[*-/]", "y"]),  # searched as one literal per character; a range not
         (r"(?i)cat|dog", [r"(?i)cat|dog"]),  # a flag for the whole pattern
         (r"(\w)=\1|x", [r"(\w)=\1|x"]),  # a reference to a group of another part
     ],
