@@ -1053,10 +1053,11 @@ def _rank_of_name(scope: Scope, name: str, at: StatementRef, last: int, depth: i
         if isinstance(func, cst.Attribute) and func.attr.value == "unbind" and len(value.args) == 1 and _integer(value.args[0].value) == 0:
             whole = _rank(scope, func.value, ref, last, depth)
             return whole - 1 if whole and whole != _STRIDED else whole
+        if scope.torch_name(func) in ("torch.split", "torch.chunk"):
+            first = value.args[0] if value.args else None
+            return _rank(scope, first.value, ref, last, depth) if first is not None and first.keyword is None else None
         if isinstance(func, cst.Attribute) and func.attr.value in ("split", "chunk"):
             return _rank(scope, func.value, ref, last, depth)
-        if scope.torch_name(func) in ("torch.split", "torch.chunk") and value.args and value.args[0].keyword is None:
-            return _rank(scope, value.args[0].value, ref, last, depth)
         return None
     return None
 

@@ -342,6 +342,14 @@ def attend(q, k, v):
     attn = attn - attn.amax(dim=-2, keepdim=True)
     return F.softmax(attn, dim=-1) @ v
 """,
+    "keys torch.split from a permute that moved their last dim (halo attention: SDPA copies them)": """\
+def attend(q, kv, pos):
+    q = q.view(2, 4, 16, 8)
+    kv = kv.reshape(2, 16, 4, 36).permute(0, 2, 3, 1)
+    k, v = torch.split(kv, [8, 8], dim=-1)
+    attn = (q @ k.transpose(-1, -2)) * 0.125 + pos
+    return attn.softmax(dim=-1) @ v
+""",
     "masks added in a loop": """\
 def attend(q, k, v, masks):
     q = q.view(2, 4, 16, 8)
