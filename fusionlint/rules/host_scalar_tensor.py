@@ -14,7 +14,8 @@ from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
-_TEXT = re.compile(r"\btensor\s*\(")
+_TEXT = re.compile(r"tensor\s*\(")
+_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
 _FUNCTION_TEXT = re.compile(r"\b(?:r?sqrt|exp|expm1|log\w*|sin|cos|tanh)\s*\(")
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 # torch's element-wise math of one number and the host function that gives the same value
@@ -39,7 +40,8 @@ class HostScalarTensor(Rule):
         eager.
 
         Flagged: an element-wise function (`sqrt`, `rsqrt`, `exp`, `log`, ...; as `torch.f(t)`
-        or `t.f()`) of `torch.tensor(n)` (`dtype=`/`device=` allowed), `n` surely a host number
+        or `t.f()`) of `torch.tensor(n)` (or `torch.as_tensor`, `torch.scalar_tensor`;
+        `dtype=`/`device=` allowed), `n` surely a host number
         (a literal, a number-annotated parameter or a local made of those, an entry of a
         `.shape`, a name unpacked from one, `len(...)`), that is an operand of `+ - * /` in an
         arithmetic expression with a tensor. Not flagged: a bare `torch.tensor(n)` operand
@@ -117,7 +119,8 @@ def f(x: torch.Tensor, d: int, sizes: list, t: torch.Tensor):
     scale = torch.sqrt(torch.tensor(d))
     b = x * torch.sqrt(torch.tensor(sizes))
     c = x * torch.exp(torch.tensor(t))
-    return a, scale, b, c
+    d = x * torch.as_tensor(sizes).sqrt()
+    return a, scale, b, c, d
 """,
         # a constructor runs once
         """\
@@ -194,7 +197,7 @@ def _host_function(scope: Scope, numbers: NumberNames, expr: cst.BaseExpression)
         return None
     if function not in _HOST_MATH and function not in _HOST_POWER:
         return None
-    if not isinstance(made, cst.Call) or scope.torch_name(made.func) != "torch.tensor" or not made.args:
+    if not isinstance(made, cst.Call) or scope.torch_name(made.func) not in _FACTORIES or not made.args:
         return None
     first, *rest = made.args
     if first.keyword is not None or first.star or any(arg.keyword is None or arg.keyword.value not in _FACTORY_KEYWORDS for arg in rest):
