@@ -137,9 +137,11 @@ class RedundantCopy(Rule):
         (`x.reshape(b, h, w, c).permute(0, 3, 1, 2)`) that only a convolution reads
         (`F.conv2d`, an `nn.Conv2d`, or a layer class named for one, whose first op is its
         convolution: `Conv`, `ConvNormAct`, `DWConv`, `Convolution`, also handed through a
-        wrapper: `zero_module(Convolution(...))`), as other uses allow: cuDNN and oneDNN read
-        that layout as it is (fusionrt and eager: 4 -> 3 writes and kernels for a permuted
-        matmul result); a `.clone()` of a module's tensor that dies in its own statement where
+        wrapper: `zero_module(Convolution(...))`), as other uses allow, and tokens `[b, n, c]`
+        swapped to `[b, c, n]` (`permute(0, 2, 1)`, `transpose(1, 2)`) that a 1-d convolution
+        reads (`F.conv1d`, `nn.Conv1d`), which runs as a channels-last 2-d one: cuDNN and
+        oneDNN read that layout as it is (fusionrt and eager: 4 -> 3 writes and kernels for a
+        permuted matmul result); a `.clone()` of a module's tensor that dies in its own statement where
         nothing but known tensor ops runs (Swin's `self.relative_position_index.clone()[:n,
         :n].reshape(-1)`, read as an index): no code can write the tensor while the copy lives;
         and a stack only reduced over the dimension it makes (`torch.stack(xs).sum(0)`,
@@ -179,10 +181,10 @@ class RedundantCopy(Rule):
         cannot see that writes into it raises too.
     """
     training_note = """
-        With grad, dropping the copy of a permuted convolution input (the convolution-layer
-        example, where the copy is then written in place) writes more under fusionrt: as a
-        training step, every input requiring grad, 11 -> 15 writes, 44 -> 60 KiB, 8 -> 12
-        kernels. The other examples still save in training.
+        With grad, dropping the copies around a 1-d convolution (the convolution-layer example:
+        of its permuted input, and of its permuted output, then written in place) writes more
+        under fusionrt: as a training step, every float input requiring grad, 11 -> 14 writes,
+        44 -> 56 KiB, 8 -> 11 kernels. The other examples still save in training.
     """
     examples = (
         Example(
@@ -356,7 +358,8 @@ class Head(torch.nn.Module):
 """,
         ),
         # the copy of a conv output that no name holds: written in place, it may be the conv
-        # output itself (fusionrt 6 -> 5 writes and kernels, eager 7 -> 6)
+        # output itself; and the copy of tokens swapped channels-first that the 1-d conv reads as
+        # they are (fusionrt 6 -> 4 writes and kernels, eager 7 -> 5)
         Example(
             bad="""\
 import torch
@@ -368,14 +371,14 @@ def conv_layer(h: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, mask: t
     out.masked_fill_((mask < 0).unsqueeze(-1).expand(out.size()), 0)
     return residual + F.gelu(out)
 """,
-            at=((6, 11),),
+            at=((6, 11), (6, 20)),
             fixed="""\
 import torch
 import torch.nn.functional as F
 
 
 def conv_layer(h: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    out = F.conv1d(h.permute(0, 2, 1).contiguous(), w, padding=1).permute(0, 2, 1)
+    out = F.conv1d(h.permute(0, 2, 1), w, padding=1).permute(0, 2, 1)
     out.masked_fill_((mask < 0).unsqueeze(-1).expand(out.size()), 0)
     return residual + F.gelu(out)
 """,
@@ -447,7 +450,7 @@ def masked(h: torch.Tensor, w: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
     m = mask.unsqueeze(-1).expand(-1, -1, hidden.shape[2])
     return hidden * m + m
 """,
-            call="masked(randn(2, 16, 32), randn(32, 32), randn(2, 16))",
+            call="masked(randn(2, 16, 32), randn(32, 32), randn(2, 16) > 0)",
         ),
     )
     valid = (
@@ -570,10 +573,9 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
                     fix = _drop(site) if isinstance(kept, cst.Name) else _fix(site, kept)
                     yield Violation(site.node, fix=fix, message=_SOLE_VALUE)
                     continue
-                channels_first = _to_channels_first(scope, source)
-                fresh = _fresh(scope, source, site.statement) and not channels_first
+                fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source)
                 reading = _Reading(strided=key != "contiguous", returnable=fresh, writable=sole,
-                                   channels_last=key == "contiguous" and channels_first)
+                                   convolved=_convolved_as_is(scope, source) if key == "contiguous" else frozenset())
                 if not _only_read(scope, site.node, "copy", reading) or not (reading.strided or reading.saves):
                     continue
                 if not _source_is_stable(scope, source, site, reading):
@@ -991,17 +993,43 @@ def _to_channels_first(scope: Scope, expr: cst.BaseExpression) -> bool:
     """``x.permute(0, 3, 1, 2)``: channels-last to channels-first, the layout a convolution wants.
     Its caller most likely convolves it, and a convolution copies a strided input itself, so a
     returned copy of it is moved by dropping it, not saved."""
+    return _channels_first_rank(scope, expr) >= 4
+
+
+def _convolved_as_is(scope: Scope, expr: cst.BaseExpression) -> frozenset[str]:
+    """The convolutions that read the view ``expr`` as it is: any, of channels-last data
+    permuted channels-first (cuDNN's and oneDNN's channels_last formats); a 1-d one, of
+    tokens ``[b, n, c]`` swapped to ``[b, c, n]`` (``permute(0, 2, 1)``, ``transpose(1, 2)``),
+    which it runs as a channels-last 2-d convolution."""
+    rank = _channels_first_rank(scope, expr)
+    if rank >= 4:
+        return _CONVOLUTIONS
     op = scope.op(expr)
-    if op is None or op[0] != "permute" or not isinstance(expr, cst.Call):
-        return False
-    args = [arg.value for arg in expr.args if arg.keyword is None and not arg.star]
+    if rank == 3 or op is not None and op[0] == "transpose" and _dims(scope, expr) in ([1, 2], [2, 1]):
+        return frozenset({"conv1d", "conv_transpose1d"})
+    return frozenset()
+
+
+def _channels_first_rank(scope: Scope, expr: cst.BaseExpression) -> int:
+    """n for ``x.permute(0, n - 1, 1, ..., n - 2)``, channels-last to channels-first; else 0."""
+    op = scope.op(expr)
+    if op is None or op[0] != "permute":
+        return 0
+    dims = _dims(scope, expr)
+    n = len(dims)
+    return n if n >= 3 and dims == [0, n - 1, *range(1, n - 1)] else 0
+
+
+def _dims(scope: Scope, call: cst.BaseExpression) -> list[int | None]:
+    """The literal dimensions a ``permute`` or ``transpose`` call names (None where not literal)."""
+    if not isinstance(call, cst.Call):
+        return []
+    args = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
     if len(args) == 1 and isinstance(args[0], (cst.Tuple, cst.List)):
         args = [element.value for element in args[0].elements]
-    if isinstance(expr.func, cst.Name) or scope.torch_name(expr.func) is not None:
+    if isinstance(call.func, cst.Name) or scope.torch_name(call.func) is not None:
         args = args[1:]  # `torch.permute(x, dims)`
-    dims = [int(arg.value) if isinstance(arg, cst.Integer) else None for arg in args]
-    n = len(dims)
-    return n >= 4 and dims == [0, n - 1, *range(1, n - 1)]
+    return [_integer(arg) for arg in args]
 
 
 def _unviewed(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -1221,8 +1249,8 @@ class _Reading:
     ``wrote``: a use does.
     ``named``: the copy is bound to a name; ``dead_after``: the statement of the function's
     body after which nothing holds it (the name's last read), None if unknown.
-    ``channels_last``: the copy is of a channels-last to channels-first permute, which a
-    convolution reads as it is."""
+    ``convolved``: the convolutions that read the copied view as it is (channels-last data
+    permuted channels-first)."""
 
     strided: bool = True
     returnable: bool = False
@@ -1232,7 +1260,7 @@ class _Reading:
     bundled: bool = False
     named: bool = False
     dead_after: int | None = None
-    channels_last: bool = False
+    convolved: frozenset[str] = frozenset()
 
     def read(self, fast: bool = True) -> bool:
         self.saves |= fast
@@ -1290,7 +1318,7 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
                 return False
             op = scope.op(after) or scope.module_op(after)
-            if op is None and reading.channels_last and _conv_layer(scope, after, parent):
+            if op is None and "conv2d" in reading.convolved and _conv_layer(scope, after, parent):
                 op = ("conv2d", COMPUTE, parent.value)
             if op is None and _registry_activation(after, parent):
                 op = ("activation", ELEMENTWISE, parent.value)
@@ -1305,7 +1333,7 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 continue
             if op[1] is None and op[0] not in _READS_INTO_NEW:
                 return False
-            fast = op[1] == ELEMENTWISE or _reads_strided(scope, op[0]) or reading.channels_last and op[0] in _CONVOLUTIONS
+            fast = op[1] == ELEMENTWISE or _reads_strided(scope, op[0]) or op[0] in reading.convolved
             return reading.read(fast=fast)
         if isinstance(parent, cst.Assign) and role == "copy" and parent.value is below:
             return _only_read_name(scope, parent, reading)

@@ -474,8 +474,24 @@ class Queries(nn.Module):
     def forward(self, batch: int):
         return self.reference_points.weight.unsqueeze(0).repeat(batch, 1, 1).sigmoid()
 """,
+    "contiguous of tokens swapped channels-first for a 1-d convolution": """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class ConvModule(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.depthwise = nn.Conv1d(dim, dim, 3, padding=1, groups=dim)
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor):
+        h = self.depthwise(x.transpose(1, 2).contiguous())
+        return F.conv1d(torch.tanh(x).permute(0, 2, 1).contiguous(), w) + h
+""",
 }
 EXPECTED = {
+    "contiguous of tokens swapped channels-first for a 1-d convolution": [(12, 28), (13, 25)],
     "repeats of unsqueezed or None-indexed dimensions, only read": [(7, 9), (13, 22), (13, 54), (14, 13), (15, 47), (24, 16)],
     "channels-last tokens permuted back for the output projection, the input kept as the residual": [(33, 29), (37, 29)],
     "contiguous of permuted views concatenated, padded or read by a linear layer": [(13, 19), (16, 13), (17, 40)],
@@ -489,7 +505,7 @@ EXPECTED = {
     "a returned unpadded slice, copied in an if under a name rebound before": [(9, 13)],
     "a name rebound to a clone of a view of the value it alone holds, then written": [(6, 9)],
     "clones of values no name holds, written in place and handed out": [(6, 13), (8, 13), (10, 21), (11, 13)],
-    "contiguous of a conv output no name holds, filled in place and read by ops that take any layout": [(12, 15)],
+    "contiguous of a conv output no name holds, filled in place and read by ops that take any layout": [(12, 15), (12, 25)],
     "a squeezed piece of the logits a same-file head made, handed out in a record": [(24, 17)],
     "a squeezed piece of a split handed out in the tuple form of a record of outputs": [(6, 20)],
     "a clone read by a same-file method, its source written in place after its last read": [(25, 17)],
@@ -1075,6 +1091,21 @@ def f(x: torch.Tensor, n: int, reps, log):
     d = x.unsqueeze(1).repeat(reps) + x.repeat(1, n, 1)
     log(x.unsqueeze(1).repeat(1, n, 1))
     return a + b + c.sum() + d, x.unsqueeze(1).repeat(1, n, 1)
+""",
+    "contiguous of tokens swapped channels-first for a convolution of unknown dimensions": """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from ultra.layers import Conv
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.pe = Conv(dim, dim, 3)
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor):
+        return self.pe(x.transpose(1, 2).contiguous()), F.conv2d(x.transpose(2, 1).contiguous(), w)
 """,
 }
 
