@@ -63,7 +63,8 @@ class ManualAttention(Rule):
         into the query), an optional mask (`+ mask`, or `.masked_fill(mask, float('-inf'))`), a
         softmax over the last dim (a call, or an `nn.Softmax(dim=-1)` attribute), optional dropout
         (an `nn.Dropout` attribute or `F.dropout`), and the matmul with the values; where the code
-        shows the operands are 4-d (`x.view(b, t, h, d)`, `.permute(0, 2, 1, 3)`, `.unbind(0)` of a
+        shows the operands are 4-d (`x.view(b, t, h, d)`, `.permute(0, 2, 1, 3)`, `B, H, N, D =
+        q.shape`, `.unbind(0)` or `[0]` of a
         5-d tensor, `k.transpose(2, 3)`, a key transposed as `k.permute(0, 1, 3, 2)`, a 4-letter
         einsum) or 3-d (`bmm`, unsqueezed to 4-d for SDPA): SDPA's fused kernels take only 4-d
         tensors, and on others it runs its math form, which writes the scores all the same.
@@ -1032,8 +1033,12 @@ def _rank_of_item(scope: Scope, expr: cst.BaseExpression, at: StatementRef, last
 
 
 def _rank_of_name(scope: Scope, name: str, at: StatementRef, last: int, depth: int) -> int | None:
-    """The rank of what the nearest assignment of ``name`` before ``at`` binds to it."""
+    """The rank of what the nearest assignment of ``name`` before ``at`` binds to it, or that an
+    unpacking of its shape says (``B, H, N, D = q.shape``)."""
     for ref in statements_before(at):
+        unpacked = _shape_unpacked(ref, name)
+        if unpacked is not None:
+            return unpacked
         if name not in names_of(ref.node)[1]:
             continue
         small = ref.simple
@@ -1060,6 +1065,22 @@ def _rank_of_name(scope: Scope, name: str, at: StatementRef, last: int, depth: i
             return _rank(scope, func.value, ref, last, depth)
         return None
     return None
+
+
+def _shape_unpacked(ref: StatementRef, name: str) -> int | None:
+    """The number of names ``a, b, c = name.shape`` (or ``name.size()``) unpacks: the rank."""
+    small = ref.simple
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Tuple)):
+        return None
+    value = small.value
+    if isinstance(value, cst.Call) and not value.args and _method(value) == "size":
+        value = value.func
+    if not (isinstance(value, cst.Attribute) and value.attr.value in ("shape", "size")):
+        return None
+    elements = small.targets[0].target.elements
+    if not (isinstance(value.value, cst.Name) and value.value.value == name) or any(isinstance(e, cst.StarredElement) for e in elements):
+        return None
+    return len(elements)
 
 
 # --------------------------------------------------------------------------- exact mapping

@@ -25,6 +25,15 @@ def fixed(source: str) -> str | None:
 # --- variants, each with the call the fix writes -----------------------------------------------
 
 MAPPED = {
+    "the rank read off an unpacking of the query's shape": (
+        """\
+def attend(q, k, v):
+    B, H, N, D = q.shape
+    attn = (q @ k.transpose(-2, -1)) * 0.125
+    return attn.softmax(dim=-1) @ v
+""",
+        "F.scaled_dot_product_attention(q, k, v, scale=0.125)",
+    ),
     "matmul, / math.sqrt(d_k) of the query: SDPA's default scale, left out": (
         """\
 def attend(query, key, value):
@@ -348,6 +357,19 @@ def attend(q, kv, pos):
     kv = kv.reshape(2, 16, 4, 36).permute(0, 2, 3, 1)
     k, v = torch.split(kv, [8, 8], dim=-1)
     attn = (q @ k.transpose(-1, -2)) * 0.125 + pos
+    return attn.softmax(dim=-1) @ v
+""",
+    "five names unpacked from the query's shape (SDPA's math path)": """\
+def attend(q, k, v):
+    B, H, W, N, D = q.shape
+    attn = (q @ k.transpose(-2, -1)) * 0.125
+    return attn.softmax(dim=-1) @ v
+""",
+    "the query rebound after its shape was unpacked": """\
+def attend(q, k, v):
+    B, H, N, D = q.shape
+    q = q.unsqueeze(0)
+    attn = (q @ k.transpose(-2, -1)) * 0.125
     return attn.softmax(dim=-1) @ v
 """,
     "masks added in a loop": """\
