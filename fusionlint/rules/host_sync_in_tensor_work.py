@@ -639,8 +639,8 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
         text = block[index]
         if _METHOD_SYNC.search(text) or _selects_text(block, index):
             return True
-        if _VALUE_SYNC.search(text) is not None and _op_call_text(ops).search(text) is not None:
-            return True
+        if _op_call_text(ops).search(text) is not None and _VALUE_SYNC.search(text) is not None:
+            return True  # (the op first: fewer statements call one)
         # `if i == n:` on a loop's element, before the tensor work it guards
         if _COMPARING_TEST.match(text) is not None and any(
             _op_call_text(ops).search(block[later]) for later in range(index + 1, min(index + 4, len(block)))
@@ -711,6 +711,8 @@ def _selects_text(block: Sequence[str], index: int) -> bool:
     text = block[index]
     if "[" not in text and "where" not in text and "nonzero" not in text and "masked_select" not in text:
         return False  # `argwhere` holds `where`
+    if _SELECT_CALL.search(text) is None and _MASK_INDEX.search(text) is None:
+        return False  # neither a selection nor an index by a mask, which the tests below end with
     if _STRING_STATEMENT.match(text):
         return False  # a docstring, or a string assigned
     write = _INDEX_WRITE.match(text)
