@@ -764,12 +764,13 @@ def _strided_name(scope: Scope, expr: cst.BaseExpression, at: StatementRef) -> b
             if not isinstance(earlier.node, cst.SimpleStatementLine):
                 return False  # a nested block may rebind it
             continue
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and small.value is not None):
+        assigned = _target_and_value(small)
+        if assigned is None:
             return False
-        target = small.targets[0].target
+        target, value = assigned
         if isinstance(target, (cst.Tuple, cst.List)):
-            return _inner_split(scope, small.value) is not None
-        return isinstance(target, cst.Name) and target.value == expr.value and _strided(scope, small.value)
+            return _inner_split(scope, value) is not None
+        return isinstance(target, cst.Name) and target.value == expr.value and _strided(scope, value)
     return False
 
 
@@ -965,10 +966,8 @@ def _names_read(node: cst.CSTNode, copy: cst.CSTNode) -> Iterator[str]:
 
 def _rebound_name(site: Site) -> str | None:
     """The one name the copy's statement assigns (``x = x.t().contiguous()``), if any."""
-    small = site.statement.simple
-    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-        return small.targets[0].target.value
-    return None
+    assigned = _target_and_value(site.statement.simple)
+    return assigned[0].value if assigned is not None and isinstance(assigned[0], cst.Name) else None
 
 
 @per_scope
@@ -1060,10 +1059,10 @@ def _rebinds_sole_value(scope: Scope, site: Site, source: cst.BaseExpression) ->
     """``g = g.clone()``, ``g = g.t().clone()``, where ``g`` alone holds a tensor the function
     made: once ``g`` is rebound, nothing else reaches the original, so whatever is done with the
     copy may be done with it."""
-    small = site.statement.simple
-    if not (isinstance(small, cst.Assign) and small.value is site.node and len(small.targets) == 1):
+    assigned = _target_and_value(site.statement.simple)
+    if assigned is None or assigned[1] is not site.node:
         return False
-    target, root = small.targets[0].target, _unviewed(scope, source)
+    target, root = assigned[0], _unviewed(scope, source)
     if not (isinstance(root, cst.Name) and isinstance(target, cst.Name) and target.value == root.value):
         return False
     if scope.dynamic or root.value in scope.escaped:
@@ -1127,7 +1126,7 @@ def _made_anew_between(scope: Scope, name: str, start: int | None, end: int | No
         return False
     for statement in scope.node.body.body[start + 1:end]:  # type: ignore[union-attr]
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
-        if isinstance(small, cst.Assign) and _rebinds(small, name) and _fresh(scope, small.value, None):
+        if _rebinds(small, name) and _fresh(scope, small.value, None):  # type: ignore[union-attr]
             return True
     return False
 
@@ -1189,7 +1188,7 @@ def _aliased(scope: Scope, use: cst.Name) -> bool:
     """Does ``use`` bind its tensor, or a view of it, to another name (``row = x[0]``)?"""
     below: cst.CSTNode = use
     for parent in _path(scope, use):
-        if isinstance(parent, cst.Assign) and parent.value is below:
+        if _assigned_from(parent, below):
             return not _rebinds(parent, use.value)
         if isinstance(parent, (cst.Subscript, cst.Attribute)) and parent.value is below or isinstance(parent, cst.Arg):
             below = parent
@@ -1335,9 +1334,9 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 return False
             fast = op[1] == ELEMENTWISE or _reads_strided(scope, op[0]) or op[0] in reading.convolved
             return reading.read(fast=fast)
-        if isinstance(parent, cst.Assign) and role == "copy" and parent.value is below:
+        if role == "copy" and _assigned_from(parent, below):
             return _only_read_name(scope, parent, reading)
-        if isinstance(parent, cst.Assign) and role == "source" and parent.value is below:
+        if role == "source" and _assigned_from(parent, below):
             return _rebinds(parent, root_name(node))  # `x = x.view(...)`: the name's other uses decide
         if isinstance(parent, (cst.Return, cst.Expr)) and role == "source":
             return True  # the source handed out or dropped: the copy is dead by then
@@ -1453,16 +1452,31 @@ def _reads_strided(scope: Scope, op: str) -> bool:
     return scope.ops.op_class(op) == ELEMENTWISE or op in _STRIDE_FREE
 
 
-def _rebinds(assign: cst.Assign, name: str | None) -> bool:
-    target = assign.targets[0].target if len(assign.targets) == 1 else None
-    return isinstance(target, cst.Name) and target.value == name
+def _target_and_value(node: cst.CSTNode | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(target, value) of an assignment to one target: ``x = v``, or ``x: T = v``."""
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        return node.targets[0].target, node.value
+    if isinstance(node, cst.AnnAssign) and node.value is not None:
+        return node.target, node.value
+    return None
 
 
-def _only_read_name(scope: Scope, assign: cst.Assign, reading: _Reading) -> bool:
+def _assigned_from(node: cst.CSTNode, value: cst.CSTNode) -> bool:
+    """Is ``node`` an assignment (of one target or more) of ``value``?"""
+    return isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is value
+
+
+def _rebinds(assign: cst.CSTNode | None, name: str | None) -> bool:
+    assigned = _target_and_value(assign)
+    return assigned is not None and isinstance(assigned[0], cst.Name) and assigned[0].value == name
+
+
+def _only_read_name(scope: Scope, assign: cst.Assign | cst.AnnAssign, reading: _Reading) -> bool:
     """``y = <copy>``: is ``y`` a plain local, assigned once, read at least once, only read?"""
-    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+    assigned = _target_and_value(assign)
+    if assigned is None or not isinstance(assigned[0], cst.Name):
         return False
-    name = assign.targets[0].target.value
+    name = assigned[0].value
     if name in scope.escaped:
         return False
     if _assigned_once(scope, name) and name not in scope.params:  # a parameter is bound on entry
@@ -1554,6 +1568,7 @@ def _add_to_index(index: _Index, root: cst.CSTNode, node: cst.CSTNode, reading: 
         # not reads: a plain assignment target, an attribute's name, a keyword, a parameter
         _add_to_index(index, root, child, reading and not (
             kind is cst.AssignTarget and type(child) is cst.Name
+            or kind is cst.AnnAssign and child is node.target and type(child) is cst.Name
             or kind is cst.Attribute and child is node.attr
             or kind is cst.Arg and child is node.keyword
             or kind is cst.Param

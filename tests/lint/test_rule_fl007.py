@@ -489,8 +489,25 @@ class ConvModule(nn.Module):
         h = self.depthwise(x.transpose(1, 2).contiguous())
         return F.conv1d(torch.tanh(x).permute(0, 2, 1).contiguous(), w) + h
 """,
+    "copies bound to annotated names": """\
+import torch
+import torch.nn.functional as F
+
+
+def typed(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h: torch.Tensor = torch.tanh(x @ w)
+    c: torch.Tensor = h.clone()
+    y: torch.Tensor = c.sum(-1, keepdim=True)
+    return (c - y) * h
+
+
+def typed_conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    x: torch.Tensor = x.reshape(2, 8, 8, 16).permute(0, 3, 1, 2).contiguous()
+    return F.conv2d(x, w)
+""",
 }
 EXPECTED = {
+    "copies bound to annotated names": [(7, 23), (13, 23)],
     "contiguous of tokens swapped channels-first for a 1-d convolution": [(12, 28), (13, 25)],
     "repeats of unsqueezed or None-indexed dimensions, only read": [(7, 9), (13, 22), (13, 54), (14, 13), (15, 47), (24, 16)],
     "channels-last tokens permuted back for the output projection, the input kept as the residual": [(33, 29), (37, 29)],
@@ -1106,6 +1123,17 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, w: torch.Tensor):
         return self.pe(x.transpose(1, 2).contiguous()), F.conv2d(x.transpose(2, 1).contiguous(), w)
+""",
+    "copies bound to annotated names, then viewed or written in place": """\
+import torch
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    y: torch.Tensor = x.transpose(1, 2).contiguous()
+    z: torch.Tensor = (x * 2).sum(-1)
+    c: torch.Tensor = z.clone()
+    c.add_(1)
+    return y.view(-1), c + z
 """,
 }
 
