@@ -64,7 +64,7 @@ class ManualAttention(Rule):
         softmax over the last dim (a call, or an `nn.Softmax(dim=-1)` attribute), optional dropout
         (an `nn.Dropout` attribute or `F.dropout`), and the matmul with the values; where the code
         shows the operands are 4-d (`x.view(b, t, h, d)`, `.permute(0, 2, 1, 3)`, `B, H, N, D =
-        q.shape`, `.unbind(0)` or `[0]` of a
+        q.shape`, `rearrange(x, 'b n (h d) -> b h n d')`, `.unbind(0)` or `[0]` of a
         5-d tensor, `k.transpose(2, 3)`, a key transposed as `k.permute(0, 1, 3, 2)`, a 4-letter
         einsum) or 3-d (`bmm`, unsqueezed to 4-d for SDPA): SDPA's fused kernels take only 4-d
         tensors, and on others it runs its math form, which writes the scores all the same.
@@ -1005,6 +1005,9 @@ def _rank(scope: Scope, expr: cst.BaseExpression | None, at: StatementRef, last:
         return _rank(scope, expr.left if scope.is_tensor(expr.left) else expr.right, at, last, depth + 1)
     if isinstance(expr, cst.Subscript):
         return _rank_of_item(scope, expr, at, last, depth)
+    if isinstance(expr, cst.Call) and scope.torch_name(expr.func) in ("einops.rearrange", "einops.repeat") and len(expr.args) >= 2:
+        pattern = expr.args[1].value
+        return _einops_rank(pattern.evaluated_value, last) if isinstance(pattern, cst.SimpleString) else None
     if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)) or not _plain_args(expr, keywords=True):
         return None
     name = expr.func.attr.value
@@ -1022,6 +1025,22 @@ def _rank(scope: Scope, expr: cst.BaseExpression | None, at: StatementRef, last:
     if scope.torch_name(expr.func) == "torch.nn.functional.normalize" and expr.args and expr.args[0].keyword is None:
         return _rank(scope, expr.args[0].value, at, last, depth + 1)
     return None
+
+
+_EINOPS_AXES = re.compile(r"\([^)]*\)|[^\s()]+")
+
+
+def _einops_rank(pattern: str | bytes, last: int) -> int | None:
+    """The rank ``rearrange(x, pattern)`` gives (``'b n (h d) -> b h n d'``: 4), ``_STRIDED`` where
+    the dim at ``last`` is not the input's innermost, None with ``...``."""
+    if not isinstance(pattern, str) or pattern.count("->") != 1:
+        return None
+    inputs, output = pattern.split("->")
+    outer = _EINOPS_AXES.findall(output)
+    inner = inputs.replace("(", " ").replace(")", " ").split()
+    if not outer or "..." in output or "..." in inputs or len(outer) < -last:
+        return None
+    return len(outer) if inner and outer[last].strip("()").split()[-1:] == inner[-1:] else _STRIDED
 
 
 def _rank_of_item(scope: Scope, expr: cst.BaseExpression, at: StatementRef, last: int, depth: int) -> int | None:
@@ -1058,6 +1077,8 @@ def _rank_of_name(scope: Scope, name: str, at: StatementRef, last: int, depth: i
         if isinstance(func, cst.Attribute) and func.attr.value == "unbind" and len(value.args) == 1 and _integer(value.args[0].value) == 0:
             whole = _rank(scope, func.value, ref, last, depth)
             return whole - 1 if whole and whole != _STRIDED else whole
+        if isinstance(func, cst.Name) and func.value == "map" and value.args and isinstance(value.args[0].value, cst.Lambda):
+            return _rank(scope, value.args[0].value.body, ref, last, depth)  # map(lambda t: rearrange(t, ...), qkv)
         if scope.torch_name(func) in ("torch.split", "torch.chunk"):
             first = value.args[0] if value.args else None
             return _rank(scope, first.value, ref, last, depth) if first is not None and first.keyword is None else None

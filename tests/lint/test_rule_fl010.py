@@ -25,6 +25,18 @@ def fixed(source: str) -> str | None:
 # --- variants, each with the call the fix writes -----------------------------------------------
 
 MAPPED = {
+    "the rank an einops pattern gives (the last dim kept innermost)": (
+        """\
+from einops import rearrange
+
+
+def attend(q, k, v):
+    q, k, v = map(lambda t: rearrange(t, "b n (h d) -> b h n d", h=4), (q, k, v))
+    attn = (q @ k.transpose(-2, -1)) * 0.125
+    return attn.softmax(dim=-1) @ v
+""",
+        "F.scaled_dot_product_attention(q, k, v, scale=0.125)",
+    ),
     "the rank read off an unpacking of the query's shape": (
         """\
 def attend(q, k, v):
@@ -369,6 +381,24 @@ def attend(q, k, v):
 def attend(q, k, v):
     B, H, N, D = q.shape
     q = q.unsqueeze(0)
+    attn = (q @ k.transpose(-2, -1)) * 0.125
+    return attn.softmax(dim=-1) @ v
+""",
+    "an einops pattern that moves the tokens last (SDPA would copy the strided operands)": """\
+from einops import rearrange
+
+
+def attend(q, k, v):
+    q, k, v = map(lambda t: rearrange(t, "b (h d) n -> b h n d", h=4), (q, k, v))
+    attn = (q @ k.transpose(-2, -1)) * 0.125
+    return attn.softmax(dim=-1) @ v
+""",
+    "an einops pattern with five axes": """\
+from einops import rearrange
+
+
+def attend(q, k, v):
+    q, k, v = map(lambda t: rearrange(t, "b w n (h d) -> b w h n d", h=4), (q, k, v))
     attn = (q @ k.transpose(-2, -1)) * 0.125
     return attn.softmax(dim=-1) @ v
 """,
