@@ -37,6 +37,22 @@ _TENSOR_ONLY_METHODS = frozenset(
     detach type_as expand_as bmm cpu numpy""".split()
 )
 _NUMPY_METHODS = frozenset({"transpose", "view", "item", "tolist"})
+# Op names that are also methods of what else a model file handles: a NumPy array, a Python
+# number, string or container, an nn.Module (``layer.to(device)``, ``model.float()``), a module's
+# layer held by a local (``blk.norm(x)``, ``attn.softmax(s)``), a regex (``pattern.sub``). A
+# method of any other op name (``x.clamp(0, 1)``, ``t.exp()``, ``m.unsqueeze(1)``) tells a tensor.
+_SHARED_METHODS = frozenset(
+    """all any argmax argmin argpartition argsort astype byteswap choose clip compress conj conjugate
+    copy cumprod cumsum diagonal dot dump dumps fill flatten getfield item itemset max mean min
+    nonzero partition prod ptp put ravel repeat reshape resize round searchsorted setfield setflags
+    sort squeeze std sum swapaxes take tobytes tofile tolist trace transpose var view
+    to float half double bfloat16 type cpu cuda apply
+    linear bilinear conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
+    layer_norm group_norm batch_norm instance_norm rms_norm norm normalize cross_entropy
+    scaled_dot_product_attention unfold relu relu6 gelu silu mish elu selu celu sigmoid tanh
+    hardswish hardsigmoid hardtanh leaky_relu logsigmoid softplus softsign tanhshrink softmin
+    sub select where einsum""".split()
+) | frozenset(name for kind in (int, float, complex, str, bytes, list, tuple, dict, set) for name in dir(kind))
 _DIM_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "softmax", "log_softmax", "norm", "std", "var"})
 _UNION_TYPES = ("Optional", "Union", "typing.Optional", "typing.Union")
 # Annotations of containers whose iteration yields their element type: ``list[Tensor]``.
@@ -381,8 +397,8 @@ class Typing:
 
     def used_as_tensor(self, expr: object) -> Iterator[str]:
         """Names that ``expr`` uses the way only a tensor is used: the receiver of a tensor-only
-        method (``x.clone()``, ``x.sum(dim=1)``, also down a chain: ``x.pow(2).mean(-1,
-        keepdim=True)``), an operand of ``@``, the input of a torch op (``torch.softmax(x, -1)``),
+        method (``x.clone()``, ``x.sum(dim=1)``, an op no other value has as a method:
+        ``x.clamp(0, 1)``, also down a chain: ``x.pow(2).mean(-1, keepdim=True)``), an operand of ``@``, the input of a torch op (``torch.softmax(x, -1)``),
         any operand of a matmul (``torch.matmul(x, y)``); in a file without numpy, the owner of
         ``x.shape``."""
         view = self.view(expr)
@@ -400,7 +416,7 @@ class Typing:
                 if module in TORCH_OP_MODULES and self.ops.op_class(name) is not None:
                     yield from self._names(view[2] if name in MATMULS else view[2][:1])
             elif callee[0] == ATTR and (
-                callee[2] in _TENSOR_ONLY_METHODS
+                self._tensor_only(callee[2])
                 or (callee[2] in _NUMPY_METHODS and not self.facts.imports_numpy)
                 or (callee[2] in _DIM_REDUCTIONS and ("dim" in view[3] or "keepdim" in view[3]))
             ):
@@ -414,13 +430,16 @@ class Typing:
             while view[0] == CALL:
                 callee = self.view(view[1])
                 if callee[0] != ATTR or not (
-                    callee[2] in _TENSOR_ONLY_METHODS
+                    self._tensor_only(callee[2])
                     or (not self.facts.imports_numpy and self.ops.op_class(callee[2]) is not None)
                 ):
                     break
                 view = self.view(callee[1])
             if view[0] == NAME and view[1] not in ("self", "cls") and view[1] not in self.facts.imported:
                 yield view[1]
+
+    def _tensor_only(self, method: str) -> bool:
+        return method in _TENSOR_ONLY_METHODS or (method not in _SHARED_METHODS and self.ops.op_class(method) is not None)
 
     def resolve(
         self, assignments: list[tuple[object, object]], loops: list[tuple[object, object]],

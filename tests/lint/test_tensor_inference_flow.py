@@ -239,3 +239,32 @@ def test_injected_modules_make_a_finding_through_the_engine():
     assert [(f.code, f.line) for f in lint_source(source, "block.py", options).findings] == [("FL016", 14)]
     unassigned = source.replace("self.mixer = mixer", "pass").replace("self.gate = gate", "pass")
     assert lint_source(unassigned, "block.py", options).findings == ()
+
+
+def test_a_method_only_a_tensor_has_tells_a_tensor():
+    """An untyped helper's parameter (one the file never calls, as helpers called from other files
+    are) is a tensor when it calls an op that nothing else a model file handles has as a method
+    (``x.clamp``, ``t.exp()``); not when the method is also a NumPy array's, a number's, a string's,
+    a module's (``layer.to(device)``, ``blk.norm(h)``) or a regex's (``pattern.sub``)."""
+    found = tensors("""
+        import re
+        import torch
+
+        def inverse_sigmoid(x, eps=1e-5):
+            x = x.clamp(min=0, max=1)
+            return x
+
+        def helpers(t, m, arr, layer, blk, pattern, s, n, h: torch.Tensor, device):
+            a = t.exp()
+            b = m.unsqueeze(1)
+            c = arr.clip(0, 1)
+            layer.to(device)
+            d = blk.norm(h)
+            e = pattern.sub("", s)
+            f = s.strip()
+            g = n.conjugate()
+            return a
+    """)
+    assert "x" in found["inverse_sigmoid"]
+    assert {"t", "m", "a", "b"} <= found["helpers"]
+    assert not {"arr", "c", "layer", "blk", "pattern", "e", "s", "f", "n", "g"} & found["helpers"]
