@@ -608,11 +608,10 @@ def _as_expand(scope: Scope, call: cst.Call) -> cst.Call | None:
     counts = [a.value for a in call.args]
     if any(a.keyword is not None or a.star for a in call.args) or not counts:
         return None
-    packed = len(counts) == 1 and isinstance(counts[0], (cst.Tuple, cst.List))
-    if packed:
-        counts = [e.value for e in counts[0].elements if not isinstance(e, cst.StarredElement)]  # type: ignore[union-attr]
-        if len(counts) != len(call.args[0].value.elements):  # type: ignore[attr-defined]
+    if len(counts) == 1 and isinstance(counts[0], (cst.Tuple, cst.List)):  # `.repeat((1, n, 1))`
+        if any(isinstance(e, cst.StarredElement) for e in counts[0].elements):
             return None
+        counts = [e.value for e in counts[0].elements]
     units = {d if d >= 0 else len(counts) + d for d in _unit_dims(scope, func.value)}
     sizes = [_integer(count) for count in counts]
     if not units or any(size != 1 for i, size in enumerate(sizes) if i not in units) \
@@ -1125,7 +1124,7 @@ def _made_anew_between(scope: Scope, name: str, start: int | None, end: int | No
     if start is None or end is None:
         return False
     for statement in scope.node.body.body[start + 1:end]:  # type: ignore[union-attr]
-        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
         if _rebinds(small, name) and _fresh(scope, small.value, None):  # type: ignore[union-attr]
             return True
     return False

@@ -345,11 +345,11 @@ from torch import nn
 class WindowAttention(nn.Module):
     def __init__(self, heads: int, n: int):
         super().__init__()
-        self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * n - 1) ** 2, heads))
+        self.bias_table = nn.Parameter(torch.zeros((2 * n - 1) ** 2, heads))
         self.register_buffer("relative_position_index", torch.arange(n * n).view(n, n))
 
     def forward(self, attn: torch.Tensor, n: int):
-        bias = self.relative_position_bias_table[self.relative_position_index.clone()[:n, :n].reshape(-1)].reshape(n, n, -1)
+        bias = self.bias_table[self.relative_position_index.clone()[:n, :n].reshape(-1)].reshape(n, n, -1)
         return attn + bias.permute(2, 0, 1).unsqueeze(0)
 """,
     "stacks only reduced over the dimension they make": """\
@@ -509,20 +509,26 @@ def typed_conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 EXPECTED = {
     "copies bound to annotated names": [(7, 23), (13, 23)],
     "contiguous of tokens swapped channels-first for a 1-d convolution": [(12, 28), (13, 25)],
-    "repeats of unsqueezed or None-indexed dimensions, only read": [(7, 9), (13, 22), (13, 54), (14, 13), (15, 47), (24, 16)],
-    "channels-last tokens permuted back for the output projection, the input kept as the residual": [(33, 29), (37, 29)],
+    "repeats of unsqueezed or None-indexed dimensions, only read": [
+        (7, 9), (13, 22), (13, 54), (14, 13), (15, 47), (24, 16),
+    ],
+    "channels-last tokens permuted back for the output projection, the input kept as the residual": [
+        (33, 29), (37, 29),
+    ],
     "contiguous of permuted views concatenated, padded or read by a linear layer": [(13, 19), (16, 13), (17, 40)],
     "contiguous of a conv output filled in place, read through dropout by a registry activation": [(13, 15)],
     "a returned copy of the negated result of an unknown call": [(6, 12)],
     "contiguous of channels-last tokens permuted channels-first, read by convolutions": [(15, 13), (16, 13), (18, 13)],
-    "a clone of a module's index buffer, read as an index in its own statement": [(12, 50)],
+    "a clone of a module's index buffer, read as an index in its own statement": [(12, 32)],
     "stacks only reduced over the dimension they make": [(7, 19), (8, 9), (9, 16)],
     "contiguous of a transposed view, cast or detached on the way": [(6, 9), (7, 13)],
     "a clone of a cache's state, dead before the cache is updated": [(6, 24)],
     "a returned unpadded slice, copied in an if under a name rebound before": [(9, 13)],
     "a name rebound to a clone of a view of the value it alone holds, then written": [(6, 9)],
     "clones of values no name holds, written in place and handed out": [(6, 13), (8, 13), (10, 21), (11, 13)],
-    "contiguous of a conv output no name holds, filled in place and read by ops that take any layout": [(12, 15), (12, 25)],
+    "contiguous of a conv output no name holds, filled in place and read by ops that take any layout": [
+        (12, 15), (12, 25),
+    ],
     "a squeezed piece of the logits a same-file head made, handed out in a record": [(24, 17)],
     "a squeezed piece of a split handed out in the tuple form of a record of outputs": [(6, 20)],
     "a clone read by a same-file method, its source written in place after its last read": [(25, 17)],
