@@ -69,29 +69,32 @@ class ManualAttention(Rule):
         einsum) or 3-d (`bmm`, unsqueezed to 4-d for SDPA): SDPA's fused kernels take only 4-d
         tensors, and on others it runs its math form, which writes the scores all the same.
         Flagged without a fix: the same data flow where no single call says every path, or the
-        code a stage calls is not in the fix's reach: a stage under an `if` (`if mask is not
+        code a stage calls is out of the fix's reach: a stage under an `if` (`if mask is not
         None: attn = attn + mask`), the softmax in both arms, `attn += mask`,
-        `attn.masked_fill_(m, v)`, `.add`/`.mul`/`.div` and `torch.add`/`torch.mul`, scores
-        from `torch.baddbmm(bias, q, k.transpose(1, 2), alpha=s)`, a key scaled after its
-        transpose (`k.transpose(-1, -2) * s`), the rows' max subtracted for stability
-        (`sim - sim.amax(dim=-1, keepdim=True).detach()`), views of the scores between
-        the stages (Swin's shift mask added on a 5-d view), casts, a softmax with a `dtype` or
-        over the last dim by number (`dim=3` of 4-d scores), a fill with a finite value
-        (`torch.finfo(x.dtype).min`), a learned scale
-        computed apart (`logit_scale = self.logit_scale.clamp(max=m).exp()`), a same-file helper
-        that returns the scores plus a bias (`attn = maybe_add_mask(attn, bias)`), and reads of
-        the scores' shape or dtype only (`probs.type_as(scores)`); operands of unknown rank only where a `(heads, 1, 1)`
-        temperature scales the scores (it broadcasts against 3-d or 4-d ones).
+        `attn.masked_fill_(m, v)`, `.add`/`.mul`/`.div` and `torch.add`/`torch.mul`, scores from
+        `torch.baddbmm(bias, q, k.transpose(1, 2), alpha=s)`, a key scaled after its transpose
+        (`k.transpose(-1, -2) * s`), the rows' max subtracted for stability (`sim -
+        sim.amax(dim=-1, keepdim=True).detach()`), views of the scores between the stages (Swin's
+        shift mask added on a 5-d view), casts, a softmax with a `dtype` or over the last dim by
+        number (`dim=3` of 4-d scores), a fill with a finite value (`torch.finfo(x.dtype).min`),
+        a learned scale computed apart (`logit_scale = self.logit_scale.clamp(max=m).exp()`), a
+        same-file helper that returns the scores plus a bias (`attn = maybe_add_mask(attn,
+        bias)`), and reads of the scores' shape or dtype only (`probs.type_as(scores)`);
+        operands of unknown rank only where a `(heads, 1, 1)` temperature scales the scores (it
+        broadcasts against 3-d or 4-d ones). The rewrite by hand folds the paths' masks and
+        biases into one `attn_mask` (the Swin example: 8 -> 2 kernels, 8 -> 3 writes under
+        fusionrt); on 3-d operands the message says to unsqueeze them to 4-d, since SDPA on 3-d
+        ones writes the scores too.
         Not flagged (the rewrite would change what the code computes or keeps, or save
         nothing): weights read anywhere after the matmul with the values (returned, stored,
         averaged); another normaliser than softmax (sigmoid, relu, softmax over another dim);
         anything but dropout and casts between the softmax and the values (a mask after the
         softmax, a renormalisation); a mask that multiplies; a helper whose code is not in the
         file or that does more than add (a soft cap); a stage in a loop; operands of unknown or
-        other rank, or whose last dim a permute
-        moved (XCiT's `.permute(2, 0, 3, 4, 1)`: SDPA copies them, 6 -> 7 writes); the
-        hand-written arm of `if hasattr(F, "scaled_dot_product_attention")` (or after such an
-        `if` that returns), which no torch since 2.0 runs.
+        other rank, or whose last dim a permute moved (XCiT's `.permute(2, 0, 3, 4, 1)`: SDPA
+        copies them, 6 -> 7 writes); the hand-written arm of `if hasattr(F,
+        "scaled_dot_product_attention")` (or after such an `if` that returns), which no torch
+        since 2.0 runs.
     """
     use_instead = "`F.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., is_causal=..., scale=...)`."
     fix_safety = FixSafety.UNSAFE
