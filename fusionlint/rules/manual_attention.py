@@ -551,22 +551,30 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
         return "softmax" in block[index]
 
     def check(self, scope: Scope) -> Iterator[Violation]:
-        flagged: set[int] = set()
+        flagged: set[int] = set()  # the score matmuls reported (two arms' value matmuls may share one)
         for key in ("@", "matmul", "bmm", "einsum"):
             for site in scope.sites.get(key, ()):
                 if site.conditional or not isinstance(site.statement.node, cst.SimpleStatementLine):
                     continue
-                chain = _chain(scope, site.node, site.statement)
-                branching = _branching_chain(scope, site.node, site.statement) if chain is None else None
-                scores = chain.scores if chain is not None else branching[0] if branching is not None else None
-                if scores is None or id(scores) in flagged or _fallback_for_old_torch(scope, site.statement):
+                violation = _violation(scope, site.node, site.statement)
+                if violation is None or id(violation.node) in flagged or _fallback_for_old_torch(scope, site.statement):
                     continue
-                flagged.add(id(scores))
-                if branching is not None:
-                    yield Violation(scores, message=_UNBATCHED_MESSAGE if branching[1] else None)
-                else:
-                    fix = _fix(scope, chain) if chain.fixable else None
-                    yield Violation(scores, fix=fix, spans=tuple(r.node for r in chain.statements))
+                flagged.add(id(violation.node))
+                yield violation
+
+
+def _violation(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> Violation | None:
+    """The attention whose matmul with the values ``final`` is: one chain the fix maps, else the
+    branching data flow, reported without a fix."""
+    chain = _chain(scope, final, final_ref)
+    if chain is not None:
+        fix = _fix(scope, chain) if chain.fixable else None
+        return Violation(chain.scores, fix=fix, spans=tuple(r.node for r in chain.statements))
+    branching = _branching_chain(scope, final, final_ref)
+    if branching is None:
+        return None
+    scores, unbatched = branching
+    return Violation(scores, message=_UNBATCHED_MESSAGE if unbatched else None)
 
 
 @dataclass
