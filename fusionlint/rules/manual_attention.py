@@ -1365,8 +1365,6 @@ _CASTS = frozenset({"to", "type_as", "float", "half", "bfloat16", "double", "typ
 _RESHAPES = frozenset({"view", "reshape"})
 _AUGMENTED = {cst.AddAssign: cst.Add, cst.MultiplyAssign: cst.Multiply, cst.DivideAssign: cst.Divide}
 _FOLLOWED_AT_MOST = 32  # bindings one reading follows: attention takes a handful
-
-
 _UNBATCHED_MESSAGE = (
     "attention written by hand writes the whole score matrix: use F.scaled_dot_product_attention "
     "on its 3-d operands unsqueezed to 4-d (on 3-d ones it writes the scores too)"
@@ -1374,13 +1372,10 @@ _UNBATCHED_MESSAGE = (
 
 
 def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) -> tuple[cst.CSTNode, bool] | None:
-    """The score matmul of an attention that is no single chain of statements, where the fix
-    could not say every path in one call: a stage under an ``if`` (``if mask is not None: attn
-    = attn + mask``), the softmax in both arms, ``attn += mask``, views of the scores, casts, a
-    softmax with a ``dtype``, a fill with a finite value, a learned scale computed apart, a
-    same-file helper that adds a bias (``attn = maybe_add_mask(attn, bias)``). Each value on
-    the way must be read by the next stage only (or for its shape), and the operands be 3-d or
-    4-d where the code says so. With whether they are 3-d."""
+    """(score matmul, whether its operands are 3-d) of an attention that is no single chain of
+    statements the fix could say in one call (the rationale lists the forms): each value on the
+    way is read by its next stage only (or for its shape), and the operands are 3-d or 4-d
+    where the code says so."""
     if not _has_softmax(scope):
         return None
     for values in _value_matmuls(scope, final):
@@ -1391,7 +1386,7 @@ def _branching_chain(scope: Scope, final: cst.CSTNode, final_ref: StatementRef) 
             continue
         v_rank = _rank(scope, values.v, final_ref)
         all_ranks: set[int] = set()
-        for node, q, k, rank, at in flow.scores:
+        for _, q, k, rank, at in flow.scores:
             ranks = {r for r in (rank, _rank(scope, q, at), _rank(scope, k, at), v_rank) if r}
             if ranks not in ({3}, {4}) and not (flow.heads_first and not ranks):
                 break
