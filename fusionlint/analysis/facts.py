@@ -79,7 +79,8 @@ class ModuleFacts:
     _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
     _layers: dict[int, MethodLayers] = field(default_factory=dict)  # by id of the method
     member_tensors: dict[tuple[str, str], bool] = field(default_factory=dict)  # filled by tensors.member_holds_tensor
-    typings: dict[int, object] = field(default_factory=dict)  # a method's resolved Typing, by id: filled by tensors
+    returns_given_tensors: dict[tuple[str | None, str], bool | tuple[bool, ...]] = field(default_factory=dict)  # the same, untyped parameters tensors
+    typings: dict[tuple[int, bool], object] = field(default_factory=dict)  # a function's resolved names, by id: filled by tensors
 
     @property
     def imports_torch(self) -> bool:

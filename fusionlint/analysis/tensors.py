@@ -179,17 +179,28 @@ class Typing:
                 return self._method_returns(callee[1], callee[2]) or self._calls_member_on_tensors(call)
             owner = self.view(callee[1])
             if self.class_name is not None and owner[0] == NAME and owner[1] == "self":
-                return returned(self.facts, self.class_name, callee[2]) or self._calls_member_on_tensors(call)
+                return (
+                    returned(self.facts, self.class_name, callee[2])
+                    or self._passes_on_tensors(call, self.class_name, callee[2])
+                    or self._calls_member_on_tensors(call)
+                )
             if owner[0] == CALL and self.class_name is not None and dotted_path(self.view, owner[1]) == "super":
                 return self._super_returns(callee[2])
         if callee[0] == NAME and callee[1] in self.facts.functions:
-            return returned(self.facts, None, callee[1])
+            return returned(self.facts, None, callee[1]) or self._passes_on_tensors(call, None, callee[1])
         canonical = self.torch_name(func)
         if canonical is None:
             return False
         if canonical in _EINOPS:
             return any(self.is_tensor(arg) for arg in positional[:1])
         return torch_call_returns_tensor(canonical)
+
+    def _passes_on_tensors(self, call: tuple, class_name: str | None, name: str) -> Returned:
+        """A same-file helper given a tensor, returning a tensor when its untyped parameters hold
+        tensors (``remove_cls(x)`` of ``return x[:, 1:]``; not ``exists(x)`` of ``return x is not None``)."""
+        if not any(self.is_tensor(arg) for arg in call[2]):
+            return False
+        return returned(self.facts, class_name, name, given_tensors=True)
 
     def _calls_member_on_tensors(self, call: tuple) -> bool:
         """``self.norm(x)``, ``self.head.fc(x)``: in a module class, a tensor passed to a member the
@@ -593,19 +604,22 @@ def returns_tensor(facts: ModuleFacts, class_name: str | None, name: str) -> boo
     return returned(facts, class_name, name) is True
 
 
-def returned(facts: ModuleFacts, class_name: str | None, name: str) -> Returned:
+def returned(facts: ModuleFacts, class_name: str | None, name: str, given_tensors: bool = False) -> Returned:
     """What the same-file function ``name`` (a method of ``class_name`` or of a same-file base)
     returns: a tensor, a tuple with tensors, or neither. By its return annotation, else by its
-    ``return`` values. Each function is analysed once, when first asked; a call back into a
-    function still being analysed counts as no tensor (the fixpoint from below)."""
+    ``return`` values; ``given_tensors``: when its untyped parameters hold tensors (a helper
+    that passes on what it is given: ``def remove_cls(x): return x[:, 1:]``). Each function is
+    analysed once, when first asked; a call back into a function still being analysed counts as
+    no tensor (the fixpoint from below)."""
+    cache = facts.returns_given_tensors if given_tensors else facts.returns
     key = (class_name, name)
-    known = facts.returns.get(key)
+    known = cache.get(key)
     if known is not None:
         return known
-    facts.returns[key] = False
+    cache[key] = False
     functions = facts.functions.get(name, ()) if class_name is None else facts.methods(class_name, name)
-    result = _combined(_function_returns(facts, function, class_name) for function in functions)
-    facts.returns[key] = result
+    result = _combined(_function_returns(facts, function, class_name, given_tensors) for function in functions)
+    cache[key] = result
     return result
 
 
@@ -623,16 +637,20 @@ def _combined(results: Iterable[Returned]) -> Returned:
     return tuple(any(flags) for flags in zip(*same))
 
 
-def _function_returns(facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef, class_name: str | None) -> Returned:
+def _function_returns(
+    facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef, class_name: str | None, given_tensors: bool = False
+) -> Returned:
     if function.returns is not None:
+        if given_tensors:
+            return False  # its annotation said it all
         typing = Typing(facts, op_tables(), ast_view, class_name)
         return typing.is_tensor_annotation(function.returns) or typing.tuple_annotation(function.returns) or False
-    known = facts.typings.get(id(function))
+    known = facts.typings.get((id(function), given_tensors))
     if known is None:
         body = _FunctionBody(function)
         if not body.returns:
             return False
-        known = _function_typing(facts, function, class_name, body)
+        known = _function_typing(facts, function, class_name, body, given_tensors)
     typing, body = known  # type: ignore[misc]
     return _combined(_value_returns(typing, value) for value in body.returns)
 
@@ -701,16 +719,17 @@ def _is_tensor_in_method(facts: ModuleFacts, class_name: str, assignment: ast.As
 
 def _function_typing(
     facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef, class_name: str | None,
-    body: "_FunctionBody | None" = None,
+    body: "_FunctionBody | None" = None, given_tensors: bool = False,
 ) -> tuple[Typing, "_FunctionBody"]:
-    """The function's names resolved as its own scope would resolve them, once per function: a
-    question met again while they are being resolved sees the names found so far."""
-    known = facts.typings.get(id(function))
+    """The function's names resolved as its own scope would resolve them (``given_tensors``: its
+    untyped parameters tensors), once per function: a question met again while they are being
+    resolved sees the names found so far."""
+    known = facts.typings.get((id(function), given_tensors))
     if known is not None:
         return known  # type: ignore[return-value]
     typing = Typing(facts, op_tables(), ast_view, class_name)
     body = body or _FunctionBody(function)
-    facts.typings[id(function)] = (typing, body)
+    facts.typings[(id(function), given_tensors)] = (typing, body)
     arguments = function.args
     positional = [*arguments.posonlyargs, *arguments.args]
     defaults = [None] * (len(positional) - len(arguments.defaults)) + [*arguments.defaults, *arguments.kw_defaults]
@@ -721,7 +740,7 @@ def _function_typing(
     typed = set()
     for param, default in params:
         tensor = typing.declare(param.arg, param.annotation, default, forward)
-        if tensor:
+        if tensor or (tensor is None and given_tensors):
             typing.tensors.add(param.arg)
         elif tensor is not None:
             typed.add(param.arg)

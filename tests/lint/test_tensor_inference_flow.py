@@ -268,3 +268,35 @@ def test_a_method_only_a_tensor_has_tells_a_tensor():
     assert "x" in found["inverse_sigmoid"]
     assert {"t", "m", "a", "b"} <= found["helpers"]
     assert not {"arr", "c", "layer", "blk", "pattern", "e", "s", "f", "n", "g"} & found["helpers"]
+
+
+def test_helpers_that_pass_on_what_they_are_given():
+    """A same-file helper with untyped parameters, given a tensor, returns one when its body makes
+    a tensor of them (``x[:, 1:]``, ``t.reshape(...)``), as a method does (``self._pos_embed(x)``);
+    not when it returns a test or a size of them, nor when it is given no tensor."""
+    found = tensors("""
+        import torch
+        from torch import nn
+
+        def remove_cls(x):
+            return x[:, 1:, :]
+
+        def exists(val):
+            return val is not None
+
+        def width(t):
+            return t.shape[-1]
+
+        class Net(nn.Module):
+            def _pos_embed(self, x, pos):
+                return x + pos
+
+            def forward(self, x):
+                a = remove_cls(x)
+                b = self._pos_embed(x, 1)
+                e, w = exists(x), width(x)
+                n = remove_cls([1, 2, 3])
+                return a
+    """)["forward"]
+    assert {"a", "b"} <= found
+    assert not {"e", "w", "n"} & found
