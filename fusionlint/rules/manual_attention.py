@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import libcst as cst
 
@@ -1495,7 +1495,7 @@ class _Flow:
             self.bound, self.consumed, self.scores = kept
         return False
 
-    def _through(self, name: str, at: StatementRef, stage) -> bool:
+    def _through(self, name: str, at: StatementRef, stage: Callable[[cst.BaseExpression, StatementRef], bool]) -> bool:
         """Each value ``name`` may hold at ``at``, read there once (and maybe for its dtype), through ``stage``."""
         reads = _reads(at, name)
         if reads > 1:
