@@ -98,8 +98,11 @@ class _Collector(Walker):
         if in_class and not static and params:
             params = params[1:]  # self / cls
         forward = node.name.value == "forward"
-        for param in params:
+        commented = _type_comment(node)
+        for i, param in enumerate(params):
             annotation = param.annotation.annotation if param.annotation is not None else None
+            if annotation is None and commented is not None and len(commented) == len(params) and not param.star:
+                annotation = commented[i]
             tensor = scope.typing.declare(param.name.value, annotation, param.default, forward)
             group = scope.params if tensor else scope.typed if tensor is not None else scope.untyped
             group.add(param.name.value)
@@ -247,3 +250,23 @@ class _Collector(Walker):
                 scope.inplace.add(name)
             return
         scope.assignments.append((target, value))
+
+
+def _type_comment(node: cst.FunctionDef) -> list[cst.BaseExpression] | None:
+    """The parameter types of a TorchScript-era signature comment, ``# type: (Tensor, int) -> Tensor``,
+    on the ``def`` line or the first line of the body; None without one."""
+    body = node.body
+    comment = body.header.comment if isinstance(body, cst.IndentedBlock) else None
+    if comment is None and isinstance(body, cst.IndentedBlock) and body.body:
+        first = body.body[0].leading_lines
+        comment = first[0].comment if first else None
+    text = comment.value[1:].strip() if comment is not None else ""
+    if not text.startswith("type:") or "->" not in text:
+        return None
+    try:
+        types = cst.parse_expression(text[5:].partition("->")[0].strip())
+    except cst.ParserSyntaxError:
+        return None
+    if isinstance(types, cst.Tuple):
+        return [element.value for element in types.elements]
+    return [types] if types.lpar else None

@@ -224,8 +224,9 @@ class ModuleFacts:
                 tensors.add(node.args[0].value)  # type: ignore[attr-defined]
                 continue
             targets = [t.attr for t in node.targets if _is_self_attr(t)]  # type: ignore[attr-defined]
+            unpacked = [e.attr for t in node.targets if type(t) is ast.Tuple for e in t.elts if _is_self_attr(e)]  # type: ignore[attr-defined]
             if type(node.value) is not ast.Constant:
-                for target in targets:
+                for target in targets + unpacked:  # ``self.pool, self.fc = create_classifier(...)``
                     values.setdefault(target, []).append(node)
             if _is_tensor_call(node.value, self):
                 tensors.update(targets)
@@ -471,7 +472,8 @@ def module_facts(tree: ast.Module) -> ModuleFacts:
                     if alias.name != "*":
                         aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
         elif kind is ast.Assign:
-            if any(_is_self_attr(target) for target in node.targets):
+            if any(_is_self_attr(target) or type(target) is ast.Tuple and any(map(_is_self_attr, target.elts))
+                   for target in node.targets):
                 members.append(node)
         elif (
             kind is ast.Call

@@ -204,8 +204,8 @@ class Typing:
 
     def _calls_member_on_tensors(self, call: tuple) -> bool:
         """``self.norm(x)``, ``self.head.fc(x)``: in a module class, a tensor passed to a member the
-        class assigns (no method of it), or to an attribute of a module whose class is not in the
-        file. What a module holds and calls on tensors is, whatever built it (a factory, a
+        class assigns (no method of it; also unpacked: ``self.pool, self.fc = create_classifier()``),
+        or to an attribute of a module whose class is not in the file, or of a container. What a module holds and calls on tensors is, whatever built it (a factory, a
         constructor argument, a class of another file), almost always a layer."""
         callee = self.view(call[1])
         if callee[0] != ATTR:
@@ -218,7 +218,7 @@ class Typing:
                 and self.facts.is_module_class(name) and not self.facts.has_method(name, callee[2])
             )
         else:
-            member = self.is_module(callee[1]) and self._module_class(callee[1]) in (None, "nn")
+            member = self.is_module(callee[1]) and self._module_class(callee[1]) in (None, "nn", *_CONTAINERS)
         return member and any(self.is_tensor(arg) for arg in call[2])
 
     def _super_returns(self, method: str) -> Returned:

@@ -28,11 +28,13 @@ def test_members_of_a_module_called_on_tensors_return_tensors():
     """A module's member that the class assigns, whatever built it (a constructor argument, a
     factory function, a registry read, a class of another file), called on a tensor, returns one;
     an attribute of a module of another file's class (``self.head.fc``) too. Not: a member called
-    on no tensor, a member of a class that is no module, a method, nor a member never assigned."""
+    on no tensor, a member of a class that is no module, a method, nor a member never assigned.
+    Members assigned by unpacking count, and a container's named layer (``self.body.fc``) too."""
     found = tensors("""
         import torch
         from torch import nn
-        from .layers import make_norm, CONV
+        from collections import OrderedDict
+        from .layers import make_norm, CONV, create_classifier
 
         class Block(nn.Module):
             def __init__(self, attn, dim, head):
@@ -53,6 +55,16 @@ def test_members_of_a_module_called_on_tensors_return_tensors():
                 u = self.unknown(x)
                 return a + n + c
 
+        class Head(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.pool, self.fc = create_classifier(dim)
+                self.body = nn.Sequential(OrderedDict(fc=nn.Linear(dim, dim)))
+
+            def run(self, x: torch.Tensor):
+                p, f, b = self.pool(x), self.fc(x), self.body.fc(x)
+                return f
+
         class Loader:
             def __init__(self, transform):
                 self.transform = transform
@@ -64,6 +76,7 @@ def test_members_of_a_module_called_on_tensors_return_tensors():
     assert {"a", "n", "c"} <= found["forward"]
     assert not {"s", "h", "u"} & found["forward"]
     assert "t" not in found["load"]
+    assert {"p", "f", "b"} <= found["run"]
 
 
 def test_a_member_module_unpacked_leads_with_a_tensor():
@@ -300,3 +313,31 @@ def test_helpers_that_pass_on_what_they_are_given():
     """)["forward"]
     assert {"a", "b"} <= found
     assert not {"e", "w", "n"} & found
+
+
+def test_torchscript_type_comments_type_parameters():
+    """``# type: (Tensor, Tensor, int) -> Tensor`` under the ``def`` (TorchScript-era code) types
+    the parameters as annotations do; a comment whose count differs from the parameters', or
+    another comment, types nothing."""
+    found = tensors("""
+        import torch
+        from torch import Tensor
+
+        def keypoints(keypoints, rois, size):
+            # type: (Tensor, Tensor, int) -> Tensor
+            x = keypoints[..., 0] * size
+            return x
+
+        def mismatched(a, b):  # type: (Tensor) -> Tensor
+            return a
+
+        def plain(a, b):
+            # the type: of a is not said
+            return a
+
+        def single(boxes):  # type: (Tensor) -> Tensor
+            return boxes
+    """)
+    assert {"keypoints", "rois", "x"} <= found["keypoints"] and "size" not in found["keypoints"]
+    assert not found["mismatched"] and not found["plain"]
+    assert "boxes" in found["single"]
