@@ -131,7 +131,10 @@ class RedundantCopy(Rule):
         operands through their strides, eager's BLAS reads a transposed matrix, and where it
         cannot it copies the view itself: no worse), data movement (`torch.cat`, `F.pad`,
         `flip`, `index_select`, which copy their input in any layout anyway: a permuted
-        attention context concatenated, fusionrt and eager 3 -> 2 writes and kernels).
+        attention context concatenated, fusionrt and eager 3 -> 2 writes and kernels). The uses
+        of a copy are those that may run after it: an `if` that tests the opposite of the one
+        the copy is made under (`if dims == 3:` after the body of `if dims == 2:`, the 2-d and
+        3-d paths of one module) is not one.
 
         Also flagged: a `.contiguous()` of channels-last data permuted channels-first
         (`x.reshape(b, h, w, c).permute(0, 3, 1, 2)`) that only a convolution reads
@@ -1377,7 +1380,9 @@ def _conv_layer(scope: Scope, call: cst.Call, arg: cst.Arg) -> bool:
     return bool(built) and all(_builds_conv_layer(value) for value in built)
 
 
-def _builds_conv_layer(value: ast.expr) -> bool:
+def _builds_conv_layer(value: ast.expr | None) -> bool:
+    if isinstance(value, ast.IfExp):  # `nn.Conv2d(...) if dims == 2 else nn.Conv3d(...)`
+        return _builds_conv_layer(value.body) and _builds_conv_layer(value.orelse)
     while isinstance(value, ast.Call):
         name = (dotted_path(ast_view, value.func) or "").rpartition(".")[2]
         if name[:1].isupper():
@@ -1494,30 +1499,65 @@ def _uses_until_rebound(scope: Scope, assign: cst.Assign, name: str) -> list[cst
     """The reads of ``name`` after ``assign``, up to the next statement that assigns it (not in
     a nested block) in the same block or one around it: an ``if`` or ``with`` block goes on
     with the statements after it, where the copy may still be there. None if ``assign`` sits in
-    a loop, which may come back to it, or in a ``try``, whose handlers may read it."""
+    a loop, which may come back to it, or in a ``try``, whose handlers may read it. An ``if``
+    whose test says the opposite of one around ``assign`` (``if dims == 3:`` after the body of
+    ``if dims == 2:``) does not run: its reads are not counted."""
     if not isinstance(scope.node, cst.FunctionDef):
         return []
     parents = _index(scope).parents
     reads = {id(use) for use in _uses(scope, name)}
     found: list[cst.Name] = []
+    holding: list[cst.BaseExpression] = []  # the tests of the if bodies around `assign`
     statement = parents.get(id(assign))
     while True:
         block = parents.get(id(statement))
         if not isinstance(block, cst.IndentedBlock):
             return []
         for later in block.body[block.body.index(statement) + 1:]:  # type: ignore[arg-type]
+            if isinstance(later, cst.If) and later.orelse is None and any(
+                    _excludes(scope, test, later.test) for test in holding):
+                continue
             found += [node for node in _name_nodes(later, name) if id(node) in reads]
             if name in names_of(later)[1]:
                 return found
         if block is scope.node.body:
             return found
         statement = parents.get(id(block))
+        if isinstance(statement, cst.If):
+            holding.append(statement.test)
         while not isinstance(parents.get(id(statement)), cst.IndentedBlock):
             if not isinstance(statement, (cst.If, cst.Else, cst.With)):
                 return []
             statement = parents.get(id(statement))
         if not isinstance(statement, (cst.If, cst.With)):
             return []
+
+
+def _excludes(scope: Scope, held: cst.BaseExpression, test: cst.BaseExpression) -> bool:
+    """Are ``held`` and ``test`` ``a == x`` and ``a == y`` for one ``a`` (a name or an attribute
+    of ``self`` that the function never assigns) and two different literals?"""
+    sides = [_compared(scope, t) for t in (held, test)]
+    if sides[0] is None or sides[1] is None:
+        return False
+    (left, value), (other_left, other_value) = sides
+    return left.deep_equals(other_left) and value != other_value
+
+
+def _compared(scope: Scope, test: cst.BaseExpression) -> tuple[cst.BaseExpression, int | str] | None:
+    """(a, x) of a test ``a == x``, ``a`` a name or ``self.<attr>`` the function never assigns,
+    ``x`` the value of an integer or string literal; else None."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return None
+    left, right = test.left, test.comparisons[0].comparator
+    if not isinstance(right, (cst.Integer, cst.SimpleString)):
+        return None
+    owner = left.value if isinstance(left, cst.Attribute) else None
+    if not (isinstance(left, cst.Name) or isinstance(owner, cst.Name) and owner.value == "self"):
+        return None
+    if any(target.deep_equals(left) for target, _ in scope.assignments):
+        return None
+    return left, right.evaluated_value  # type: ignore[return-value]
 
 
 def _name_nodes(root: cst.CSTNode, name: str) -> list[cst.Name]:

@@ -505,8 +505,29 @@ def typed_conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     x: torch.Tensor = x.reshape(2, 8, 8, 16).permute(0, 3, 1, 2).contiguous()
     return F.conv2d(x, w)
 """,
+    "copies in branches for 2-d and 3-d data, each read by the convolution after both": """\
+import torch
+from torch import nn
+
+
+class SpatialTransformer(nn.Module):
+    def __init__(self, dims: int, inner: int, channels: int):
+        super().__init__()
+        self.spatial_dims = dims
+        self.proj_out = nn.Conv2d(inner, channels, 1) if dims == 2 else nn.Conv3d(inner, channels, 1)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor, b: int, h: int, w: int, d: int, c: int):
+        x = torch.tanh(x)
+        if self.spatial_dims == 2:
+            x = x.reshape(b, h, w, c).permute(0, 3, 1, 2).contiguous()
+        if self.spatial_dims == 3:
+            x = x.reshape(b, h, w, d, c).permute(0, 4, 1, 2, 3).contiguous()
+        x = self.proj_out(x)
+        return x + residual
+""",
 }
 EXPECTED = {
+    "copies in branches for 2-d and 3-d data, each read by the convolution after both": [(14, 17), (16, 17)],
     "copies bound to annotated names": [(7, 23), (13, 23)],
     "contiguous of tokens swapped channels-first for a 1-d convolution": [(12, 28), (13, 25)],
     "repeats of unsqueezed or None-indexed dimensions, only read": [
@@ -1140,6 +1161,45 @@ def f(x: torch.Tensor) -> torch.Tensor:
     c: torch.Tensor = z.clone()
     c.add_(1)
     return y.view(-1), c + z
+""",
+    "a copy in a branch, then viewed in a later branch that may run too": """\
+import torch
+import torch.nn.functional as F
+
+
+def either(x: torch.Tensor, w: torch.Tensor, dims: int, mode: int):
+    if dims == 2:
+        x = x.reshape(2, 8, 8, 16).permute(0, 3, 1, 2).contiguous()
+    if dims == 2 or mode == 1:
+        x = x.view(2, 16, 64).view(2, 16, 8, 8)
+    return F.conv2d(x, w)
+
+
+def other_test(x: torch.Tensor, w: torch.Tensor, dims: int, mode: int):
+    if dims == 2:
+        x = x.reshape(2, 8, 8, 16).permute(0, 3, 1, 2).contiguous()
+    if mode == 3:
+        x = x.view(2, 16, 64).view(2, 16, 8, 8)
+    return F.conv2d(x, w)
+
+
+def with_else(x: torch.Tensor, w: torch.Tensor, dims: int):
+    if dims == 2:
+        x = x.reshape(2, 8, 8, 16).permute(0, 3, 1, 2).contiguous()
+    if dims == 3:
+        x = x.view(2, 16, 64).view(2, 16, 8, 8)
+    else:
+        x = x * 2
+    return F.conv2d(x, w)
+
+
+def reassigned(x: torch.Tensor, w: torch.Tensor, dims: int):
+    if dims == 2:
+        x = x.reshape(2, 8, 8, 16).permute(0, 3, 1, 2).contiguous()
+        dims = 3
+    if dims == 3:
+        x = x.view(2, 16, 64).view(2, 16, 8, 8)
+    return F.conv2d(x, w)
 """,
 }
 
