@@ -35,8 +35,11 @@ _METADATA = frozenset(
 _STORE_CALL = re.compile(r"\.\s*(?:append|appendleft|insert|extend)\s*\((.*)", re.S)
 _STORE_CONCAT = re.compile(r"(?:\+=|=\s*\w+\s*\+)\s*[(\[](.*)", re.S)
 _STORE_ASSIGN = re.compile(r"^\s*[\w.]*\w(?:\s*\.\s*\w+|\s*\[[^\]]*\])\s*=\s*\(*\s*([A-Za-z_]\w*)", re.M)
-# in the text of each of the three stores above
-_STORE_TEXT = re.compile(r"\.\s*(?:append|appendleft|insert|extend)\s*\(|\+|\]\s*=|\.\s*\w+\s*=")
+# in the text of each of the three stores above: the call, the `+` or `+=` before a bracket, the
+# assignment of a name
+_STORE_TEXT = re.compile(
+    r"\.\s*(?:append|appendleft|insert|extend)\s*\(|\+=?\s*[(\[]|\]\s*=\s*\(*\s*[A-Za-z_]|\.\s*\w+\s*=\s*\(*\s*[A-Za-z_]"
+)
 _WORD = re.compile(r"[A-Za-z_]\w*")
 
 
