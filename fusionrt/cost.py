@@ -33,13 +33,16 @@ class Machine:
     launch: float = 4e-6  # seconds per kernel launch, host side included
     cublas_rate: dict = field(default_factory=lambda: {
         torch.float16: 700e12, torch.bfloat16: 700e12, torch.float32: 50e12})
-    # Measured through the compile backend on an H100 (bench/results/*-matmul-template.md):
-    # the tuned template with a bias epilogue reaches 0.35-0.51 of cuBLAS's rate on the linear
-    # layers of ViT-B/16, GPT-2 and BERT (K of 768 or 3072, N of 768-3072), 0.61-0.68 on
-    # 4096-wide products. fp32 runs on CUDA cores in both (no TF32 unless torch allows it): the
-    # template's FMA loop is slower than cuBLAS's SGEMM.
+    # Measured through the compile backend on an H100 (docs/codegen.md): the tuned template
+    # with a bias epilogue reaches 0.35-0.51 of cuBLAS's rate on the 2-d products of the linear
+    # layers of ViT-B/16, GPT-2 and BERT (K of 768 or 3072, N of 768-3072), 0.6-0.75 on
+    # 4096-wide ones; on batched products (bench workload 3: 16 of 1024^3 sharing an operand)
+    # it beats cuBLAS plus an epilogue kernel. fp32 runs on CUDA cores in both (no TF32 unless
+    # torch allows it): the template's FMA loop is slower than cuBLAS's SGEMM.
     template_efficiency: dict = field(default_factory=lambda: {
         torch.float16: 0.45, torch.bfloat16: 0.45, torch.float32: 0.6})
+    batched_template_efficiency: dict = field(default_factory=lambda: {
+        torch.float16: 0.9, torch.bfloat16: 0.9, torch.float32: 0.6})
 
 
 H100 = Machine()
@@ -96,12 +99,18 @@ def choose_matmul(work: MatmulWork, machine: Machine = H100) -> Choice:
     if work.epilogue:
         torch_time += _kernel(0, rate, work.product_bytes + work.extra_read_bytes + work.output_bytes,
                               machine)
-    template_time = _kernel(work.flops, rate * machine.template_efficiency[work.dtype],
+    template_time = _kernel(work.flops, rate * template_efficiency(work, machine),
                             work.template_read_bytes + work.output_bytes, machine)
     estimate = f"template ~{template_time * 1e6:.1f} us vs cuBLAS + epilogue ~{torch_time * 1e6:.1f} us"
     if template_time < torch_time:
         return Choice("template", estimate)
     return Choice("torch", estimate)
+
+
+def template_efficiency(work: MatmulWork, machine: Machine = H100) -> float:
+    """The template's share of cuBLAS's rate on this product."""
+    shares = machine.batched_template_efficiency if work.batch > 1 else machine.template_efficiency
+    return shares[work.dtype]
 
 
 def recompute_pays(extra_read_bytes: int, saved_bytes: int) -> bool:

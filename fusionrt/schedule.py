@@ -20,7 +20,7 @@ from .backends import extern_decision, matmul_backend
 from .blocks import Block, matmul_operands, tensor_uses
 from .graph import IndexMap, Leaf, Node, Use, View, numel
 from .kernel_emit import emit_fused, emit_matmul
-from .plan import CopyHome, ExternLaunch, Flags, Plan, PlannedWrite
+from .plan import CopyHome, ExternLaunch, Flags, FusedLaunch, Plan, PlannedWrite
 
 # stream: Burn's semantics, what lazy()/measure/%%fuse measure and the linter's contract is
 # stated in; speed: Inductor's recomputation, for fusionrt.jit and the torch.compile backend.
@@ -390,13 +390,20 @@ class _Planner:
             getattr(self, node.kind)(node)
 
     def choices(self) -> dict[Node, cost.Choice]:
-        """The cost model's verdict on every matmul planned as a template."""
+        """The cost model's verdict on every matmul planned as a template; one whose kernel
+        cuBLASLt's fused epilogue computes runs there whatever the template's estimate."""
         reasons = self.reasons()
         out = {}
         for block in self.blocks:
             if block.template:
-                out[block.nodes[0]] = cost.choose_matmul(self.matmul_work(block, reasons))
+                choice = cost.choose_matmul(self.matmul_work(block, reasons))
+                outputs = tuple(n for n in block.nodes if n in reasons)
+                out[block.nodes[0]] = matmul_backend(self.emit_template(block, outputs), choice) if outputs else choice
         return out
+
+    def emit_template(self, block: Block, outputs: tuple[Node, ...]) -> FusedLaunch:
+        return emit_matmul(block, outputs, self.owner, self.floating,
+                           functools.partial(self.recomputable, producer=block.producer))
 
     def matmul_work(self, block: Block, reasons: dict[Node, str]) -> cost.MatmulWork:
         node = block.nodes[0]
@@ -474,10 +481,9 @@ class _Planner:
             if not outputs:
                 continue
             if block.template:
-                planned = emit_matmul(block, outputs, self.owner, self.floating,
-                                      functools.partial(self.recomputable, producer=block.producer))
-                choice = matmul_backend(planned, choices[block.nodes[0]])
-                planned = dataclasses.replace(planned, backend=choice.backend, decision=choice.reason)
+                choice = choices[block.nodes[0]]
+                planned = dataclasses.replace(self.emit_template(block, outputs), backend=choice.backend,
+                                              decision=choice.reason)
                 read = {i.src for i in planned.inputs}
             elif block.fusible:
                 planned = emit_fused(block, outputs, self.owner, self.floating)
@@ -553,7 +559,7 @@ def plan(nodes: Sequence[Node], flags: Flags, policy: str = "stream") -> Plan:
         planner = _Planner(nodes, flags, to_torch, policy)
         planner.walk()
         choices = planner.choices()
-        rejected = {n: c for n, c in choices.items() if c.backend != "template"}
+        rejected = {n: c for n, c in choices.items() if c.backend not in ("template", "cublaslt")}
         if not rejected:
             return planner.build(choices)
         to_torch.update(rejected)

@@ -79,17 +79,15 @@ def test_programs_end_to_end(name, dtype):
 
 
 def test_bench_shapes_choose_and_match():
-    """Burn's unsqueeze-matmul (bench workload 3) at full size: compute-bound, so cuBLAS and an
-    epilogue kernel at the template's measured share of cuBLAS's rate."""
+    """Burn's unsqueeze-matmul (bench workload 3) at full size: one template kernel."""
     t1 = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
     t2 = torch.randn(16, 1024, 1024, device="cuda", dtype=torch.bfloat16)
     t3 = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
     fn = CASES["burn_matmul"][0]
     got, report = fusionrt.measure(fn, t1, t2, t3, executor="triton")
     torch.testing.assert_close(got, fn(t1, t2, t3), **TOL[torch.bfloat16])
-    matmul, epilogue = report.kernel_records
-    assert (matmul.kind, matmul.backend, epilogue.backend) == ("matmul", "torch", "generated")
-    assert "template ~" in matmul.decision and report.writes == 2
+    assert [(k.kind, k.backend) for k in report.kernel_records] == [("matmul", "template")]
+    assert report.writes == 1
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)

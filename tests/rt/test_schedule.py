@@ -251,6 +251,19 @@ def test_when_the_template_loses_the_epilogue_is_a_kernel_of_its_own():
     assert reasons(p) == [(h.id, "consumed-later"), (out.id, "output")]
 
 
+def test_a_large_linear_layer_runs_on_cublas_with_cublaslt_epilogue_where_it_can():
+    """ViT-B/16's MLP at batch 32: the template's measured share of cuBLAS loses; bias + ReLU
+    still run in cuBLASLt's epilogue (one kernel, one write), an erf GELU in a kernel of its own."""
+    def kernels(act):
+        g = G()
+        x, w, b = leaf(6304, 768, dtype=BF16), leaf(768, 3072, dtype=BF16), leaf(3072, dtype=BF16)
+        out = act(g, g.pw("add", g.mm(x, w), b))
+        return [(k.kind, k.backend) for k in plan(g.nodes, Flags(outputs=frozenset({out}))).kernels]
+
+    assert kernels(lambda g, v: g.pw("relu", v)) == [("matmul", "cublaslt")]
+    assert kernels(lambda g, v: g.pw("gelu", v)) == [("matmul", "torch"), ("fused", "generated")]
+
+
 def test_a_reduction_after_a_matmul_opens_its_own_block():
     g = G()
     x, w = leaf(16, 8), leaf(8, 12)
@@ -292,7 +305,7 @@ def test_a_floating_producer_that_must_be_written_gets_a_kernel_first():
 
 def test_cost_model_prefers_the_template_only_when_something_fuses():
     # K of 128: the product's bytes dominate, and fusing the epilogue saves writing and reading them
-    work = dict(batch=16, m=1024, n=1024, k=128, dtype=BF16, operand_bytes=8 << 20,
+    work = dict(batch=1, m=16384, n=1024, k=128, dtype=BF16, operand_bytes=8 << 20,
                 template_read_bytes=10 << 20, extra_read_bytes=2 << 20, product_bytes=32 << 20,
                 output_bytes=32 << 20, fused_operand_bytes=0)
     assert cost.choose_matmul(cost.MatmulWork(**work, epilogue=True)).backend == "template"
@@ -301,5 +314,10 @@ def test_cost_model_prefers_the_template_only_when_something_fuses():
     compute_bound = cost.choose_matmul(cost.MatmulWork(**{**work, "k": 1024, "operand_bytes": 64 << 20,
                                                           "template_read_bytes": 66 << 20}, epilogue=True))
     assert compute_bound.backend == "torch" and "template ~" in compute_bound.reason
+    # the same flops as 16 batched products: the template's measured share there is cuBLAS's
+    batched = cost.choose_matmul(cost.MatmulWork(**{**work, "batch": 16, "m": 1024, "k": 1024,
+                                                    "operand_bytes": 64 << 20, "template_read_bytes": 66 << 20},
+                                                 epilogue=True))
+    assert batched.backend == "template"
     f64 = cost.choose_matmul(cost.MatmulWork(**{**work, "dtype": torch.float64}, epilogue=True))
     assert f64 == cost.Choice("torch", "no template for float64")
