@@ -29,7 +29,11 @@ _INITIALIZES = re.compile(r"_?(?:init|initialize)_\w*(?:weights?|buffers?)|reset
 _SOLE_VALUE = "a copy of a value nothing else holds: whatever is done with the copy can be done with the value"
 _STACK_REDUCED = "a stack only reduced over its new dimension: adding the tensors writes the result alone"
 _REPEATED = "a repeat of dimensions of size 1 that is only read: an expand reads the same values without the copy"
-_COPY = re.compile(r"\b(?:clone|contiguous|stack|repeat)\s*\(")
+# The statements that may hold a finding: a copy, a repeat of a call's or an index's result, or a
+# stack in a statement that sums or averages.
+_COPY = re.compile(r"\b(?:clone|contiguous)\s*\(|[)\]]\s*\.repeat\s*\(")
+_STACK, _REDUCTION = re.compile(r"\bstack\s*\("), re.compile(r"\b(?:sum|mean)\s*\(")
+_NEEDLE = re.compile(r"\b(?:clone|contiguous|stack)\s*\(|\.repeat\s*\(")  # what the file search looks for
 # Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                       "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
@@ -549,11 +553,12 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str]:
-        return _COPY
+        return _NEEDLE
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return _COPY.search(block[index]) is not None
+        text = block[index]
+        return _COPY.search(text) is not None or _STACK.search(text) is not None and _REDUCTION.search(text) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.dynamic or _builds_module(scope):
