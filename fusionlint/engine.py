@@ -282,8 +282,10 @@ def _run_rules(
             problems.append(internal_error(f"{path} ({rule.code})", exc))
     if not found:
         return [], problems
-    located = [n for _, _, v in found for n in (v.node, *v.spans, *(e.statement for e in v.fix or ()))]
-    positions = _Positions(module, masked, lines, {id(node) for node in located})
+    located = [(scope, (v.node, *v.spans, *(e.statement for e in v.fix or ()))) for _, scope, v in found]
+    positions = _Positions(module, masked, lines, {id(node) for _, nodes in located for node in nodes})
+    for scope, nodes in located:
+        positions.expect(scope, nodes)
     reports = []
     kept_lines: dict[str, list[int]] = {}  # the first line of each finding kept so far, by code
     for rule, scope, violation in found:  # in the order of ``rules``: a rule after those it yields to
@@ -326,6 +328,8 @@ class _Positions:
     libcst's PositionProvider renders the whole module it is given. Rendering only the method
     or top-level function (or class) around a node, at its indentation and from its first line
     (both known from the stdlib ast), costs a fraction of that: a class is mostly other methods.
+    The rendering stops once the nodes expected in the statement are placed (a finding is often
+    early in its function); a node it did not reach has the statement rendered again, whole.
     """
 
     def __init__(self, module, masked: "_Masked | None", lines: list[str], wanted: set[int] | None = None) -> None:
@@ -339,7 +343,8 @@ class _Positions:
         if masked is not None and masked.units is not None and len(masked.units) == len(module.body):
             for unit, node in zip(module.body, masked.units):
                 self._place(unit, node, masked)
-        self.cache: dict[int, tuple[dict, int]] = {}
+        self.cache: dict[int, tuple[dict, int, bool]] = {}  # id(statement) -> (positions, shift, partial)
+        self.expected: dict[int, set[int]] = {}  # id(statement) -> the ids of the nodes to be located in it
 
     def _place(self, statement, node: ast.stmt, masked: "_Masked") -> None:
         """Record the first line of ``statement`` (parsed from ``node``'s text) and of its members."""
@@ -357,10 +362,18 @@ class _Positions:
                 for member, inner in zip(parsed, members):
                     self._place(member, inner, masked)
 
+    def _placed(self, scope) -> list:
+        """The placed statements around ``scope``, smallest first ([None]: the whole module)."""
+        return [n for n in (scope.node, scope.unit) if n is not None and id(n) in self.first_lines] or [None]
+
+    def expect(self, scope, nodes: Iterable) -> None:
+        """``nodes`` will be located in ``scope``."""
+        self.expected.setdefault(id(self._placed(scope)[0]), set()).update(map(id, nodes))
+
     def of(self, scope) -> Callable:
         """A function from node to CodeRange, for nodes inside ``scope``: found in the smallest
         placed statement around the scope that holds them (the whole module when none is placed)."""
-        placed = [n for n in (scope.node, scope.unit) if n is not None and id(n) in self.first_lines] or [None]
+        placed = self._placed(scope)
 
         def locate(node):
             for statement in placed:
@@ -374,9 +387,13 @@ class _Positions:
     def _where(self, statement, node):
         key = id(statement)
         if key not in self.cache:
-            self.cache[key] = self._render(statement)
-        recorded, shift = self.cache[key]
+            self.cache[key] = self._render(statement, self.expected.get(key))
+        recorded, shift, partial = self.cache[key]
         where = recorded.get(node)
+        if where is None and partial:
+            self.cache[key] = self._render(statement, None)
+            recorded, shift, partial = self.cache[key]
+            where = recorded.get(node)
         if where is None or not shift and self.numbers is None:
             return where
         from libcst.metadata import CodeRange
@@ -395,31 +412,43 @@ class _Positions:
             return CodePosition(self.numbers[line - 2] + 1, 0)
         return CodePosition(self.numbers[line - 1], position.column)
 
-    def _render(self, statement) -> tuple[dict, int]:
-        """The positions of the nodes of ``statement`` (None: the whole module) rendered alone, and
-        the lines to add to them to place them in the text parsed."""
-        recorded = _Recorded(None if self.wanted is None else set(self.wanted))
+    def _render(self, statement, until: set[int] | None) -> tuple[dict, int, bool]:
+        """The positions of the nodes of ``statement`` (None: the whole module) rendered alone, the
+        lines to add to them to place them in the text parsed, and whether the rendering stopped
+        early: once the nodes of ``until`` were placed (None: never)."""
+        recorded = _Recorded(None if self.wanted is None else set(self.wanted), None if until is None else set(until))
         state = _RecordingState(
             default_indent=self.module.default_indent, default_newline=self.module.default_newline, provider=recorded
         )
-        if statement is None:
-            self.module._codegen(state)
-            return recorded._computed, 0
-        first = self.first_lines[id(statement)]
-        line = self.lines[first - 1]
-        state.increase_indent(line[: len(line) - len(line.lstrip(" \t"))])
-        statement.with_changes(leading_lines=())._codegen(state)
-        return recorded._computed, self.parsed_line.get(first, first) - 1
+        shift = 0
+        try:
+            if statement is None:
+                self.module._codegen(state)
+            else:
+                first = self.first_lines[id(statement)]
+                line = self.lines[first - 1]
+                state.increase_indent(line[: len(line) - len(line.lstrip(" \t"))])
+                shift = self.parsed_line.get(first, first) - 1
+                statement.with_changes(leading_lines=())._codegen(state)
+        except _Placed:  # the nodes still open were recorded cut short on the way out: dropped
+            return {node: where for node, where in recorded._computed.items() if id(node) in recorded.done}, shift, True
+        return recorded._computed, shift, False
 
 
 class _Recorded:
     """Where libcst's position-recording codegen state puts each node's range (a metadata
     provider's ``_computed``), without a provider's machinery; with ``wanted``, the ids of the
-    only nodes to record."""
+    only nodes to record; with ``until``, those after whose placing the rendering stops."""
 
-    def __init__(self, wanted: set[int] | None) -> None:
+    def __init__(self, wanted: set[int] | None, until: set[int] | None = None) -> None:
         self._computed: dict = {}
         self.wanted = wanted
+        self.until = until
+        self.done: set[int] = set()  # the ids of the nodes whose rendering ended
+
+
+class _Placed(Exception):
+    """The nodes a rendering was for are placed: it stops."""
 
 
 class _RecordingState(PositionProvidingCodegenState):
@@ -434,8 +463,14 @@ class _RecordingState(PositionProvidingCodegenState):
             super().before_codegen(node)
 
     def after_codegen(self, node) -> None:
-        if self.provider.wanted is None or id(node) in self.provider.wanted:
+        provider = self.provider
+        if provider.wanted is None or id(node) in provider.wanted:
             super().after_codegen(node)
+            provider.done.add(id(node))
+            if provider.until is not None:
+                provider.until.discard(id(node))
+                if not provider.until:
+                    raise _Placed
 
     @contextmanager
     def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> Iterator[None]:
