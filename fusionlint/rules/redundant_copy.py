@@ -157,8 +157,9 @@ class RedundantCopy(Rule):
         -> 1 writes for three computed tensors; eager: fewer bytes, and for more than three
         tensors, or two of a mean, more kernels: n - 1 adds, where the stack and the reduction
         are two). And a `.repeat()` whose counts are 1 but at dimensions of size 1 that an
-        `unsqueeze` or a `None` index just made (`mask.unsqueeze(-1).repeat(1, 1, d)`,
-        `torch.arange(n)[None].repeat(b, 1)`), of a tensor only read by uses that take any
+        `unsqueeze`, a `None` index or the literal 1s of a view just made
+        (`mask.unsqueeze(-1).repeat(1, 1, d)`, `torch.arange(n)[None].repeat(b, 1)`,
+        `ids.view(1, b, -1).repeat(3, 1, 1)`), of a tensor only read by uses that take any
         layout, as a `.contiguous()` copy's must be (arithmetic, comparisons, `torch.cat`, a
         gather's index): an expand reads the same values without writing them (fusionrt 3 -> 2
         writes and kernels, eager 4 -> 3, for a padding mask repeated over the hidden size).
@@ -632,12 +633,19 @@ def _as_expand(scope: Scope, call: cst.Call) -> cst.Call | None:
 
 def _unit_dims(scope: Scope, expr: cst.BaseExpression) -> list[int]:
     """The dimensions of size 1 that ``expr`` makes: ``d`` of ``x.unsqueeze(d)``, the places of
-    the ``None`` entries of ``x[:, None]`` (slices and ``None`` only); else none."""
+    the literal 1s of ``x.view(b, 1, n)`` (or ``reshape``), of the ``None`` entries of
+    ``x[:, None]`` (slices and ``None`` only); else none."""
     op = scope.op(expr)
     if op is not None and op[0] == "unsqueeze" and isinstance(expr, cst.Call):
         dims = [a.value for a in expr.args if a.keyword is None or a.keyword.value == "dim"]
         dim = _integer(dims[-1]) if dims else None
         return [] if dim is None else [dim]
+    if op is not None and op[0] in ("view", "reshape") and isinstance(expr, cst.Call) \
+            and isinstance(expr.func, cst.Attribute):
+        sizes = [a.value for a in expr.args]
+        if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
+            sizes = [e.value for e in sizes[0].elements]
+        return [i for i, size in enumerate(sizes) if _integer(size) == 1]
     if not isinstance(expr, cst.Subscript) or not scope.is_tensor(expr.value):
         return []
     found = []

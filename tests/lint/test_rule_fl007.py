@@ -525,8 +525,27 @@ class SpatialTransformer(nn.Module):
         x = self.proj_out(x)
         return x + residual
 """,
+    "repeats of the dimensions of size 1 a view names": """\
+import torch
+
+
+def relative(q_ids: torch.Tensor, k_ids: torch.Tensor, query_size: int):
+    return q_ids[:, None] - k_ids.view(1, -1).repeat(query_size, 1)
+
+
+def rope_positions(position_ids: torch.Tensor, delta: torch.Tensor, batch_size: int):
+    position_ids = position_ids.view(1, batch_size, -1).repeat(3, 1, 1)
+    position_ids = position_ids + delta
+    return position_ids
+
+
+def not_of_size_one(x: torch.Tensor, n: int, rows: int, columns: int):
+    ids = torch.arange(rows).reshape(rows, 1).repeat(1, columns).reshape(rows * columns, 1)
+    return x.view(-1, 1, 4).repeat(1, n, 2) * 2, ids
+""",
 }
 EXPECTED = {
+    "repeats of the dimensions of size 1 a view names": [(5, 29), (9, 20)],
     "copies in branches for 2-d and 3-d data, each read by the convolution after both": [(14, 17), (16, 17)],
     "copies bound to annotated names": [(7, 23), (13, 23)],
     "contiguous of tokens swapped channels-first for a 1-d convolution": [(12, 28), (13, 25)],
