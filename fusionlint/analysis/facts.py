@@ -79,8 +79,9 @@ class ModuleFacts:
     _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
     _layers: dict[int, MethodLayers] = field(default_factory=dict)  # by id of the method
     member_tensors: dict[tuple[str, str], bool] = field(default_factory=dict)  # filled by tensors.member_holds_tensor
-    returns_given_tensors: dict[tuple[str | None, str], bool | tuple[bool, ...]] = field(default_factory=dict)  # the same, untyped parameters tensors
-    typings: dict[tuple[int, bool], object] = field(default_factory=dict)  # a function's resolved names, by id: filled by tensors
+    # the same, its untyped parameters tensors
+    returns_given_tensors: dict[tuple[str | None, str], bool | tuple[bool, ...]] = field(default_factory=dict)
+    typings: dict[tuple[int, bool], object] = field(default_factory=dict)  # a function's resolved names: filled by tensors
 
     @property
     def imports_torch(self) -> bool:
@@ -224,7 +225,9 @@ class ModuleFacts:
                 tensors.add(node.args[0].value)  # type: ignore[attr-defined]
                 continue
             targets = [t.attr for t in node.targets if _is_self_attr(t)]  # type: ignore[attr-defined]
-            unpacked = [e.attr for t in node.targets if type(t) is ast.Tuple for e in t.elts if _is_self_attr(e)]  # type: ignore[attr-defined]
+            unpacked = [
+                e.attr for t in node.targets if type(t) is ast.Tuple for e in t.elts if _is_self_attr(e)  # type: ignore[attr-defined]
+            ]
             if type(node.value) is not ast.Constant:
                 for target in targets + unpacked:  # ``self.pool, self.fc = create_classifier(...)``
                     values.setdefault(target, []).append(node)

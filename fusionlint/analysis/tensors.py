@@ -67,8 +67,8 @@ _NOT_CALLABLE = (None, "list", "dict")  # module kinds whose call is no module's
 # elements of the tuple it returns (``return hidden, weights``; one flag: of every element),
 # False anything else.
 Returned = Union[bool, tuple[bool, ...]]
-_FIRST_ONLY = (True, False)
-_LIST_BUILDERS = (COMPREHENSION, SEQ, CALL)  # the views of values that may build a list of tensors  # what a module returns that is no tensor: a tuple or model output led by one
+_FIRST_ONLY = (True, False)  # what a module returns that is no tensor: a tuple or model output led by one
+_LIST_BUILDERS = (COMPREHENSION, SEQ)  # the views of values that build lists (and ``torch.jit.annotate``)
 # torch.nn layers whose call returns a tuple, not one tensor.
 _TUPLE_LAYERS = frozenset({"LSTM", "GRU", "RNN", "MultiheadAttention"})
 
@@ -205,8 +205,9 @@ class Typing:
     def _calls_member_on_tensors(self, call: tuple) -> bool:
         """``self.norm(x)``, ``self.head.fc(x)``: in a module class, a tensor passed to a member the
         class assigns (no method of it; also unpacked: ``self.pool, self.fc = create_classifier()``),
-        or to an attribute of a module whose class is not in the file, or of a container. What a module holds and calls on tensors is, whatever built it (a factory, a
-        constructor argument, a class of another file), almost always a layer."""
+        or to an attribute of a module whose class is not in the file, or of a container. What a
+        module holds and calls on tensors is, whatever built it (a factory, a constructor
+        argument, a class of another file), almost always a layer."""
         callee = self.view(call[1])
         if callee[0] != ATTR:
             return False
@@ -521,7 +522,8 @@ class Typing:
                 if kind not in ("nn", "op"):
                     self.module_classes[bound[1]] = kind
                 return set()
-            if source[0] in _LIST_BUILDERS and self._builds_tensor_list(source):
+            builds_list = source[0] in _LIST_BUILDERS or source[0] == CALL and len(source[2]) == 2
+            if builds_list and self._builds_tensor_list(source):
                 self.tensor_lists.add(bound[1])
                 return set()
             if source[0] == CALL:
@@ -638,7 +640,8 @@ def _combined(results: Iterable[Returned]) -> Returned:
 
 
 def _function_returns(
-    facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef, class_name: str | None, given_tensors: bool = False
+    facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef, class_name: str | None,
+    given_tensors: bool = False,
 ) -> Returned:
     if function.returns is not None:
         if given_tensors:
