@@ -648,13 +648,12 @@ def _function_returns(
             return False  # its annotation said it all
         typing = Typing(facts, op_tables(), ast_view, class_name)
         return typing.is_tensor_annotation(function.returns) or typing.tuple_annotation(function.returns) or False
-    known = facts.typings.get((id(function), given_tensors))
-    if known is None:
+    body = None
+    if (id(function), given_tensors) not in facts.typings:
         body = _FunctionBody(function)
         if not body.returns:
             return False
-        known = _function_typing(facts, function, class_name, body, given_tensors)
-    typing, body = known  # type: ignore[misc]
+    typing, body = _function_typing(facts, function, class_name, body, given_tensors)
     return _combined(_value_returns(typing, value) for value in body.returns)
 
 
@@ -726,13 +725,17 @@ def _function_typing(
 ) -> tuple[Typing, "_FunctionBody"]:
     """The function's names resolved as its own scope would resolve them (``given_tensors``: its
     untyped parameters tensors), once per function: a question met again while they are being
-    resolved sees the names found so far."""
+    resolved sees the names found so far. The facts keep the names, not the ``Typing``, which
+    refers to them: a cycle would keep the file's trees alive until the garbage collector runs."""
+    typing = Typing(facts, op_tables(), ast_view, class_name)
     known = facts.typings.get((id(function), given_tensors))
     if known is not None:
-        return known  # type: ignore[return-value]
-    typing = Typing(facts, op_tables(), ast_view, class_name)
+        names, body = known  # type: ignore[misc]
+        typing.tensors, typing.modules, typing.module_classes, typing.tensor_lists, typing.tuples = names
+        return typing, body
     body = body or _FunctionBody(function)
-    facts.typings[(id(function), given_tensors)] = (typing, body)
+    names = (typing.tensors, typing.modules, typing.module_classes, typing.tensor_lists, typing.tuples)
+    facts.typings[(id(function), given_tensors)] = (names, body)
     arguments = function.args
     positional = [*arguments.posonlyargs, *arguments.args]
     defaults = [None] * (len(positional) - len(arguments.defaults)) + [*arguments.defaults, *arguments.kw_defaults]
