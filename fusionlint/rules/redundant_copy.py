@@ -19,6 +19,7 @@ from fusionlint.analysis import (
 from fusionlint.analysis.facts import ACTIVATION_REGISTRIES
 from fusionlint.analysis.fresh import returns_new
 from fusionlint.analysis.nodes import node_types
+from fusionlint.analysis.numbers import int_literal
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
 from fusionlint.analysis.views import ast_view, cst_view, dotted_path
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
@@ -622,7 +623,7 @@ def _as_expand(scope: Scope, call: cst.Call) -> cst.Call | None:
             return None
         counts = [e.value for e in counts[0].elements]
     units = {d if d >= 0 else len(counts) + d for d in _unit_dims(scope, func.value)}
-    sizes = [_integer(count) for count in counts]
+    sizes = [int_literal(count) for count in counts]
     if not units or any(size != 1 for i, size in enumerate(sizes) if i not in units) \
             or all(sizes[i] == 1 for i in units if i < len(sizes)):
         return None
@@ -638,14 +639,14 @@ def _unit_dims(scope: Scope, expr: cst.BaseExpression) -> list[int]:
     op = scope.op(expr)
     if op is not None and op[0] == "unsqueeze" and isinstance(expr, cst.Call):
         dims = [a.value for a in expr.args if a.keyword is None or a.keyword.value == "dim"]
-        dim = _integer(dims[-1]) if dims else None
+        dim = int_literal(dims[-1]) if dims else None
         return [] if dim is None else [dim]
     if op is not None and op[0] in ("view", "reshape") and isinstance(expr, cst.Call) \
             and isinstance(expr.func, cst.Attribute):
         sizes = [a.value for a in expr.args]
         if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
             sizes = [e.value for e in sizes[0].elements]
-        return [i for i, size in enumerate(sizes) if _integer(size) == 1]
+        return [i for i, size in enumerate(sizes) if int_literal(size) == 1]
     if not isinstance(expr, cst.Subscript) or not scope.is_tensor(expr.value):
         return []
     found = []
@@ -675,16 +676,8 @@ def _stack_reduced_by(scope: Scope, reduction: cst.Call) -> cst.Call | None:
     stacked = [a for a in stack.args[1:] if a.keyword is None or a.keyword.value == "dim"]
     if len(stack.args) - 1 != len(stacked) or stack.args[0].keyword is not None or stack.args[0].star:
         return None
-    made = _integer(stacked[0].value) if stacked else 0
-    return stack if made is not None and made == _integer(rest[0].value) else None
-
-
-def _integer(expr: cst.BaseExpression) -> int | None:
-    """The value of an integer literal, negative or not (``-1``)."""
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        inner = _integer(expr.expression)
-        return None if inner is None else -inner
-    return int(expr.value) if isinstance(expr, cst.Integer) else None
+    made = int_literal(stacked[0].value) if stacked else 0
+    return stack if made is not None and made == int_literal(rest[0].value) else None
 
 
 def _added(site: Site, stack: cst.Call) -> tuple[StatementEdit, ...] | None:
@@ -1043,7 +1036,7 @@ def _dims(scope: Scope, call: cst.BaseExpression) -> list[int | None]:
         args = [element.value for element in args[0].elements]
     if isinstance(call.func, cst.Name) or scope.torch_name(call.func) is not None:
         args = args[1:]  # `torch.permute(x, dims)`
-    return [_integer(arg) for arg in args]
+    return [int_literal(arg) for arg in args]
 
 
 def _unviewed(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -1394,6 +1387,7 @@ def _conv_layer(scope: Scope, call: cst.Call, arg: cst.Arg) -> bool:
 
 
 def _builds_conv_layer(value: ast.expr | None) -> bool:
+    """Does ``value`` (in ``__init__``) build a layer class named for a convolution?"""
     if isinstance(value, ast.IfExp):  # `nn.Conv2d(...) if dims == 2 else nn.Conv3d(...)`
         return _builds_conv_layer(value.body) and _builds_conv_layer(value.orelse)
     while isinstance(value, ast.Call):
