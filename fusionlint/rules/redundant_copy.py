@@ -1134,9 +1134,18 @@ def _made_anew_between(scope: Scope, name: str, start: int | None, end: int | No
         return False
     for statement in scope.node.body.body[start + 1:end]:  # type: ignore[union-attr]
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
-        if _rebinds(small, name) and _fresh(scope, small.value, None):  # type: ignore[union-attr]
+        if _rebinds(small, name) and _makes_new(scope, small.value):  # type: ignore[union-attr]
             return True
     return False
+
+
+def _makes_new(scope: Scope, value: cst.BaseExpression) -> bool:
+    """Is ``value`` a new tensor the function makes: not a view, an index or an op that may hand
+    back its input (``self.dropout(h)`` is ``h`` in eval mode, ``h.float()`` may be ``h``)?"""
+    op = scope.op(value) or scope.module_op(value)
+    if isinstance(value, cst.Subscript) or op is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
+        return False
+    return _fresh(scope, value, None)
 
 
 def _owners(scope: Scope, name: str) -> set[str]:

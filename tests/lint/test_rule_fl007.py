@@ -1220,6 +1220,28 @@ def reassigned(x: torch.Tensor, w: torch.Tensor, dims: int):
         x = x.view(2, 16, 64).view(2, 16, 8, 8)
     return F.conv2d(x, w)
 """,
+    "the source's earlier value kept under another name, the name bound anew to what may be it": """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor):
+        h = torch.tanh(x)
+        residual = h
+        h = self.dropout(h)
+        y = h.t().contiguous()
+        residual.add_(1)
+        kept = h
+        h = h[0]
+        z = h.t().contiguous()
+        kept.mul_(2)
+        return y @ w + residual, z.sum() + kept.sum()
+""",
 }
 
 
