@@ -1560,8 +1560,9 @@ def _excludes(scope: Scope, held: cst.BaseExpression, test: cst.BaseExpression) 
 
 
 def _compared(scope: Scope, test: cst.BaseExpression) -> tuple[cst.BaseExpression, int | str] | None:
-    """(a, x) of a test ``a == x``, ``a`` a name or ``self.<attr>`` the function never assigns,
-    ``x`` the value of an integer or string literal; else None."""
+    """(a, x) of a test ``a == x``, ``a`` a name or ``self.<attr>`` the function never assigns
+    (a method it calls could, which the rule does not follow), ``x`` the value of an integer or
+    string literal; else None."""
     if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
             and isinstance(test.comparisons[0].operator, cst.Equal)):
         return None
@@ -1571,7 +1572,9 @@ def _compared(scope: Scope, test: cst.BaseExpression) -> tuple[cst.BaseExpressio
     owner = left.value if isinstance(left, cst.Attribute) else None
     if not (isinstance(left, cst.Name) or isinstance(owner, cst.Name) and owner.value == "self"):
         return None
-    if any(target.deep_equals(left) for target, _ in scope.assignments):
+    written = (node.target for node in _index(scope).parents.values()
+               if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)))
+    if any(target.deep_equals(left) for target in written):
         return None
     return left, right.evaluated_value  # type: ignore[return-value]
 
