@@ -786,7 +786,7 @@ def _candidates_in(body: list[ast.stmt], lines: list[str], matching: "_Matching"
     for index, node in enumerate(body):
         if skip_definitions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        if not _is_docstring(node):
+        if not _is_literal(node):
             codes = matching(texts, index, found if passed else ())
             found |= codes
             passed = passed or bool(codes)
@@ -804,8 +804,20 @@ def _start_line(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in decorators)])
 
 
-def _is_docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+def _is_literal(node: ast.stmt) -> bool:
+    """A docstring, or names bound to constants in displays (``MAPPING = {"ln/norm": "a/b"}``): no
+    rule reports there, whatever the text of its strings (at module level, a statement a text test
+    passes on has the whole file parsed)."""
+    if isinstance(node, ast.Expr):
+        value = node.value
+    elif isinstance(node, ast.Assign) and all(isinstance(target, ast.Name) for target in node.targets):
+        value = node.value
+    else:
+        return False
+    return all(isinstance(part, _LITERAL_PARTS) for part in ast.walk(value))
+
+
+_LITERAL_PARTS = (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.expr_context)
 
 
 # --------------------------------------------------------------------------- suppression and fixes

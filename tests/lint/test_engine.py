@@ -119,7 +119,7 @@ def test_masked_parse_keeps_positions_of_methods_in_classes():
 def test_masking_keeps_the_lines_of_candidates_and_their_numbers():
     import ast
 
-    source = "import torch\r\nX = 1\r\nclass A:\r\n    y = 2\r\n    def f(self):\r\n        hit()\r\n"
+    source = "import torch\r\nX = g(1)\r\nclass A:\r\n    y = 2\r\n    def f(self):\r\n        hit()\r\n"
     lines = engine._LINE.findall(source)
     tree = ast.parse(source)
     masked = engine._mask(lines, tree, lambda block, index, settled=(): {"FL1"} if "hit" in block[index] else set())
@@ -130,6 +130,24 @@ def test_masking_keeps_the_lines_of_candidates_and_their_numbers():
     module_level = engine._mask(lines, tree, lambda block, index, settled=(): {"FL1"} if "X" in block[index] else set())
     assert module_level.text == source and module_level.units is None
     assert engine._mask(lines, tree, lambda block, index, settled=(): set()) is None
+
+
+def test_a_literal_at_module_level_asks_no_text_test():
+    """Its strings may read like code (``"ln/norm"``); a text test passing there would have the
+    whole file parsed, and nothing in it can be a finding."""
+    import ast
+
+    source = 'import torch\nMAP = {"a/b": ("x*y", [1, None])}\n"""x.norm() * y"""\nZ = f(2)\ndef f(x):\n    hit(x)\n'
+    lines = engine._LINE.findall(source)
+    asked = []
+
+    def matching(block, index, settled=()):
+        asked.append(block[index].strip())
+        return {"FL1"} if "Z" in block[index] else set()
+
+    masked = engine._mask(lines, ast.parse(source), matching)
+    assert asked == ["import torch", "Z = f(2)"]  # the first module-level candidate has the whole file parsed
+    assert masked.units is None
 
 
 def test_a_rule_runs_only_on_the_units_its_text_test_keeps(monkeypatch):
