@@ -28,20 +28,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fusionrt  # noqa: E402
 from fusionrt.codegen import BoundKernel  # noqa: E402
 from fusionrt.codegen.launch import SplitSpec  # noqa: E402
-from fusionrt.runtime import Runner  # noqa: E402
+from fusionrt.runtime import BoundPlan, Runner  # noqa: E402
 from gpu_bench import ceilings, median_ms, rel_err, save, workloads  # noqa: E402
 
 KERNEL_WORKLOADS = ("1", "2", "4", "4b", "7", "8", "9")
 
 
 @contextlib.contextmanager
-def captured_plans() -> Iterator[list[tuple[Any, dict]]]:
-    """Every (plan, leaves) the runtime executes inside the block."""
-    seen: list[tuple[Any, dict]] = []
+def captured_plans() -> Iterator[list[tuple[Any, BoundPlan]]]:
+    """Every plan the runtime executes inside the block, bound to its flush's tensors while the
+    flush's nodes still point at them (the plan cache forgets them once the plan has run)."""
+    seen: list[tuple[Any, BoundPlan]] = []
     execute = Runner.execute
 
     def recording(self, plan, leaves, first_kernel, flush):
-        seen.append((plan, dict(leaves)))
+        seen.append((plan, self.bind(plan, leaves)))
         return execute(self, plan, leaves, first_kernel, flush)
 
     Runner.execute = recording
@@ -73,8 +74,7 @@ def bench(w: Any, bandwidth: float) -> dict:
     ref = w.fn(*args)
     with captured_plans() as plans:
         out, report = fusionrt.measure(w.fn, *args, executor="triton")
-    runner = Runner("triton")
-    bound = [runner.bind(plan, leaves) for plan, leaves in plans]
+    bound = [b for _, b in plans]
 
     def kernels() -> None:
         for b in bound:
