@@ -469,14 +469,15 @@ class Typing:
         while changed and (pending or pending_loops):
             changed = False
             rest = []
+            known = len(self.modules) + len(self.tuples) + len(self.tensor_lists)
             for target, value in pending:
-                known = len(self.modules) + len(self.tuples) + len(self.tensor_lists)
                 names = self._tensor_targets(target, value)
-                changed = changed or bool(names) or len(self.modules) + len(self.tuples) + len(self.tensor_lists) > known
                 if names:
                     self.tensors |= names
+                    changed = True
                 else:  # a module or tuple it bound may turn out a tensor once more names are known
                     rest.append((target, value))
+            changed = changed or len(self.modules) + len(self.tuples) + len(self.tensor_lists) > known
             pending = rest
             found = {name for name, value in pending_appends if self.is_tensor(value)}
             if found - self.tensor_lists:
@@ -650,7 +651,7 @@ def _function_returns(
         return typing.is_tensor_annotation(function.returns) or typing.tuple_annotation(function.returns) or False
     body = None
     if (id(function), given_tensors) not in facts.typings:
-        body = _FunctionBody(function)
+        body = _body(facts, function)
         if not body.returns:
             return False
     typing, body = _function_typing(facts, function, class_name, body, given_tensors)
@@ -677,6 +678,15 @@ def member_holds_tensor(facts: ModuleFacts, class_name: str, attr: str) -> bool:
             facts.member_tensors[key] = True
             return True
     return False
+
+
+def _body(facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef) -> "_FunctionBody":
+    """The function's body as read for its names resolved either way, else read anew."""
+    for given_tensors in (False, True):
+        known = facts.typings.get((id(function), given_tensors))
+        if known is not None:
+            return known[1]  # type: ignore[index]
+    return _FunctionBody(function)
 
 
 # What a member may be assigned that makes a tensor without being a torch call itself.
@@ -733,7 +743,7 @@ def _function_typing(
         names, body = known  # type: ignore[misc]
         typing.tensors, typing.modules, typing.module_classes, typing.tensor_lists, typing.tuples = names
         return typing, body
-    body = body or _FunctionBody(function)
+    body = body or _body(facts, function)
     names = (typing.tensors, typing.modules, typing.module_classes, typing.tensor_lists, typing.tuples)
     facts.typings[(id(function), given_tensors)] = (names, body)
     arguments = function.args
