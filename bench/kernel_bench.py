@@ -59,13 +59,13 @@ def describe(step: Any) -> str:
     spec = step.launch.spec
     if isinstance(spec, SplitSpec):
         return f"split reduction: {_variant(spec.partial)}, then {_variant(spec.finish)}"
-    return ("pointwise " if "RBLOCK" not in spec.constants else "reduction ") + _variant(spec)
+    kind = "matmul" if "BLOCK_M" in spec.constants else "reduction" if "RBLOCK" in spec.constants else "pointwise"
+    return f"{kind} {_variant(spec)}"
 
 
 def _variant(spec: Any) -> str:
-    c = spec.constants
-    shape = f"XBLOCK={c['XBLOCK']}" + (f" RBLOCK={c['RBLOCK']}" if "RBLOCK" in c else "")
-    return f"{shape} warps={c['num_warps']} grid={'x'.join(map(str, spec.grid))}"
+    blocks = " ".join(f"{k}={v}" for k, v in spec.constants.items() if k.endswith("BLOCK") or k.startswith("BLOCK_"))
+    return f"{blocks} warps={spec.constants['num_warps']} grid={'x'.join(map(str, spec.grid))}"
 
 
 def bench(w: Any, bandwidth: float) -> dict:
