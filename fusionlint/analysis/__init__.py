@@ -6,9 +6,11 @@ Heuristics (documented in docs/engine.md), all static and local to one file:
   as F``, ``from torch import Tensor, matmul``); a file that never imports torch has no tensors.
 - a name holds a tensor when it is a parameter annotated ``Tensor``/``torch.*Tensor`` (also inside
   ``Optional[...]`` or ``... | None``), an argument of ``forward`` (unless annotated otherwise or
-  defaulting to a non-``None`` constant), an untyped parameter that every same-file call passing
+  defaulting to a non-``None`` constant; a TorchScript signature comment ``# type: (Tensor, int)
+  -> Tensor`` counts as annotations), an untyped parameter that every same-file call passing
   it passes a tensor (``rotate_half(q)``), a name the scope uses the way only a tensor is used
-  (``x.clone()``, ``x.cpu()``, ``x.sum(dim=1)``, ``torch.matmul(x, y)``, also down a chain of
+  (``x.clone()``, ``x.cpu()``, ``x.sum(dim=1)``, ``torch.matmul(x, y)``, a method of an op name no
+  other value of a model file has, ``x.clamp(0, 1)``, ``t.exp()``, also down a chain of
   tensor methods: ``x.pow(2).mean(-1, keepdim=True)``; ``x @ y``, ``x.transpose()``,
   ``x.item()`` and ``x.shape`` only in a file without numpy), what a ``for`` takes from a
   tensor or from a parameter annotated ``list[Tensor]`` (also through ``enumerate``/``zip``), or
@@ -23,8 +25,9 @@ Heuristics (documented in docs/engine.md), all static and local to one file:
   CrossEntropyLoss()``; a parameter annotated with a module class, ``attn: Attention`` making
   ``attn.to_q(x)`` a call of its ``to_q``), ``super().forward(x)`` in a torch.nn layer's subclass,
   or the call of a same-file function, ``self.`` method or method of a same-file module attribute
-  (``self.altup.predict(x)``) whose return annotation or ``return`` values are tensors. Of a tuple
-  such a call returns (``return out, weights``, ``-> tuple[Tensor, int]``), or a parameter
+  (``self.altup.predict(x)``) whose return annotation or ``return`` values are tensors, or, given
+  a tensor, are tensors when its untyped parameters are (``remove_cls(x)`` of ``return
+  x[:, 1:]``). Of a tuple such a call returns (``return out, weights``, ``-> tuple[Tensor, int]``), or a parameter
   annotated as one, unpacking and constant indexing give the elements that are tensors; of what
   a module returns that is no tensor (a tuple, a model output), element 0 is one.
   In a module class, a member the class assigns (a constructor argument, a factory's or another
