@@ -1,14 +1,18 @@
 """How a kernel's tensors are laid over its iteration space: the host-side half of indexing.
 
 The iteration space is split into kept dims ("X", one flat outer index ``x``) and reduced dims
-("R", one flat inner index ``r``; none for element-wise kernels). Size-1 dims are dropped and
-neighbouring dims that every tensor walks contiguously are merged, as TensorIterator does, so a
-contiguous problem becomes one X dim and one R dim whatever its rank. What remains decides the
+("R", one flat inner index ``r``; none for element-wise kernels). Within each group the dims are
+put in the order the tensors lie in memory (the outputs' first, as TensorIterator reorders
+them), so neighbouring lanes touch neighbouring addresses: a channels-last tensor iterated in
+its logical NCHW order would read 2-byte elements C apart. Size-1 dims are dropped and
+neighbouring dims that every tensor walks contiguously are merged, so a contiguous (or
+channels-last) problem becomes one X dim and one R dim whatever its rank. What remains decides the
 generated code: a tensor is read at ``x * rnumel + r`` (``flat``), at ``x`` (``xflat``: a
 reduced tensor laid out like the outputs) or through its strides, with stride-0 dims left out.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,11 +104,25 @@ def _collapse(dims: list[tuple[int, list[int]]]) -> list[tuple[int, list[int]]]:
     return merged
 
 
+def _memory_order(dims: list[int], strides: Sequence[Sequence[int]]) -> list[int]:
+    """Outer to inner by stride, asking the last tensors (the outputs) first; dims no tensor
+    tells apart keep their logical order."""
+    def compare(a: int, b: int) -> int:
+        for st in reversed(strides):
+            if st[a] and st[b] and st[a] != st[b]:
+                return -1 if st[a] > st[b] else 1
+        return -1 if a < b else 1
+
+    return sorted(dims, key=functools.cmp_to_key(compare))
+
+
 def analyze(shape: Sequence[int], reduce_dims: Sequence[int],
             strides: Sequence[Sequence[int]]) -> Layout:
-    """``strides``: per tensor, one stride per dim of ``shape`` (0 where it broadcasts)."""
+    """``strides``: per tensor (outputs last), one stride per dim of ``shape`` (0 where it
+    broadcasts)."""
     def group(dims: list[int]) -> list[tuple[int, list[int]]]:
-        return _collapse([(shape[d], [st[d] for st in strides]) for d in dims if shape[d] != 1])
+        dims = _memory_order([d for d in dims if shape[d] != 1], strides)
+        return _collapse([(shape[d], [st[d] for st in strides]) for d in dims])
 
     reduced = set(reduce_dims)
     xdims = group([d for d in range(len(shape)) if d not in reduced])

@@ -140,6 +140,30 @@ def test_broadcast_and_transposed_inputs_use_strides_and_skip_zero_strides():
     assert "in0 + x0 * st0_0 + x1 * st0_1" in source and "in1 + x1 * st1_1" in source
 
 
+def test_channels_last_tensors_are_walked_in_memory_order(executor):
+    """NCHW-shaped, channels-last tensors: the flat index walks C fastest, as memory does (in
+    logical order neighbouring lanes read elements C apart); a per-channel broadcast keeps C
+    innermost; a transposed input follows the output's order."""
+    shape, cl = (2, 96, 8, 8), (6144, 1, 768, 96)
+    assert analyze(shape, (), [cl, cl, cl]).xsizes == (12288,)
+    with_gamma = analyze(shape, (), [cl, (0, 1, 0, 0), cl, cl])
+    assert with_gamma.xsizes == (128, 96) and with_gamma.strides == ((96, 1), (0, 1), (96, 1), (96, 1))
+    transposed = analyze((6, 10), (), [(1, 6), (10, 1)])
+    assert transposed.xsizes == (6, 10) and transposed.strides == ((1, 6), (10, 1))
+    # a reduction keeps its kept and reduced dims apart, each group in memory order
+    per_channel = analyze(shape, (0, 2, 3), [cl, (0, 1, 0, 0)])
+    assert per_channel.xsizes == (96,) and per_channel.rsizes == (128,) and per_channel.strides == ((1, 96), (1, 0))
+    gen = torch.Generator().manual_seed(4)
+    kernel = _chain(shape)
+    inputs = [torch.randn(shape, generator=gen).contiguous(memory_format=torch.channels_last),
+              torch.randn(1, 96, 1, 1, generator=gen).expand(shape)]
+    outs = [torch.empty(shape, dtype=kernel.instrs[o.index].dtype).contiguous(memory_format=torch.channels_last)
+            for o in kernel.outputs]
+    got = executor.run(kernel, inputs, outs)
+    assert all(g is o for g, o in zip(got, outs))  # written in place, channels-last
+    assert_matches(kernel, [g.contiguous() for g in got], inputs)
+
+
 def test_index_width_is_64_bit_only_when_offsets_need_it(executor):
     small = analyze((1024, 1024), (), [(1024, 1), (1024, 1)])
     assert small.index_bits == 32
