@@ -12,7 +12,7 @@ import libcst as cst
 
 from fusionlint.analysis.views import ATTR, CALL, IFEXP, NAME, SUBSCRIPT, View, ast_view, dotted_path
 
-_LIBRARIES = ("torch", "einops")
+_LIBRARIES = ("torch", "einops", "einx")
 _NON_TENSOR_TORCH_PREFIXES = tuple(
     f"torch.{m}."
     for m in """nn cuda backends distributed jit utils fx onnx compiler _dynamo autograd optim testing
@@ -88,7 +88,7 @@ class ModuleFacts:
         return any(path.partition(".")[0] == "torch" for path in self.aliases.values())
 
     def canonical(self, dotted: str) -> str | None:
-        """``F.linear`` -> ``torch.nn.functional.linear``; None when not a torch (or einops) name."""
+        """``F.linear`` -> ``torch.nn.functional.linear``; None when not a torch (or einops, einx) name."""
         head, _, rest = dotted.partition(".")
         base = self.aliases.get(head)
         if base is None:

@@ -193,6 +193,8 @@ class Typing:
             return False
         if canonical in _EINOPS:
             return any(self.is_tensor(arg) for arg in positional[:1])
+        if canonical.startswith("einx."):  # einx.multiply("b n, b", x, w): the pattern, then the operands
+            return any(self.is_tensor(arg) for arg in positional[1:])
         return torch_call_returns_tensor(canonical)
 
     def _passes_on_tensors(self, call: tuple, class_name: str | None, name: str) -> Returned:

@@ -341,3 +341,23 @@ def test_torchscript_type_comments_type_parameters():
     assert {"keypoints", "rois", "x"} <= found["keypoints"] and "size" not in found["keypoints"]
     assert not found["mismatched"] and not found["plain"]
     assert "boxes" in found["single"]
+
+
+def test_einx_calls_of_tensors_return_tensors():
+    """``einx.<op>(pattern, *operands)`` returns a tensor when an operand is one; einops' calls as
+    before; a call of neither library, or of einx on no tensor, is no tensor."""
+    found = tensors("""
+        import einx
+        import torch
+        from einops import rearrange
+
+        def f(x: torch.Tensor, w: torch.Tensor, n: int):
+            a = einx.multiply("b n d, d -> b n d", x, w)
+            b = einx.sum("b [n] d", a)
+            c = rearrange(b, "b d -> d b")
+            d = einx.add("a, b -> a b", n, n)
+            e = other.combine("b n d, d", x, w)
+            return c
+    """)["f"]
+    assert {"a", "b", "c"} <= found
+    assert not {"d", "e"} & found
