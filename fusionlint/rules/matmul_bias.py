@@ -176,7 +176,7 @@ def g(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str]:
         # a matmul
-        return re.compile(r"@|(?:matmul|mm)\s*\(")
+        return re.compile(r"@|\b(?:matmul|mm)\s*\(")
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:

@@ -16,9 +16,11 @@ from fusionlint.model import FUSIONRT, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
 
-# A call of a function whose name says it rotates (``rotate_half``, ``rotate_every_two``).
-_ROTATE_CALL = re.compile(r"rot\w*\s*\(", re.IGNORECASE)
-_ROTATE_NAME = re.compile(r"rot", re.IGNORECASE)
+# A call of a function whose name says it rotates (``rotate_half``, ``RotateHalf``, ``ROT90``):
+# one case-sensitive alternative per spelling, as a search of a literal skips from one to the
+# next where an IGNORECASE search tries every character.
+_ROTATE_CALL = re.compile(r"rot\w*\s*\(|Rot\w*\s*\(|ROT\w*\s*\(")
+_ROTATE_NAME = re.compile(r"rot|Rot|ROT")
 _JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack"})
 
 

@@ -212,7 +212,7 @@ def f(x: torch.Tensor, w: torch.Tensor):
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str]:
         # a matmul, or the product or quotient that rescales its result
-        return re.compile(r"[*/@]|(?:matmul|bmm|einsum)\s*\(")
+        return re.compile(r"[*/@]|\b(?:matmul|bmm|einsum)\s*\(")
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
