@@ -14,10 +14,21 @@ from fusionlint.ops import ELEMENTWISE, OpTables
 
 SPACE = " \t\r\n\\"  # what may stand between two tokens of one statement (line continuations too)
 UNRELIABLE = re.compile(r"[\"'#]")  # strings and comments may hold anything, brackets included
+# A string literal or a comment, whichever starts first: a string's `#` is no comment, a comment's
+# quote no string.
+_STRING_OR_COMMENT = re.compile(r"""('''|\"\"\")(?:\\.|[^\\])*?\1|(['"])(?:\\.|[^\\\n])*?\2|#[^\n]*""")
 _ASSIGNMENT = re.compile(r"(?:^|;)[ \t]*([A-Za-z_]\w*)\s*=(?!=)", re.M)  # after a ';' where statements share a line
 _NAME_OR_NUMBER = re.compile(r"[A-Za-z_]\w*|[\d.]+")
 # A name or dotted name (not the exponent of a number like ``1e-5``), and whether a call follows it.
 _DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*(\()?")
+
+
+def code_only(text: str) -> str:
+    """``text`` with its strings emptied and its comments dropped: the words and operators they
+    hold are no code. An unterminated string stays whole."""
+    if UNRELIABLE.search(text) is None:
+        return text
+    return _STRING_OR_COMMENT.sub(lambda m: "" if m.group().startswith("#") else '""', text)
 
 
 def expression_at(text: str, start: int) -> str:

@@ -15,6 +15,7 @@ from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, rescaled_b
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
+from fusionlint.statement_text import code_only
 
 _SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.|\bkeepdim\b|norm")
 _PRODUCT_TEXT = re.compile(r"(?<![*])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
@@ -284,13 +285,14 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        if _SMALL_TEXT.search(text):
-            if len(_PRODUCT_TEXT.findall(text)) >= 2:
+        code = code_only(text)  # a path's `/` or a message's `norm` is no product of a small factor
+        if _SMALL_TEXT.search(code):
+            if len(_PRODUCT_TEXT.findall(code)) >= 2:
                 return True
-            made = _ASSIGNED_PRODUCT.match(text)
+            made = _ASSIGNED_PRODUCT.match(code)
             if made is not None and rescaled_below(made.group(1), block, index):  # rescaled a few statements below
                 return True
-            made = _ASSIGNED_MATMUL.match(text)
+            made = _ASSIGNED_MATMUL.match(code)
             if made is not None and _scaled_soon(made.group(1), block, index):  # `y = x @ self.w`, then `y = s * y`
                 return True
         rescaled = RESCALE_TEXT.match(text)

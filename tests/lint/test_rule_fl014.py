@@ -1,10 +1,14 @@
 """FL014 beyond its own examples: which factor is the smaller one, and where the scale goes."""
 from __future__ import annotations
 
+import ast
+
 import pytest
 
-from fusionlint.engine import lint_source
+from fusionlint.engine import _LINE, _Texts, lint_source
 from fusionlint.model import FixMode, LintOptions
+from fusionlint.ops import op_tables
+from fusionlint.rules.scale_smaller_factor import ScaleSmallerFactor
 
 OPTIONS = LintOptions(codes=frozenset({"FL014"}))
 
@@ -229,3 +233,20 @@ class Gated(nn.Module):
 def test_a_tensor_scale_pairs_a_module_tensor_with_a_keepdim_reduction():
     assert positions(REDUCED_BY_CHANNEL) == [(12, 13)]
     assert "a = x * (nx * self.gamma)" in fixed(REDUCED_BY_CHANNEL)
+
+
+TEXT_TESTS = {
+    "a product of a small factor": ("y = x * self.s * g[None, :]", [True]),
+    "a path and a norm in a message": ('logger.warning(f"a/b/{n} norm", x * 2)', [False]),
+    "a norm and a division in a comment": ("y = x * 2  # norm / dim", [False]),
+    "code after a string holding a #": ('y = d["#"] * self.s * g', [True]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_TESTS))
+def test_the_text_test_reads_no_strings_nor_comments(name):
+    body, expected = TEXT_TESTS[name]
+    source = "def f(self, x, g, d, n):\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    statements = ast.parse(source).body[0].body
+    texts = _Texts(statements, _LINE.findall(source))
+    assert [ScaleSmallerFactor.may_match(texts, i, op_tables()) for i in range(len(statements))] == expected
