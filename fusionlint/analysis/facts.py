@@ -4,6 +4,7 @@ asks (most classes of a file are never asked about)."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, NamedTuple
@@ -66,7 +67,7 @@ class ModuleFacts:
     """Facts read from the stdlib ``ast`` of the whole file (cheap, and survives masking)."""
 
     aliases: dict[str, str]  # local name -> canonical dotted path ("F" -> "torch.nn.functional")
-    identifiers: frozenset[str]  # every name bound or read anywhere in the file (for fresh names)
+    tree: ast.Module  # the whole file's, for what is read on demand
     imports_numpy: bool = False  # then ``a @ b`` and ``a.transpose(...)`` may be of arrays
     imported: frozenset[str] = frozenset()  # names bound by imports (modules: ``np.matmul`` is no method)
     classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)
@@ -82,6 +83,25 @@ class ModuleFacts:
     # the same, its untyped parameters tensors
     returns_given_tensors: dict[tuple[str | None, str], bool | tuple[bool, ...]] = field(default_factory=dict)
     typings: dict[tuple[int, bool], object] = field(default_factory=dict)  # a function's resolved names: filled by tensors
+
+    @functools.cached_property
+    def identifiers(self) -> frozenset[str]:
+        """Every name bound or read anywhere in the file, for a fix's fresh names: read the first
+        time one asks (most files get no such fix)."""
+        names: set[str] = set()
+        for node in _walk(self.tree):
+            kind = type(node)
+            if kind is ast.Name:
+                names.add(node.id)
+            elif kind is ast.arg:
+                names.add(node.arg)
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.ClassDef:
+                names.add(node.name)
+            elif kind is ast.alias:
+                names.add(node.asname or node.name.partition(".")[0])
+            elif kind is ast.Global or kind is ast.Nonlocal:
+                names.update(node.names)
+        return frozenset(names)
 
     @property
     def imports_torch(self) -> bool:
@@ -442,23 +462,14 @@ def module_facts(tree: ast.Module) -> ModuleFacts:
     imported: set[str] = set()
     classes: dict[str, list[ast.ClassDef]] = defaultdict(list)
     members: list[ast.Assign | ast.Call] = []
-    identifiers: set[str] = set()
     for node in _walk(tree):
         kind = type(node)  # compared by identity: the walk meets every node of the file
         if kind is ast.Name:
-            identifiers.add(node.id)
-        elif kind is ast.arg:
-            identifiers.add(node.arg)
-        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-            identifiers.add(node.name)
+            continue  # the most common node, read for nothing here
         elif kind is ast.ClassDef:
-            identifiers.add(node.name)
             classes[node.name].append(node)
         elif kind is ast.alias:
-            identifiers.add(node.asname or node.name.partition(".")[0])
             imported.add(node.asname or node.name.partition(".")[0])
-        elif kind is ast.Global or kind is ast.Nonlocal:
-            identifiers.update(node.names)
         elif kind is ast.Import:
             for alias in node.names:
                 library = alias.name.partition(".")[0]
@@ -491,7 +502,7 @@ def module_facts(tree: ast.Module) -> ModuleFacts:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name].append(node)
-    return ModuleFacts(aliases, frozenset(identifiers), numpy, frozenset(imported), dict(classes), dict(functions), members)
+    return ModuleFacts(aliases, tree, numpy, frozenset(imported), dict(classes), dict(functions), members)
 
 
 def _walk(tree: ast.AST) -> Iterator[ast.AST]:
