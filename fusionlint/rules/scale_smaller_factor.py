@@ -18,7 +18,7 @@ from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nod
 from fusionlint.statement_text import code_only
 
 _SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.|\bkeepdim\b|norm")
-_PRODUCT_TEXT = re.compile(r"(?<![*])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
+_PRODUCT_TEXT = re.compile(r"(?<![*/])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
 _ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*[\w\])]\s*\*(?![*=])")  # `name = a * b`, not `*args`
 _ASSIGNED_MATMUL = re.compile(r"\s*(\w+)\s*=[^=].*@")
 _NUMBER_CONSTANTS = frozenset({"math.pi", "math.tau", "math.e", "np.pi", "numpy.pi", "torch.pi"})

@@ -240,11 +240,12 @@ TEXT_TESTS = {
     "a path and a norm in a message": ('logger.warning(f"a/b/{n} norm", x * 2)', [False]),
     "a norm and a division in a comment": ("y = x * 2  # norm / dim", [False]),
     "code after a string holding a #": ('y = d["#"] * self.s * g', [True]),
+    "floor divisions": ("self.window = (g[0] // self.p, g[1] // self.p)", [False]),
 }
 
 
 @pytest.mark.parametrize("name", sorted(TEXT_TESTS))
-def test_the_text_test_reads_no_strings_nor_comments(name):
+def test_the_text_test_counts_the_products_of_code_only(name):
     body, expected = TEXT_TESTS[name]
     source = "def f(self, x, g, d, n):\n" + "".join(f"    {line}\n" for line in body.splitlines())
     statements = ast.parse(source).body[0].body
