@@ -66,8 +66,9 @@ def lint_cell(body: str, namespace: dict[str, Any], fix: bool) -> CellLint:
     """Lint a cell body with what the notebook's namespace knows.
 
     A cell rarely imports torch itself, and the linter only knows names as tensors from the
-    code it sees; a prelude states the namespace's torch imports and the tensors the cell reads,
-    and its lines are taken off again. ``fix`` applies unsafe fixes too: the fixed cell is only
+    code it sees; a prelude states the namespace's torch imports, the other modules and the
+    tensors the cell reads (``math.sqrt`` is a number only where ``math`` is the module), and its
+    lines are taken off again. ``fix`` applies unsafe fixes too: the fixed cell is only
     shown and offered, never run without the user.
     """
     cells = code_cells({"cells": [{"cell_type": "code", "source": body}]})
@@ -97,15 +98,16 @@ def _moved(findings: tuple[Finding, ...], shift: int) -> tuple[Finding, ...]:
 
 
 def _prelude(text: str, namespace: dict[str, Any]) -> str:
+    read = set(_WORD.findall(text))
     lines = []
     for name, value in namespace.items():
-        if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] == "torch" and name.isidentifier():
-            lines.append(f"import {value.__name__} as {name}")
+        if (isinstance(value, types.ModuleType) and name.isidentifier()
+                and (value.__name__.split(".")[0] == "torch" or name in read)):
+            lines.append(f"import {value.__name__} as {name}")  # the cell's math, np, einops too
     torch_name = next((line.split()[-1] for line in lines if line.split()[1] == "torch"), None)
     if torch_name is None:
         torch_name = "torch"
         lines.append("import torch")
-    read = set(_WORD.findall(text))
     lines += [f"{name} = {torch_name}.Tensor()" for name in sorted(read)
               if isinstance(namespace.get(name), torch.Tensor)]
     return "".join(line + "\n" for line in lines)
