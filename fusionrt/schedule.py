@@ -43,6 +43,7 @@ class _Planner:
         self.needs: dict[Node, str] = {}  # node -> view-break | consumed-later
         self.covered: set[Node] = set()  # alive writes hidden by a later write of the same region
         self.floating: set[Node] = set()  # concrete-data producers each consumer recomputes
+        self.templates: dict[Node, FusedLaunch] = {}  # a template block's kernel, by its matmul
         # live storages more than one pending node writes: their writes keep program order. A
         # dead storage is nobody's home: the allocator may have handed its address to a later
         # node (CUDA's caching allocator does so within one recording).
@@ -402,8 +403,12 @@ class _Planner:
         return out
 
     def emit_template(self, block: Block, outputs: tuple[Node, ...]) -> FusedLaunch:
-        return emit_matmul(block, outputs, self.owner, self.floating,
-                           functools.partial(self.recomputable, producer=block.producer))
+        """Emitted once: the cost model's verdict reads it, and the plan keeps it."""
+        planned = self.templates.get(block.nodes[0])
+        if planned is None:
+            planned = self.templates[block.nodes[0]] = emit_matmul(
+                block, outputs, self.owner, self.floating, functools.partial(self.recomputable, producer=block.producer))
+        return planned
 
     def matmul_work(self, block: Block, reasons: dict[Node, str]) -> cost.MatmulWork:
         node = block.nodes[0]
