@@ -15,10 +15,17 @@ from fusionlint.analysis.nodes import children, names_of
 from fusionlint.analysis.scope import Block, Scope, StatementRef, per_scope
 
 
-# ``name = name * s``, ``name = name / s``, ``name = s * name`` in a statement's text (``Rule.may_match``)
-RESCALE_TEXT = re.compile(r"\s*(\w+)\s*=\s*(?:\1\s*[*/]|[\w.]+\s*\*\s*\1\s*(?:#.*)?$)")
-# The same, binding the scaled value to any name or returning it; the rescaled name is group 1 or 2.
-_SCALED_TEXT = re.compile(r"\s*(?:\w+\s*=|return\b)\s*(?:(\w+)\s*[*/](?![*/=])|[\w.]+\s*\*\s*(\w+)\s*(?:#.*)?$)")
+# ``name = name * s``, ``name = name / s``, ``name = s * name``, ``name *= s``, ``name.div_(s)`` in a
+# statement's text (``Rule.may_match``)
+RESCALE_TEXT = re.compile(
+    r"\s*(\w+)\s*(?:[*/]=(?!=)|\.(?:mul|div)_\s*\(|=\s*(?:\1\s*[*/]|[\w.]+\s*\*\s*\1\s*(?:#.*)?$))"
+)
+# The same, binding the scaled value to any name or returning it; the rescaled name is one of the groups.
+_SCALED_TEXT = re.compile(
+    r"\s*(?:(?:\w+\s*=|return\b)\s*(?:(\w+)\s*[*/](?![*/=])|[\w.]+\s*\*\s*(\w+)\s*(?:#.*)?$)"
+    r"|(\w+)\s*[*/]=(?!=)|(\w+)\.(?:mul|div)_\s*\()"
+)
+_IN_PLACE_SCALES = {"mul_": cst.Multiply, "div_": cst.Divide}
 _ZERO_DIM_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})  # of one number
 _ZERO_DIM_KEEPING = frozenset({"sqrt", "rsqrt", "exp", "log", "reciprocal", "abs", "clamp", "float", "to"})
 
@@ -40,7 +47,7 @@ def rescaled_below(name: str, block: Sequence[str], index: int) -> bool:
 @dataclass(frozen=True)
 class Rescale:
     statement: StatementRef  # ``name = name * factor`` (or ``other = ...``, ``return ...``)
-    node: cst.BinaryOperation  # its ``name * factor`` (``factor * name``, ``name / factor``)
+    node: cst.CSTNode  # its ``name * factor`` (``factor * name``, ``name / factor``; ``name *= factor``)
     operator: cst.BaseBinaryOp  # Multiply or Divide
     factor: cst.BaseExpression
     # The fix may drop the statement and scale the operand instead: it rebinds ``name`` in the
@@ -96,6 +103,12 @@ def _views_itself(scope: Scope, statement: cst.BaseStatement, name: str) -> bool
 
 def _rescale(scope: Scope, ref: StatementRef, name: str) -> Rescale | None:
     small = ref.simple
+    in_place = _scaled_in_place(small, name)
+    if in_place is not None:
+        operator, factor = in_place
+        if mentions(factor, name) or (scope.is_tensor(factor) and not zero_dim(scope, factor)):
+            return None
+        return Rescale(ref, small, operator, factor, True)  # type: ignore[arg-type]
     if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         target: str | None = small.targets[0].target.value
         value = small.value
@@ -117,6 +130,24 @@ def _rescale(scope: Scope, ref: StatementRef, name: str) -> Rescale | None:
     if target != name and target is not None and scope.read_after(ref, name):
         return None  # the unscaled value is read again: both are kept
     return Rescale(ref, value, operator, factor, target == name)
+
+
+def _scaled_in_place(small: cst.BaseSmallStatement | None, name: str) -> tuple[cst.BaseBinaryOp, cst.BaseExpression] | None:
+    """(operator, factor) of ``name *= factor``, ``name /= factor``, ``name.mul_(factor)`` or
+    ``name.div_(factor)``."""
+    if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
+        if isinstance(small.operator, cst.MultiplyAssign):
+            return cst.Multiply(), small.value
+        if isinstance(small.operator, cst.DivideAssign):
+            return cst.Divide(), small.value
+        return None
+    call = small.value if isinstance(small, cst.Expr) else None
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == name and call.func.attr.value in _IN_PLACE_SCALES):
+        return None
+    if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    return _IN_PLACE_SCALES[call.func.attr.value](), call.args[0].value
 
 
 def zero_dim(scope: Scope, expr: cst.BaseExpression) -> bool:

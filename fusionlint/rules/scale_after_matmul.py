@@ -3,12 +3,12 @@ scaled by a number after the matmul instead of scaling the smaller operand befor
 from __future__ import annotations
 
 import re
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import libcst as cst
 
 from fusionlint.analysis import Scope
-from fusionlint.analysis.nodes import operations
+from fusionlint.analysis.nodes import children
 from fusionlint.analysis.numbers import int_literal
 from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, rescaled_below, zero_dim
 from fusionlint.analysis.strings import string_values
@@ -19,6 +19,8 @@ from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nod
 _MATMUL_TEXT = re.compile(r"@|\b(?:matmul|bmm|einsum)\s*\(")
 _TRANSPOSES = frozenset({"transpose", "swapaxes", "swapdims", "t", "mT", "T"})
 _ASSIGNED = re.compile(r"\s*(\w+)\s*=[^=]")
+_SCALE_TEXT = re.compile(r"[*/]|\.(?:mul|div)\s*\(")
+_SCALING_METHODS = {"mul": cst.Multiply, "div": cst.Divide}
 
 
 class ScaleAfterMatmul(Rule):
@@ -36,7 +38,7 @@ class ScaleAfterMatmul(Rule):
 
         Flagged: `*` or `/` by a value not known to be a tensor (a number, a float attribute
         such as `self.scale`, `math.sqrt(d)`), or by a 0-d tensor (`torch.sqrt(torch.tensor(d))`),
-        applied directly to a matmul (`@`, `matmul`, `bmm`) whose second operand is a
+        on either side of `*`, or as `.mul(s)`/`.div(s)`, applied directly to a matmul (`@`, `matmul`, `bmm`) whose second operand is a
         transposed view (`k.transpose(-2, -1)`, `k.mT`, a `permute` that moves `k`'s last dim
         next to last), or to a two-operand `einsum` whose
         output keeps one index of each operand and sums over a shared one (keys shared by the
@@ -44,7 +46,7 @@ class ScaleAfterMatmul(Rule):
         strings must be one in every form it may take); also where the
         matmul's result is assigned to a name that the next statement reading it rescales
         (`sim = einsum(...)`, then `sim = sim * scale`), past views that rebind it (`sim =
-        sim.view(b, h, n, n)`). Reported without a fix: the rescale after the `if` whose arm
+        sim.view(b, h, n, n)`), or rescales it in place (`sim /= scale`, `sim.mul_(scale)`). Reported without a fix: the rescale after the `if` whose arm
         made the scores (the other arms' values are scaled too), a factor computed between the
         matmul and the rescale (`head_dim = q.shape[-1]`: it must move above the matmul), the
         scaled scores bound to another name or returned (`weights = scores / s`, `return
@@ -187,6 +189,61 @@ def correlation(f1: torch.Tensor, f2: torch.Tensor, h: int, w: int) -> torch.Ten
 """,
             call="correlation(randn(2, 64, 16), randn(2, 64, 16), 8, 8)",
         ),
+        Example(  # rescaled in place, by the square root of a shape
+            bad="""\
+import math
+
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    dots = torch.einsum("b h i d, b h j d -> b h i j", q, k)
+    dots /= math.sqrt(k.shape[-1])
+    return dots.softmax(-1)
+""",
+            at=((8, 5),),
+            fixed="""\
+import math
+
+import torch
+
+
+def attend(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    dots = torch.einsum("b h i d, b h j d -> b h i j", q / math.sqrt(k.shape[-1]), k)
+    return dots.softmax(-1)
+""",
+            call="attend(randn(2, 4, 64, 16), randn(2, 4, 64, 16))",
+        ),
+        Example(  # the module's number on the left
+            bad="""\
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim_head: int):
+        super().__init__()
+        self.scale = dim_head**-0.5
+
+    def forward(self, q, k):
+        return (self.scale * (q @ k.transpose(-2, -1))).softmax(-1)
+""",
+            at=((11, 17),),
+            fixed="""\
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim_head: int):
+        super().__init__()
+        self.scale = dim_head**-0.5
+
+    def forward(self, q, k):
+        return ((q * self.scale) @ k.transpose(-2, -1)).softmax(-1)
+""",
+            call="Attention(16).forward(randn(2, 4, 64, 16), randn(2, 4, 64, 16))",
+        ),
     )
     valid = (
         # a projection, whose output may be smaller than its input; a scale that is a tensor
@@ -217,7 +274,7 @@ def f(x: torch.Tensor, w: torch.Tensor):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        if ("*" in text or "/" in text) and _MATMUL_TEXT.search(text) is not None:
+        if _SCALE_TEXT.search(text) is not None and _MATMUL_TEXT.search(text) is not None:
             return True
         assigned = _ASSIGNED.match(text)
         if assigned is not None and _MATMUL_TEXT.search(text) is not None:  # scaled a few lines below
@@ -235,8 +292,8 @@ def f(x: torch.Tensor, w: torch.Tensor):
             scaled = _scaled(scope, site.statement.node, site.node)
             if scaled is not None:
                 if _similarity(scope, site.node):
-                    fix = _fix(scope, site.statement.node, scaled.operator, scaled.right, site.node, scaled)
-                    yield Violation(scaled, fix=fix)
+                    fix = _fix(scope, site.statement.node, scaled.operator, scaled.factor, site.node, scaled.node)
+                    yield Violation(scaled.node, fix=fix)
                 continue
             later = rescaled_later(scope, site.statement, site.node)
             if later is not None and _similarity(scope, site.node):
@@ -247,12 +304,35 @@ def f(x: torch.Tensor, w: torch.Tensor):
                 yield Violation(later.node, fix=fix)
 
 
-def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> cst.BinaryOperation | None:
-    """The ``matmul * s`` or ``matmul / s`` in ``statement``, ``s`` not known to be a tensor (or
-    known to be a 0-d one)."""
-    for operation in operations(statement, (cst.Multiply, cst.Divide)):
-        if operation.left is matmul and (not scope.is_tensor(operation.right) or zero_dim(scope, operation.right)):
-            return operation
+class _Scale(NamedTuple):
+    node: cst.CSTNode  # the scaled matmul: ``matmul * s``, ``s * matmul``, ``matmul.div(s)``
+    operator: cst.BaseBinaryOp
+    factor: cst.BaseExpression
+
+
+def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> _Scale | None:
+    """The ``matmul * s``, ``s * matmul``, ``matmul / s`` or ``matmul.mul(s)`` (``div``) in
+    ``statement``, ``s`` not known to be a tensor (or known to be a 0-d one)."""
+    todo = [statement]
+    while todo:
+        node = todo.pop()
+        todo.extend(children(node))
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Divide)):
+            if node.left is matmul:
+                factor = node.right
+            elif node.right is matmul and isinstance(node.operator, cst.Multiply):
+                factor = node.left
+            else:
+                continue
+            operator = node.operator
+        elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.value is matmul
+              and node.func.attr.value in _SCALING_METHODS and len(node.args) == 1
+              and node.args[0].keyword is None and not node.args[0].star):
+            factor, operator = node.args[0].value, _SCALING_METHODS[node.func.attr.value]()
+        else:
+            continue
+        if not scope.is_tensor(factor) or zero_dim(scope, factor):
+            return _Scale(node, operator, factor)
     return None
 
 
