@@ -101,6 +101,8 @@ _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s
 _CONDITIONAL_READ = re.compile(r".*\bif\s+(?:not\s+)?(\w+)\s+else\b")
 # a word _NAME_READ and _CONDITIONAL_READ need: searched first, it spares most statements their backtracking `.*`
 _NAME_READ_WORD = re.compile(r"(?:if|bool|float|int)\b")
+# `n = a * b`: arithmetic of two names, which tensors make a tensor
+_ARITHMETIC_TEXT = re.compile(r"=[^=].*[\w)\]]\s*[-+*/]\s*[A-Za-z_(]")
 # `if sigmas[i] > 0:`, `int(boxes[i, 2] - boxes[i, 0])`: an element compared or computed with
 _OPERATOR = r"(?:[<>=!]=|[-<>+*/%])"
 _ELEMENT_WORK = re.compile(
@@ -657,7 +659,7 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
             return True  # `float(t)` first in a block: `t` may be what a `for` above it takes from a tensor
         assigned, element = _assignments_of(read.group(1))
         return any(
-            (assigned.match(block[earlier]) and _op_call_text(ops).search(block[earlier]))
+            (assigned.match(block[earlier]) and (_op_call_text(ops).search(block[earlier]) or _ARITHMETIC_TEXT.search(block[earlier])))
             or element.match(block[earlier])
             for earlier in range(max(0, index - 4), index)
         )
@@ -676,7 +678,7 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                 if test and isinstance(statement, cst.While):
                     continue  # a loop's exit condition
                 casts = list(_element_casts(scope, loop, part)) if loop is not None and not _in_failing_arm(ref) else []
-                syncs = _syncs(scope, part, test, by_name=loop is not None)
+                syncs = _syncs(scope, part, test, by_name=loop is not None or _hot(scope))
                 if test and (casts or syncs) and _needed_branch(scope, statement, ref):
                     continue  # validation, a loop exit: asked only of a test that syncs (it reads both arms)
                 for cast in casts:
@@ -912,16 +914,34 @@ def _computes_tensor(scope: Scope, expr: cst.BaseExpression, by_name: bool = Fal
 
 
 def _has_table_op_call(scope: Scope, node: cst.CSTNode, seen: frozenset[str] | None) -> bool:
-    """Does ``node`` call a tensor op of the tables, itself or (``seen`` not None) through the
-    assignments of the local names it reads (``seen``: the names followed already)?"""
+    """Does ``node`` run a tensor op, itself or (``seen`` not None) through the assignments of the
+    local names it reads (``seen``: the names followed already)? A method of the tables counts
+    (``x.sum()``), and so does arithmetic on a parameter annotated as a tensor (``a * b``): each
+    launches a kernel whose result the host then waits for."""
     if isinstance(node, (cst.Lambda, cst.FunctionDef)):
         return False
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         if scope.ops.op_class(node.func.attr.value) is not None and scope.is_tensor(node):
             return True
+    if isinstance(node, cst.BinaryOperation) and any(
+        isinstance(operand, cst.Name) and operand.value in _annotated_tensors(scope) for operand in (node.left, node.right)
+    ):
+        return True
     if isinstance(node, cst.Name) and seen is not None and node.value not in seen:
         return _computed_name(scope, node.value, seen | {node.value})
     return any(_has_table_op_call(scope, child, seen) for child in children(node))
+
+
+@per_scope
+def _annotated_tensors(scope: Scope) -> frozenset[str]:
+    """The parameters annotated as tensors: surely tensors, unlike a parameter taken for one by its use."""
+    if not isinstance(scope.node, cst.FunctionDef):
+        return frozenset()
+    params = scope.node.params
+    return frozenset(
+        param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)
+        if param.annotation is not None and scope.is_tensor_annotation(param.annotation.annotation)
+    )
 
 
 def _computed_name(scope: Scope, name: str, seen: frozenset[str]) -> bool:
@@ -1308,7 +1328,8 @@ def _where(scope: Scope, ref: StatementRef) -> str | None:
     )
     if not after:
         return None
-    before = any(_does_work(scope, earlier.node) for earlier in statements_before(ref))
+    # a step function's caller has work pending when it calls: the sync flushes that too
+    before = _hot(scope) or any(_does_work(scope, earlier.node) for earlier in statements_before(ref))
     return "between tensor work" if before else None
 
 
@@ -1356,7 +1377,9 @@ def _needed_branch(scope: Scope, statement: cst.If, ref: StatementRef) -> bool:
     does tensor work, no arm does tensor work) or a loop exit (an arm ends in ``break``). In a
     working loop a test that only picks host work still syncs on every iteration, unless it
     skips the iteration's work (``continue``) or leaves (``return``)."""
-    if _skips_empty_masked_write(statement) or _raises_or_warns(statement) or _breaks(statement.body):
+    if _skips_empty_masked_write(statement) or _skips_full_selection(statement):
+        return True
+    if _raises_or_warns(statement) or _breaks(statement.body):
         return True
     if _branch_works(scope, statement):
         return False
@@ -1376,6 +1399,28 @@ def _skips_empty_masked_write(statement: cst.If) -> bool:
     body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else [statement.body]
     smalls = [small for line in body if isinstance(line, cst.SimpleStatementLine) for small in line.body]
     return len(smalls) == len(body) and all(_writes_through_mask(small, mask) for small in smalls)
+
+
+def _skips_full_selection(statement: cst.If) -> bool:
+    """``if not m.all(): x = x[m]``: a fast path that skips selections that would keep every row.
+    Each selection reads the mask on the host anyway, so the test adds no sync where it runs
+    them, and saves their copies where it does not."""
+    test = statement.test
+    if statement.orelse is not None or not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+        return False
+    call = test.expression
+    if not (isinstance(call, cst.Call) and not call.args and isinstance(call.func, cst.Attribute)):
+        return False
+    if call.func.attr.value != "all" or not isinstance(call.func.value, cst.Name):
+        return False
+    mask = call.func.value.value
+    body = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else [statement.body]
+    smalls = [small for line in body if isinstance(line, cst.SimpleStatementLine) for small in line.body]
+    return len(smalls) == len(body) and all(
+        isinstance(small, cst.Assign) and isinstance(small.value, cst.Subscript)
+        and any(_name_nodes(element, mask) for element in small.value.slice)
+        for small in smalls
+    )
 
 
 def _writes_through_mask(small: cst.BaseSmallStatement, mask: str) -> bool:
@@ -1435,7 +1480,7 @@ def _branch_works(scope: Scope, statement: cst.If) -> bool:
 _OFFLINE = re.compile(r"^(?:__init__|__repr__|extra_repr|_?process\w*|_?plot\w*|_?visuali[sz]e\w*|_?(?:de)?serialize"
                       r"|read_\w*|_?download\w*)$")
 # Functions where each call is a step of the computation, where a transfer to the host costs every time.
-_HOT = re.compile(r"^(?:forward|__call__|\w*step|_?train\w*|fit|_?update\w*)$")
+_HOT = re.compile(r"^(?:forward|__call__|\w*step|_?train\w*|fit|_?update\w*|\w*loss\w*|criterion)$")
 _FACTORIES = frozenset({"tensor", "as_tensor", "from_numpy"})
 _SCALAR_READS = frozenset({"item", "float", "int"})
 # Syncs that hand data to host code on purpose: the list or array is what the code wants.
@@ -1464,7 +1509,7 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
     if kind in _SCALAR_READS and not branch and _after_backward(ref):
         if not (_flows_back(scope, ref, node) or _decides_branch(scope, ref, node)):
             return True
-    hot = function is not None and _HOT.match(function) is not None
+    hot = _hot(scope)
     if kind in _HAND_OFFS:
         once = not (hot and where.startswith("inside a loop"))
     elif not branch and kind != "branch" and where == "between tensor work":
@@ -1472,6 +1517,12 @@ def _needed_once(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str, 
     else:
         return False
     return once and not _decides_branch(scope, ref, node)
+
+
+def _hot(scope: Scope) -> bool:
+    """A step function (``forward``, ``*step``, a loss): it runs on every step, between the
+    caller's tensor work and its own."""
+    return isinstance(scope.node, cst.FunctionDef) and _HOT.match(scope.node.name.value) is not None
 
 
 def _reads_back(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
@@ -1542,7 +1593,7 @@ def _decides_shape(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str
     targets = _assigned_names(ref, node)
     if targets is None or (kind != "branch" and any(_is_size_name(name) for name in targets)):
         return True
-    return _used_later(ref, targets, lambda root, use: _in_size_argument(root, use))
+    return _used_later(ref, targets, lambda root, use: _in_size_argument(root, use) or _is_index(root, use))
 
 
 def _decides_branch(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
