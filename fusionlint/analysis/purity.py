@@ -122,21 +122,25 @@ def _op(facts: ModuleFacts, class_name: str | None, call: ast.Call) -> str | Non
 def op_kind(facts: ModuleFacts, class_name: str | None, call: ast.Call) -> str | None:
     """"alias" for a torch function, or a torch.nn module attribute, that runs a view or a cast
     of its input, "new" for one that runs another known op (not in place), else None."""
-    canonical = _torch_name(facts, call.func)
-    if canonical is not None:
-        module, _, name = canonical.rpartition(".")
-        if module not in _TORCH_OP_MODULES:
-            return None
-    elif class_name is not None and isinstance(call.func, ast.Attribute) and _is_self(call.func.value):
-        name = NN_MODULE_OPS.get(facts.nn_class(class_name, call.func.attr) or "")
-    else:
-        return None
+    name = op_name(facts, class_name, call)
     if not name or name.endswith("_"):
         return None
     ops = op_tables()
     if name in MAY_ALIAS or ops.op_class(name) == VIEW:
         return "alias"
     return "new" if ops.op_class(name) is not None else None
+
+
+def op_name(facts: ModuleFacts, class_name: str | None, call: ast.Call) -> str | None:
+    """The op a call of a torch function (``F.gelu``), or of a torch.nn module attribute
+    (``self.norm`` of an ``nn.LayerNorm``), runs; None for any other call."""
+    canonical = _torch_name(facts, call.func)
+    if canonical is not None:
+        module, _, name = canonical.rpartition(".")
+        return name if module in _TORCH_OP_MODULES else None
+    if class_name is not None and isinstance(call.func, ast.Attribute) and _is_self(call.func.value):
+        return NN_MODULE_OPS.get(facts.nn_class(class_name, call.func.attr) or "")
+    return None
 
 
 def _torch_name(facts: ModuleFacts, func: ast.expr) -> str | None:

@@ -18,6 +18,7 @@ from fusionlint.analysis import (
 )
 from fusionlint.analysis.facts import ACTIVATION_REGISTRIES
 from fusionlint.analysis.fresh import returns_new
+from fusionlint.analysis.layout import FAST, NEEDS_CONTIGUOUS, READS_INTO_NEW, STRIDE_FREE, callee_takes_any_layout
 from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.numbers import int_literal
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
@@ -39,23 +40,11 @@ _NEEDLE = re.compile(r"\b(?:clone|contiguous|stack)\s*\(|\.repeat\s*\(")  # what
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
                       "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
 
-# Views that fail on a tensor whose strides they cannot reshape, so a `.contiguous()` before them
-# is needed, and those that copy such a tensor themselves, so that one costs nothing more.
-_NEEDS_CONTIGUOUS = frozenset({"view", "view_as", "reshape", "reshape_as", "flatten", "ravel"})
-# Ops the tables leave out that read their inputs into a new tensor (data movement, FFTs): a copy
-# handed to them is only read.
-_READS_INTO_NEW = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "flip", "roll", "gather",
-                             "index_select", "pad", "repeat", "tile", "fft", "ifft", "rfft", "irfft"})
 # Views that keep a strided tensor strided, and ops that cut a tensor into pieces (views).
 _KEEP_STRIDES = frozenset({"squeeze", "unsqueeze"})
 _SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split"})
 # Views whose elements may share memory, so that only a copy of them can be written per element.
 _OVERLAPPING = frozenset({"expand", "expand_as", "broadcast_to", "as_strided", "unfold"})
-# Ops that read a strided input without copying it first (element-wise ops too), data movement
-# among them: it copies its input in any layout anyway. ``softmax``, the norms and convolutions
-# make it contiguous themselves, so a `.contiguous()` before them saves nothing.
-_STRIDE_FREE = frozenset({"sum", "nansum", "mean", "amax", "amin", "max", "min", "prod", "matmul", "mm", "bmm",
-                          "einsum", "@", "linear", *(_READS_INTO_NEW - {"fft", "ifft", "rfft", "irfft"})})
 # Convolutions read a channels-last input as it is (cuDNN, oneDNN), where they copy any other
 # strided one themselves; and the layer classes named for one (`Conv`, `ConvNormAct`, `DWConv`,
 # `Convolution`), which begin with their convolution.
@@ -136,7 +125,11 @@ class RedundantCopy(Rule):
         operands through their strides, eager's BLAS reads a transposed matrix, and where it
         cannot it copies the view itself: no worse), data movement (`torch.cat`, `F.pad`,
         `flip`, `index_select`, which copy their input in any layout anyway: a permuted
-        attention context concatenated, fusionrt and eager 3 -> 2 writes and kernels). The uses
+        attention context concatenated, fusionrt and eager 3 -> 2 writes and kernels), and a
+        same-file function or module (`self.block(h)`) whose body reads that parameter only with
+        such ops, through views, casts and names bound to it, never viewing it with `.view()`,
+        writing it in place, storing it or handing it back (`analysis.layout`; fusionrt 3 -> 1
+        writes and kernels, eager 4 -> 3, for a transposed input to a matmul and an add). The uses
         of a copy are those that may run after it: an `if` that tests the opposite of the one
         the copy is made under (`if dims == 3:` after the body of `if dims == 2:`, the 2-d and
         3-d paths of one module) is not one.
@@ -366,6 +359,36 @@ class Head(torch.nn.Module):
         return self.proj(x).transpose(1, 2)
 """,
         ),
+        # `.contiguous()` of a transposed view handed to a same-file function that reads it with
+        # ops taking any layout (a matmul, an add): fusionrt 3 -> 1 writes and kernels, eager 4 -> 3
+        Example(
+            bad="""\
+import torch
+
+
+def mixed(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(h @ w) + h
+
+
+def layer(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = x.transpose(1, 2).contiguous()
+    return mixed(h, w)
+""",
+            at=((9, 9),),
+            fixed="""\
+import torch
+
+
+def mixed(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(h @ w) + h
+
+
+def layer(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = x.transpose(1, 2)
+    return mixed(h, w)
+""",
+            call="layer(randn(2, 16, 32), randn(16, 16))",
+        ),
         # the copy of a conv output that no name holds: written in place, it may be the conv
         # output itself; and the copy of tokens swapped channels-first that the 1-d conv reads as
         # they are (fusionrt 6 -> 4 writes and kernels, eager 7 -> 5)
@@ -550,6 +573,23 @@ def f(n: int, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     out = F.conv1d(x, w).permute(0, 2, 1).contiguous()
     out.masked_fill_(out > 0, 0)
     return ids, out.view(-1)
+""",
+        # a same-file callee that views its argument, hands it back, or writes it in place
+        """\
+import torch
+
+
+def heads(h: torch.Tensor) -> torch.Tensor:
+    return h.view(h.shape[0], -1) * 2
+
+
+def scaled(h: torch.Tensor) -> torch.Tensor:
+    h.mul_(2)
+    return h
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    return heads(x.transpose(1, 2).contiguous()) + scaled(x.transpose(1, 2).contiguous())
 """,
     )
 
@@ -864,7 +904,7 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
                 return _SHARED
             expr = operand
             continue
-        if name in _READS_INTO_NEW:
+        if name in READS_INTO_NEW:
             if isinstance(operand, (cst.List, cst.Tuple)):
                 operand = operand.elements[0].value if operand.elements else None
             return _INDEX if operand is not None and _origin(scope, operand, at, seen) == _INDEX else _MADE
@@ -1323,12 +1363,12 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 reading.wrote = reading.read()
                 below = after  # the copy itself, written in place: its own uses decide
                 continue
-            if not reading.strided and name in _NEEDS_CONTIGUOUS:
+            if not reading.strided and name in NEEDS_CONTIGUOUS:
                 return False
             if name in MAY_ALIAS or scope.ops.op_class(name) == VIEW:
                 below = after  # an alias: its own uses decide
                 continue
-            known = scope.ops.op_class(name) is not None or name in _READS_INTO_NEW
+            known = scope.ops.op_class(name) is not None or name in READS_INTO_NEW
             return known and reading.read(fast=_reads_strided(scope, name))
         if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is None:
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
@@ -1340,14 +1380,17 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 op = ("activation", ELEMENTWISE, parent.value)
             if op is None and reading.strided and role != "source" and _read_by_same_file_callee(scope, after, parent):
                 return reading.read()
+            layout = _same_file_callee_layout(scope, after, parent) if op is None and role != "source" else None
+            if layout is not None and not reading.strided:
+                return reading.read(fast=layout == FAST)
             if op is None or op[0].endswith("_"):
                 return _handed_out(scope, parent, role, reading)
-            if not reading.strided and op[0] in _NEEDS_CONTIGUOUS:
+            if not reading.strided and op[0] in NEEDS_CONTIGUOUS:
                 return False
             if op[1] == VIEW or op[0] in MAY_ALIAS:
                 below = after
                 continue
-            if op[1] is None and op[0] not in _READS_INTO_NEW:
+            if op[1] is None and op[0] not in READS_INTO_NEW:
                 return False
             fast = op[1] == ELEMENTWISE or _reads_strided(scope, op[0]) or op[0] in reading.convolved
             return reading.read(fast=fast)
@@ -1411,10 +1454,26 @@ def _read_by_same_file_callee(scope: Scope, call: cst.Call, arg: cst.Arg) -> boo
     """``self.altup.scale_corrected_output(copy)``: a same-file function that only reads the
     argument and hands back a new tensor (``analysis.purity``). Not for a ``.contiguous()``
     copy: the callee may need the layout."""
+    position = _position(call, arg)
+    return position is not None and callee_only_reads(scope.facts, scope.class_name, cst_view, call.func, position)
+
+
+def _same_file_callee_layout(scope: Scope, call: cst.Call, arg: cst.Arg) -> str | None:
+    """``self.block(x)``: a same-file module or function that takes the argument in any layout
+    (``analysis.layout``): FAST or SLOW, as its uses read a strided tensor; None if one needs
+    the layout or the callee is not known."""
+    position = _position(call, arg)
+    if position is None:
+        return None
+    return callee_takes_any_layout(scope.facts, scope.class_name, cst_view, call.func, position)
+
+
+def _position(call: cst.Call, arg: cst.Arg) -> int | None:
+    """The index of ``arg`` among the call's positional arguments (None after a ``*args``)."""
     positional = [a for a in call.args if a.keyword is None and not a.star]
     if any(a.star for a in call.args) or arg not in positional:
-        return False
-    return callee_only_reads(scope.facts, scope.class_name, cst_view, call.func, positional.index(arg))
+        return None
+    return positional.index(arg)
 
 
 def _handed_out(scope: Scope, parent: cst.CSTNode, role: str, reading: _Reading) -> bool:
@@ -1469,7 +1528,7 @@ def _constructor(scope: Scope, call: cst.Call) -> bool:
 
 
 def _reads_strided(scope: Scope, op: str) -> bool:
-    return scope.ops.op_class(op) == ELEMENTWISE or op in _STRIDE_FREE
+    return scope.ops.op_class(op) == ELEMENTWISE or op in STRIDE_FREE
 
 
 def _target_and_value(node: cst.CSTNode | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:

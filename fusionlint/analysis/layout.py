@@ -1,0 +1,186 @@
+"""Which parameters of a same-file function or module take a tensor in any layout: a transposed
+or sliced view handed to ``self.block(x)`` works as well as its contiguous copy when the block's
+``forward`` only reads ``x`` with ops that accept any strides, so a ``.contiguous()`` made for the
+call is not needed. And which ops read a strided tensor as fast as a contiguous one."""
+from __future__ import annotations
+
+import ast
+
+from fusionlint.analysis.facts import ModuleFacts
+from fusionlint.analysis.purity import MAY_ALIAS, METADATA, op_name
+from fusionlint.analysis.views import View, ast_view
+from fusionlint.ops import ELEMENTWISE, VIEW, op_tables
+
+# Views that fail on a tensor whose strides they cannot reshape, so a `.contiguous()` before them
+# is needed, and those that copy such a tensor themselves, so that one costs nothing more.
+NEEDS_CONTIGUOUS = frozenset({"view", "view_as", "reshape", "reshape_as", "flatten", "ravel"})
+# Ops the tables leave out that read their inputs into a new tensor (data movement, FFTs): a copy
+# handed to them is only read.
+READS_INTO_NEW = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "flip", "roll", "gather",
+                            "index_select", "pad", "repeat", "tile", "fft", "ifft", "rfft", "irfft"})
+# Ops that read a strided input without copying it first (element-wise ops too), data movement
+# among them: it copies its input in any layout anyway. ``softmax``, the norms and convolutions
+# make it contiguous themselves, so a `.contiguous()` before them saves nothing.
+STRIDE_FREE = frozenset({"sum", "nansum", "mean", "amax", "amin", "max", "min", "prod", "matmul", "mm", "bmm",
+                         "einsum", "@", "linear", *(READS_INTO_NEW - {"fft", "ifft", "rfft", "irfft"})})
+# Reads of the layout itself: their answer changes with it.
+_LAYOUT_QUERIES = frozenset({"stride", "is_contiguous", "data_ptr", "storage", "untyped_storage", "numpy"})
+FAST, SLOW = "fast", "slow"
+
+
+def reads_strided(name: str) -> bool:
+    """Does the op ``name`` read a strided input as fast as a contiguous one?"""
+    return op_tables().op_class(name) == ELEMENTWISE or name in STRIDE_FREE
+
+
+def callee_takes_any_layout(facts: ModuleFacts, class_name: str | None, view: View, func: object,
+                            position: int) -> str | None:
+    """Does ``func`` (a callee, in either syntax tree through ``view``) name a same-file function,
+    or a same-file module's ``forward``, whose ``position``-th parameter takes any layout? FAST if
+    some use reads it as fast as a contiguous copy (arithmetic, a matmul, a linear layer), SLOW if
+    all of them copy a strided input themselves (a layer norm, a convolution); None if a use
+    needs the layout (``.view()``, an in-place write, a return, unknown code)."""
+    callee = facts.callee(class_name, view, func)
+    return None if callee is None else takes_any_layout(facts, callee[0], callee[1], position)
+
+
+def takes_any_layout(facts: ModuleFacts, class_name: str | None, name: str, position: int) -> str | None:
+    """``callee_takes_any_layout`` for the function ``name`` of ``class_name`` (None: top level),
+    over every definition of it. Judged once; a call back into one being judged needs the layout."""
+    key = (class_name, name, position)
+    if key in facts.any_layout:
+        return facts.any_layout[key]
+    facts.any_layout[key] = None
+    functions = facts.functions.get(name, []) if class_name is None else facts.methods(class_name, name)
+    verdicts = [_Body(facts, class_name, function).param_layout(position) for function in functions]
+    result = None if not verdicts or None in verdicts else FAST if FAST in verdicts else SLOW
+    facts.any_layout[key] = result
+    return result
+
+
+class _Body:
+    """One function: each node's parent, and per statement of its body the names it loads, the
+    name a plain ``name = value`` of it rebinds, and the names it updates with ``+=`` (in place)."""
+
+    def __init__(self, facts: ModuleFacts, class_name: str | None,
+                 function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.facts, self.class_name, self.function = facts, class_name, function
+        self.parents: dict[int, ast.AST] = {}
+        self.loads: list[dict[str, list[ast.Name]]] = []
+        self.rebinds: list[str | None] = []
+        self.updated: set[str] = set()
+        self.in_closure: set[str] = set()
+        for statement in function.body:
+            loads: dict[str, list[ast.Name]] = {}
+            for node in ast.walk(statement):
+                for child in ast.iter_child_nodes(node):
+                    self.parents[id(child)] = node
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                    self.in_closure |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                    self.updated.add(node.target.id)
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    loads.setdefault(node.id, []).append(node)
+            self.loads.append(loads)
+            targets = statement.targets if isinstance(statement, ast.Assign) else []
+            self.rebinds.append(targets[0].id if len(targets) == 1 and isinstance(targets[0], ast.Name) else None)
+            self.parents[id(statement)] = function
+
+    def param_layout(self, position: int) -> str | None:
+        arguments = self.function.args
+        params = [*arguments.posonlyargs, *arguments.args]
+        if self.class_name is not None:
+            params = params[1:]
+        if arguments.vararg is not None or position >= len(params):
+            return None
+        return self._name_layout(params[position].arg, 0)
+
+    def _name_layout(self, name: str, start: int) -> str | None:
+        """How the uses of ``name`` from the ``start``-th statement of the body read the tensor it
+        holds there: up to the statement that rebinds it (``x = self.norm(x)``), whose own
+        reads are the last, and after which it holds another tensor."""
+        if name in self.in_closure or name in self.updated:
+            return None
+        verdicts = []
+        for index in range(start, len(self.loads)):
+            verdicts += [self._use_layout(use) for use in self.loads[index].get(name, ())]
+            if self.rebinds[index] == name:
+                break
+        if not verdicts or None in verdicts:
+            return None
+        return FAST if FAST in verdicts else SLOW
+
+    def _use_layout(self, use: ast.Name) -> str | None:
+        node: ast.AST = use
+        while True:
+            parent = self.parents.get(id(node))
+            if isinstance(parent, (ast.BinOp, ast.UnaryOp)):
+                return FAST
+            if isinstance(parent, ast.Compare):
+                return SLOW if all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops) else FAST
+            if isinstance(parent, (ast.BoolOp, ast.If, ast.While, ast.Assert)) or \
+                    isinstance(parent, ast.IfExp) and node is parent.test:
+                return SLOW  # a test: its truth, not its layout
+            if isinstance(parent, ast.IfExp):
+                node = parent  # one of its values: the expression's use decides
+                continue
+            if isinstance(parent, (ast.List, ast.Tuple)) and self._listed_for_data_movement(parent):
+                return FAST
+            if isinstance(parent, ast.Subscript):
+                if parent.value is not node:
+                    return SLOW  # an index
+                if not isinstance(parent.ctx, ast.Load):
+                    return None  # `x[i] = v`
+                node = parent
+                continue
+            if isinstance(parent, ast.Attribute) and parent.value is node:
+                return self._method_layout(parent)
+            if isinstance(parent, ast.Call) and node in parent.args:
+                return self._argument_layout(parent, parent.args.index(node))  # type: ignore[arg-type]
+            if isinstance(parent, ast.Assign) and parent.value is node:
+                return self._assigned_layout(parent)
+            if isinstance(parent, ast.Expr):
+                return SLOW
+            return None  # returned, stored, yielded, keyword-passed: the layout may matter there
+
+    def _listed_for_data_movement(self, listed: ast.List | ast.Tuple) -> bool:
+        """``torch.cat([x, y], 1)``: an operand listed for data movement, which copies any layout."""
+        call = self.parents.get(id(listed))
+        return isinstance(call, ast.Call) and bool(call.args) and call.args[0] is listed \
+            and op_name(self.facts, self.class_name, call) in READS_INTO_NEW
+
+    def _method_layout(self, attribute: ast.Attribute) -> str | None:
+        name, call = attribute.attr, self.parents.get(id(attribute))
+        if name in METADATA:
+            return SLOW
+        if name in _LAYOUT_QUERIES or name.endswith("_") or name in NEEDS_CONTIGUOUS or name == "contiguous":
+            return None
+        if not (isinstance(call, ast.Call) and call.func is attribute):
+            return None
+        if name in MAY_ALIAS or op_tables().op_class(name) == VIEW:
+            return self._use_layout(call)  # type: ignore[arg-type]
+        if op_tables().op_class(name) is None and name not in READS_INTO_NEW:
+            return None
+        return FAST if reads_strided(name) else SLOW
+
+    def _argument_layout(self, call: ast.Call, position: int) -> str | None:
+        if any(keyword.arg == "out" for keyword in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        name = op_name(self.facts, self.class_name, call)
+        if name is None:
+            return callee_takes_any_layout(self.facts, self.class_name, ast_view, call.func, position)
+        if name.endswith("_") or name in NEEDS_CONTIGUOUS or name == "contiguous":
+            return None
+        if name in MAY_ALIAS or op_tables().op_class(name) == VIEW:
+            return self._use_layout(call) if position == 0 else None
+        if op_tables().op_class(name) is None and name not in READS_INTO_NEW:
+            return None
+        return FAST if reads_strided(name) else SLOW
+
+    def _assigned_layout(self, assign: ast.Assign) -> str | None:
+        """``h = x``, ``x = x.transpose(1, 2)``: the name bound holds the tensor, or a view of
+        it, from the next statement on: its uses decide. Only for a statement of the body."""
+        statement = self.parents.get(id(assign))
+        if statement is not self.function or len(assign.targets) != 1 or not isinstance(assign.targets[0], ast.Name):
+            return None
+        return self._name_layout(assign.targets[0].id, self.function.body.index(assign) + 1)
