@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, own_parts, scope_statements
+from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
 from fusionlint.analysis.numbers import NumberNames
-from fusionlint.analysis.nodes import factors_of, operations
+from fusionlint.analysis.nodes import code_of, factors_of, operations, reaching_assignment
+from fusionlint.analysis.rescale import zero_dim
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, fused_call, replace_nodes
@@ -46,17 +48,28 @@ class ScalarFusedOp(Rule):
         Flagged, every operand known to be a tensor and every scale a number the code shows
         (a literal, `math.sqrt(...)`, a parameter annotated `float`/`int` or a local assigned
         only such values): `x + alpha * y` and `x - alpha * y`; `a * b + c` and `a * b * v +
-        c`; `a / b + c` and `a / b * v + c`. The out-of-place fused ops broadcast all their
-        operands together and promote dtypes as the written-out arithmetic does. Not flagged:
-        a scale that may be a tensor (`self.gamma`: the fused ops take numbers only), in-place
-        updates (`x += ...`), `a * b + c * d` (one fused op would leave a kernel of the two),
-        a product of a batched matmul (FL012 reports `torch.baddbmm`), a sum inside attention
-        that FL010 rewrites to `F.scaled_dot_product_attention`.
+        c`; `a / b + c` and `a / b * v + c`; `a * b * c + d` (`torch.addcmul(d, a * b, c)`,
+        one product kept); a sum of two products, `a * b + c * d` (`torch.addcmul(c * d, a,
+        b)`: 3 kernels -> 2). The out-of-place fused ops broadcast all their operands together
+        and promote dtypes as the written-out arithmetic does.
+
+        Flagged without a fix: `x + s * y` where the code does not tell whether `s` is a Python
+        number or a tensor (`self.gamma` set from a constructor argument, an untyped parameter,
+        `scale[i]`): a number takes `torch.add(x, y, alpha=s)`, a tensor `torch.addcmul(x, s,
+        y)` (which refuses a number), and either saves the scaled `y`'s kernel and write
+        (fusionrt's eager count for (8, 64, 32, 32) operands: 2 kernels, 4 MiB -> 1, 2 MiB, for
+        a number, a per-channel, a 0-d or a full tensor alike).
+
+        Not flagged: in-place updates (`x += ...`); an addend that may be a number (`start +
+        (end - start) * t`: no fused op adds a tensor to a number); a product of a batched matmul
+        (FL012 reports `torch.baddbmm`); a sum inside attention that FL010 rewrites to
+        `F.scaled_dot_product_attention`; a sum of one-number tensors (`loss + w * aux_loss`
+        of full reductions or losses: the kernel it saves writes one number).
     """
     use_instead = "`torch.add(x, y, alpha=alpha)`, `torch.addcmul(c, a, b, value=v)`, `torch.addcdiv(c, a, b, value=v)`."
     fix_safety = FixSafety.UNSAFE
     pays_in = (EAGER,)
-    yields_to = frozenset({"FL010", "FL012", "FL016"})
+    yields_to = frozenset({"FL010", "FL012", "FL016", "FL017"})
     fix_notes = """
         The fix writes the fused op in place of the sum. It is **unsafe**: the fused ops round
         differently (no rounding of the product to the operands' dtype before the sum), and
@@ -124,17 +137,65 @@ def adam_like(p: torch.Tensor, m: torch.Tensor, v: torch.Tensor) -> torch.Tensor
 """,
             call="adam_like(randn(256, 256), randn(256, 256), randn(256, 256))",
         ),
+        Example(
+            bad="""\
+import torch
+
+
+def mix(x: torch.Tensor, y: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor) -> torch.Tensor:
+    return x * w_x + y * w_y
+""",
+            at=((5, 12),),
+            fixed="""\
+import torch
+
+
+def mix(x: torch.Tensor, y: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor) -> torch.Tensor:
+    return torch.addcmul(y * w_y, x, w_x)
+""",
+            call="mix(randn(8, 64, 32, 32), randn(8, 64, 32, 32), randn(64, 1, 1), randn(64, 1, 1))",
+        ),
+        # `shift` and `scale` are tensors (unsqueezed); `x` may be a number or a tensor: no fix
+        Example(
+            bad="""\
+import torch
+
+
+def modulate(x, shift, scale):
+    return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)
+""",
+            at=((5, 12),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def modulate(x, shift, scale):
+    return torch.addcmul(shift.unsqueeze(1), x, 1 + scale.unsqueeze(1))
+""",
+            call="modulate(randn(8, 256, 384), randn(8, 384), randn(8, 384))",
+        ),
     )
     valid = (
-        # a scale that may be a tensor; an in-place update; a number added
+        # an in-place update; a number added; an addend that may be a number
         """\
 import torch
 
 
-class Scale(torch.nn.Module):
-    def mix(self, x: torch.Tensor, y: torch.Tensor, gamma):
-        x += 0.5 * y
-        return x + self.gamma * y + gamma * y, x * y + 1.0
+def mix(x: torch.Tensor, y: torch.Tensor, start, end):
+    x += 0.5 * y
+    return x * y + 1.0, start + (end - start) * x
+""",
+        # a sum of one-number tensors: a loss and a full reduction
+        """\
+import torch
+import torch.nn.functional as F
+
+
+def total_loss(logits: torch.Tensor, target: torch.Tensor, z: torch.Tensor, weight):
+    loss = F.cross_entropy(logits, target)
+    aux = z.pow(2).mean()
+    return loss + weight * aux
 """,
         # a batched matmul scaled and added (FL012's); a subtraction of a product of tensors
         """\
@@ -162,49 +223,179 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
             statement = ref.node
             sums = [op for part in own_parts(statement)
                     for op in operations(part, (cst.Add, cst.Subtract), skip=(cst.AugAssign,))]
+            rewrites = {id(total): _rewrite(scope, numbers, ref, total) for total in sums}
             rewritten: set[int] = set()  # operands of a reported sum: reported with it
-            for total in sums:
-                rewrite = None if id(total) in rewritten else _rewrite(scope, numbers, total)
-                if rewrite is None:
+            reported: set[int] = set()
+            for total in sums:  # a sum whose fused op is known first: a fix beats a sum around it without one
+                rewrite = rewrites[id(total)]
+                if rewrite is None or rewrite.unknown is not None or id(total) in rewritten:
                     continue
-                func, args, value = rewrite
-                rewritten.update(map(id, args))
-                spelled = scope.facts.spelling(func)
-                fix = None
-                if spelled is not None and isinstance(statement, cst.SimpleStatementLine):
-                    keyword = "value" if func.endswith(("addcmul", "addcdiv")) else "alpha"
-                    fused = fused_call(spelled, args, [(keyword, value)]).with_changes(lpar=total.lpar, rpar=total.rpar)
-                    fix = (StatementEdit(statement, (replace_nodes(statement, {total: fused}),)),)
-                yield Violation(total, fix=fix, message=f"written-out arithmetic that `{func}` does in one kernel")
+                rewritten.update(id(arg) for arg in rewrite.fused.args)
+                reported.add(id(total))
+                yield self._fixed(scope, statement, total, rewrite.fused)
+            for total in sums:
+                rewrite = rewrites[id(total)]
+                if rewrite is None or rewrite.unknown is None or id(total) in rewritten:
+                    continue
+                if any(id(inner) in reported for inner in operations(total, (cst.Add, cst.Subtract))):
+                    continue
+                rewritten.update(id(arg) for arg in rewrite.fused.args)
+                yield Violation(total, message=_either_message(rewrite))
+
+    def _fixed(self, scope: Scope, statement: cst.BaseStatement, total: cst.BinaryOperation, fused: _Fused) -> Violation:
+        call = _call(scope, fused)
+        fix = None
+        if call is not None and isinstance(statement, cst.SimpleStatementLine):
+            call = call.with_changes(lpar=total.lpar, rpar=total.rpar)
+            fix = (StatementEdit(statement, (replace_nodes(statement, {total: call}),)),)
+        return Violation(total, fix=fix, message=f"written-out arithmetic that `{fused.func}` does in one kernel")
 
 
+@dataclass(frozen=True)
+class _Fused:
+    """One fused op: its name, its tensor arguments, its scale (``alpha=``/``value=``; None: 1)."""
+
+    func: str
+    args: tuple[cst.BaseExpression, ...]
+    value: cst.BaseExpression | None = None
 
 
-def _rewrite(scope: Scope, numbers: NumberNames, total: cst.BinaryOperation):
-    """(fused op, its tensor arguments, its scale or None) for ``total``, or None."""
+@dataclass(frozen=True)
+class _Rewrite:
+    """The fused op for a sum; where it depends on an operand the code does not tell a number or
+    a tensor (``unknown``), ``fused`` is the op for a number and ``as_tensor`` the op for a tensor."""
+
+    fused: _Fused
+    unknown: cst.BaseExpression | None = None
+    as_tensor: _Fused | None = None
+
+
+def _call(scope: Scope, fused: _Fused) -> cst.Call | None:
+    """The fused op as this file spells it (None: torch is not imported so that a fix can name it)."""
+    spelled = scope.facts.spelling(fused.func)
+    if spelled is None:
+        return None
+    keyword = "value" if fused.func.endswith(("addcmul", "addcdiv")) else "alpha"
+    return fused_call(spelled, fused.args, [(keyword, fused.value)])
+
+
+def _either_message(rewrite: _Rewrite) -> str:
+    unknown, number, tensor = code_of(rewrite.unknown), rewrite.fused, rewrite.as_tensor
+    return (
+        f"written-out arithmetic that one op does in one kernel: `{number.func}(..., alpha={unknown})` if "
+        f"`{unknown}` is a number, `{tensor.func}` if it is a tensor (the code does not tell which: no fix)"
+    )
+
+
+def _rewrite(scope: Scope, numbers: NumberNames, ref: StatementRef, total: cst.BinaryOperation) -> _Rewrite | None:
+    """The fused op that computes ``total``, or None; one that depends on an operand of unknown
+    kind only when no side of the sum has one of its own. None for a sum of one-number tensors
+    (``loss + w * aux_loss``): the kernel it saves writes one number."""
     add = isinstance(total.operator, cst.Add)
     sides = ((total.left, total.right), (total.right, total.left)) if add else ((total.right, total.left),)
+    either = None
     for term, other in sides:
-        if not _is_scaled(term) or _is_scaled(other) or not scope.is_tensor(other) or _is_batched_product(scope, term):
+        if not _is_product(term) or not scope.is_tensor(other) or _is_batched_product(scope, term):
             continue
-        factors = factors_of(term)
-        tensors = [f for f in factors if scope.is_tensor(f)]
-        scales = [f for f in factors if not scope.is_tensor(f)]
-        if len(scales) > 1 or not all(numbers.is_number(s) for s in scales):
-            continue
-        value = scales[0] if scales else None
-        if add and len(tensors) == 2:
-            return "torch.addcmul", (other, *tensors), value
-        if add and len(tensors) == 1 and _is_quotient(scope, tensors[0]):
-            quotient = tensors[0]
-            return "torch.addcdiv", (other, quotient.left, quotient.right), value  # type: ignore[attr-defined]
-        if len(tensors) == 1 and value is not None:
-            return ("torch.add" if add else "torch.sub"), (other, tensors[0]), value
+        if _one_number(scope, numbers, ref, other) and _one_number(scope, numbers, ref, term):
+            return None
+        fused = _known(scope, numbers, term, other, add)
+        if fused is not None:
+            return _Rewrite(fused)
+        if either is None and add:
+            either = _of_unknown_kind(scope, numbers, term, other)
+    return either
+
+
+def _known(scope: Scope, numbers: NumberNames, term: cst.BinaryOperation, other: cst.BaseExpression,
+           add: bool) -> _Fused | None:
+    """The fused op for ``other + term`` (``other - term``) where every factor of ``term`` is known
+    a tensor or a number, one number at most."""
+    factors = factors_of(term)
+    tensors = [f for f in factors if scope.is_tensor(f)]
+    scales = [f for f in factors if not scope.is_tensor(f)]
+    if len(scales) > 1 or not all(numbers.is_number(s) for s in scales):
+        return None
+    value = scales[0] if scales else None
+    if add and len(tensors) == 2:
+        return _Fused("torch.addcmul", (other, *tensors), value)
+    if add and len(tensors) > 2 and value is None and isinstance(term.operator, cst.Multiply):
+        return _Fused("torch.addcmul", (other, term.left, term.right))  # ``a * b * c``: one product kept
+    if add and len(tensors) == 1 and _is_quotient(scope, tensors[0]):
+        quotient = tensors[0]
+        return _Fused("torch.addcdiv", (other, quotient.left, quotient.right), value)  # type: ignore[attr-defined]
+    if len(tensors) == 1 and value is not None:
+        return _Fused("torch.add" if add else "torch.sub", (other, tensors[0]), value)
     return None
 
 
-def _is_scaled(expr: cst.BaseExpression) -> bool:
-    """A product or quotient: ``a * b + c * d`` is no one fused op (it would keep a kernel)."""
+def _of_unknown_kind(scope: Scope, numbers: NumberNames, term: cst.BinaryOperation,
+                     other: cst.BaseExpression) -> _Rewrite | None:
+    """``other + s * t`` with ``t`` a tensor and ``s`` a value the code does not tell a number or a
+    tensor (``self.gamma``, ``scale[i]``, an untyped parameter): ``torch.add(other, t, alpha=s)``
+    for a number, ``torch.addcmul(other, s, t)`` for a tensor."""
+    if not isinstance(term.operator, cst.Multiply):
+        return None
+    for tensor, unknown in ((term.right, term.left), (term.left, term.right)):
+        if scope.is_tensor(tensor) and not _is_quotient(scope, tensor) and _may_be_number(scope, numbers, unknown) \
+                and not numbers.is_number(unknown):
+            return _Rewrite(
+                _Fused("torch.add", (other, tensor), unknown), unknown, _Fused("torch.addcmul", (other, unknown, tensor)),
+            )
+    return None
+
+
+def _may_be_number(scope: Scope, numbers: NumberNames, expr: cst.BaseExpression) -> bool:
+    """Could ``expr`` hold a Python number: a name, attribute, item or call that is no tensor nor
+    module the code shows, or arithmetic of those and numbers (``self.gamma + 1.0``)."""
+    if numbers.is_number(expr):
+        return True
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+        return not scope.is_tensor(expr) and not scope.typing.is_module(expr)
+    if isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, cst.MatrixMultiply):
+        return _may_be_number(scope, numbers, expr.left) and _may_be_number(scope, numbers, expr.right)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        return _may_be_number(scope, numbers, expr.expression)
+    return False
+
+
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "norm", "prod", "std", "var"})
+_LOSSES = frozenset({"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"})
+
+
+def _one_number(scope: Scope, numbers: NumberNames, ref: StatementRef, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Is ``expr``, at ``ref``, a tensor of one number (a loss, a full reduction, ``torch.tensor(v)``)
+    or arithmetic of those and values that are no tensor the code shows? A name counts by the value that surely reaches ``ref``,
+    else by every value the scope assigns it."""
+    if numbers.is_number(expr) or zero_dim(scope, expr):
+        return True
+    if isinstance(expr, cst.BinaryOperation):  # a side the code shows no tensor scales the number
+        sides = (expr.left, expr.right)
+        return all(not scope.is_tensor(side) or _one_number(scope, numbers, ref, side, depth) for side in sides)
+    if isinstance(expr, cst.UnaryOperation):
+        return _one_number(scope, numbers, ref, expr.expression, depth)
+    if isinstance(expr, cst.Name) and depth < 4:
+        reaching = reaching_assignment(ref, expr.value)
+        if reaching is not None:
+            return _one_number(scope, numbers, reaching[0], reaching[1], depth + 1)
+        values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
+        return bool(values) and all(_one_number(scope, numbers, ref, value, depth + 1) for value in values)
+    if not isinstance(expr, cst.Call):
+        return False
+    op = scope.op(expr) or scope.module_op(expr)
+    if op is None:
+        return False
+    positional = [arg for arg in expr.args if arg.keyword is None]
+    keywords = {arg.keyword.value: arg.value for arg in expr.args if arg.keyword is not None}
+    if op[0] in _FULL_REDUCTIONS:
+        operands = 0 if isinstance(expr.func, cst.Attribute) and scope.is_tensor(expr.func.value) else 1
+        return len(positional) == operands and not keywords.keys() & {"dim", "axis"}
+    reduction = keywords.get("reduction")
+    reduces = reduction is None or isinstance(reduction, cst.SimpleString) and reduction.evaluated_value != "none"
+    return (op[0] in _LOSSES or op[0].endswith("_loss")) and reduces
+
+
+def _is_product(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide))
 
 
@@ -222,5 +413,3 @@ def _is_batched_product(scope: Scope, term: cst.BaseExpression) -> bool:
         if op is not None and op[0] in ("bmm", "mm"):
             return True
     return False
-
-

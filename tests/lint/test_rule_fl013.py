@@ -40,6 +40,11 @@ def fixed(body: str) -> str:
         ("    return x / y + z\n", "    return torch.addcdiv(z, x, y)\n"),
         ("    return (x / y) * 0.5 + z\n", "    return torch.addcdiv(z, x, y, value=0.5)\n"),
         ("    return (x * y + z).relu()\n", "    return (torch.addcmul(z, x, y)).relu()\n"),
+        ("    return z + x * y * z\n", "    return torch.addcmul(z, x * y, z)\n"),  # one product kept
+        ("    return x * y + z * x\n", "    return torch.addcmul(z * x, x, y)\n"),  # two products: one kept
+        ("    return x * y + z * 0.5\n", "    return torch.addcmul(z * 0.5, x, y)\n"),
+        # the inner sum's fused op is known: it is reported, not the sum around it
+        ("    return x + y * z + x * n\n", "    return torch.addcmul(x, y, z) + x * n\n"),
     ],
 )
 def test_flagged_and_fused(body, rewritten):
@@ -48,17 +53,36 @@ def test_flagged_and_fused(body, rewritten):
 
 
 @pytest.mark.parametrize(
+    "body,scale",
+    [
+        ("    return x + n * y\n", "n"),  # n may be a tensor (of any shape) or a number
+        ("    return x + self_scale() * y\n", "self_scale()"),
+        ("    k = 0.1\n    k = n\n    return x + k * y\n", "k"),  # a name that is not always a number
+        ("    return x + y * n[0]\n", "n[0]"),
+        ("    return x * (1 + n) + y\n", "1 + n"),
+    ],
+)
+def test_flagged_without_a_fix_where_the_scale_may_be_either(body, scale):
+    result = lint_source(HEADER + body, "m.py", FIX)
+    assert [f.fix_safety.value for f in result.findings] == ["none"]
+    assert f"`torch.add(..., alpha={scale})` if `{scale}` is a number, `torch.addcmul` if it is a tensor" in result.findings[0].message
+    assert result.source is None  # nothing rewritten
+
+
+@pytest.mark.parametrize(
     "body",
     [
-        "    return x + n * y\n",  # n may be a tensor (of any shape) or a number: not known
-        "    return x + self_scale() * y\n",
-        "    k = 0.1\n    k = n\n    return x + k * y\n",  # a name that is not always a number
-        "    return x * y + z * x\n",  # no one fused op
         "    return x * 2 + 1\n",
         "    return x - y * z\n",  # a product subtracted: no addcmul with a sign here
+        "    return x - n * y\n",  # nor where n may be a tensor
         "    x += 0.5 * y\n    return x\n",  # in place
         "    return x / 2 + y\n",  # a division by a number: a plain scale, no alpha form
+        "    return x / n + y\n",
         "    return x * 0.5 * s + y\n",  # two scales
+        "    return n + (y - n) * x\n",  # the addend may be a number: no fused op adds one
+        "    return x + n * s\n",  # no tensor factor
+        "    loss = x.mean()\n    return torch.nn.functional.mse_loss(y, z) + n * loss\n",  # one-number tensors
+        "    aux = y.sum()\n    aux = aux + x.mean()\n    return aux * 0.1 + x.sum()\n",
     ],
 )
 def test_silent(body):
@@ -69,15 +93,33 @@ def test_a_chain_is_reported_once():
     assert findings("    return x + 0.5 * y + 0.25 * z\n") == 1
 
 
+def test_a_sum_of_reductions_along_a_dim_is_no_one_number():
+    assert findings("    return x.mean(-1) + n * y.sum(dim=0)\n") == 1
+
+
+@pytest.mark.parametrize("scale", ["0.3", "randn(64, 1, 1)", "randn(())", "randn(8, 64, 16, 16)"], ids=["number", "channel", "0-d", "full"])
+def test_both_forms_of_an_unknown_scale_pay_in_eager(scale):
+    """What the finding without a fix claims: the fused op for a number (``alpha=``) or for a
+    tensor (``addcmul``) saves the scaled operand's kernel and write, and fusionrt counts the same."""
+    fused = "torch.add(x, y, alpha=s)" if scale == "0.3" else "torch.addcmul(x, s, y)"
+    header = "import torch\n\n\ndef f(x, y, s):\n    return "
+    call = f"f(randn(8, 64, 16, 16), randn(8, 64, 16, 16), {scale})"
+    (before, written), (after, fused_report) = run(header + "x + s * y\n", call, torch.float32), run(header + fused + "\n", call, torch.float32)
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
+    assert fused_report.eager_kernels == written.eager_kernels - 1
+    assert fused_report.eager_bytes_written < written.eager_bytes_written
+    assert (fused_report.writes, fused_report.bytes_written, fused_report.kernels) == (written.writes, written.bytes_written, written.kernels)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("example", ScalarFusedOp.examples, ids=lambda e: e.call.partition("(")[0])
 def test_the_fix_equals_the_original_within_tolerance(example, dtype):
-    assert_equal_within_tolerance(example.bad, example.fixed, example.call, dtype)
+    assert_equal_within_tolerance(example.bad, example.fixed or example.good, example.call, dtype)
 
 
 @pytest.mark.parametrize("example", ScalarFusedOp.examples, ids=lambda e: e.call.partition("(")[0])
 def test_the_fix_runs_fewer_eager_kernels_and_no_more_under_fusionrt(example):
-    (_, before), (_, after) = run(example.bad, example.call, torch.float32), run(example.fixed, example.call, torch.float32)
+    (_, before), (_, after) = run(example.bad, example.call, torch.float32), run(example.fixed or example.good, example.call, torch.float32)
     assert after.eager_kernels < before.eager_kernels and after.eager_bytes_written < before.eager_bytes_written
     assert (after.writes, after.bytes_written, after.kernels) == (before.writes, before.bytes_written, before.kernels)
 
