@@ -163,3 +163,41 @@ def test_a_scale_in_a_later_statement(name, expected):
     assert positions(LATER[name]) == expected
     fixed = lint_source(LATER[name], "m.py", LintOptions(codes=frozenset({"FL009"}), fix=FixMode.UNSAFE))
     assert fixed.source is None
+
+
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        ("sim = q @ k.transpose(-1, -2)\n    sim /= math.sqrt(k.shape[-1])", [(6, 5)]),
+        ("sim = q @ k.transpose(-1, -2)\n    sim.mul_(scale)", [(6, 5)]),
+        ("sim = scale * torch.matmul(q, k.transpose(-1, -2))", [(5, 11)]),
+        ("sim = torch.matmul(q, k.transpose(-1, -2)).div(math.sqrt(q.shape[-1]))", [(5, 11)]),
+        ("sim = q @ k.transpose(-1, -2)\n    sim *= bias", []),  # a tensor: it may not broadcast against q
+        ("sim = bias * (q @ k.transpose(-1, -2))", []),
+        ("sim = q @ k.transpose(-1, -2)\n    raw = sim.amax(-1)\n    sim /= scale", []),  # read unscaled first
+        ("sim = (q @ k.transpose(-1, -2)).div(scale, rounding_mode='floor')", []),
+    ],
+)
+def test_in_place_left_and_method_scales(body, expected):
+    source = f"""\
+import math
+import torch
+
+def f(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor, scale: float):
+    {body}
+    return sim.softmax(-1)
+"""
+    assert positions(source) == expected
+
+
+def test_fix_of_an_in_place_rescale_drops_it():
+    source = """\
+import torch
+
+def f(q: torch.Tensor, k: torch.Tensor, scale: float):
+    sim = torch.einsum("b i d, b j d -> b i j", q, k)
+    sim *= scale
+    return sim.softmax(-1)
+"""
+    result = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL009"}), fix=FixMode.UNSAFE))
+    assert 'sim = torch.einsum("b i d, b j d -> b i j", q * scale, k)\n    return' in result.source

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import textwrap
 
 import pytest
 
@@ -251,3 +252,58 @@ def test_the_text_test_counts_the_products_of_code_only(name):
     statements = ast.parse(source).body[0].body
     texts = _Texts(statements, _LINE.findall(source))
     assert [ScaleSmallerFactor.may_match(texts, i, op_tables()) for i in range(len(statements))] == expected
+
+
+def _indented(text: str) -> str:
+    return textwrap.indent(text + "\n", " " * 8)
+
+
+def linear_module(members: str, body: str) -> str:
+    return f"""\
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self, dim: int, rank: int, config):
+        super().__init__()
+{_indented(members)}        self.scaling = 2.0 / rank
+
+    def forward(self, x):
+{_indented(body)}"""
+
+
+LOW_RANK = "self.a = nn.Linear(dim, rank)\nself.b = nn.Linear(rank, dim, bias=False)"
+HEAD = "self.lm_head = nn.Linear(dim, config.vocab_size, bias=False)"
+
+
+@pytest.mark.parametrize(
+    "members,body,expected",
+    [
+        (LOW_RANK, "return self.scaling * self.b(self.a(x))", "return self.b(self.a(x) * self.scaling)"),
+        (LOW_RANK, "h = self.a(x)\nreturn self.b(h) / self.scaling", "return self.b(h / self.scaling)"),
+        (LOW_RANK, "y = self.b(self.a(x))\ny *= self.scaling\nreturn y", "y = self.b(self.a(x) * self.scaling)\n        return y"),
+        (HEAD, "logits = self.lm_head(x)\nlogits = logits / self.scaling\nreturn logits",
+         "logits = self.lm_head(x / self.scaling)\n        return logits"),
+    ],
+)
+def test_a_number_scaling_a_linear_wider_than_its_input_moves_onto_the_input(members, body, expected):
+    source = linear_module(members, body)
+    assert len(positions(source)) == 1
+    assert expected in fixed(source)
+
+
+@pytest.mark.parametrize(
+    "members,body",
+    [
+        ("self.a = nn.Linear(dim, rank)\nself.b = nn.Linear(rank, dim)", "return self.scaling * self.b(self.a(x))"),  # a bias
+        (LOW_RANK, "h = torch.relu(self.a(x))\nreturn self.b(h) * self.scaling"),  # a nonlinearity between
+        (LOW_RANK, "return self.b(x) * self.scaling"),  # x's width is unknown
+        ("self.proj = nn.Linear(dim, config.hidden_size, bias=False)", "return self.proj(x) * self.scaling"),
+        (HEAD, "logits = self.lm_head(x)\nlogits = logits.float() / self.scaling\nreturn logits"),  # cast first
+        (HEAD, "logits = self.lm_head(x)\nif self.training:\n    logits = logits * self.scaling\nreturn logits"),
+        (HEAD, "return self.lm_head(x) * torch.ones_like(x)"),  # a tensor scale
+    ],
+)
+def test_look_alikes_of_a_scaled_linear_are_silent(members, body):
+    assert positions(linear_module(members, body)) == []
