@@ -77,7 +77,7 @@ class ModuleFacts:
     returns: dict[tuple[str | None, str], bool | tuple[bool, ...]] = field(default_factory=dict)  # filled by tensors.returned
     reads_only: dict[tuple[str | None, str, int], bool] = field(default_factory=dict)  # filled by purity.only_reads
     returns_new: dict[tuple[str | None, str], bool] = field(default_factory=dict)  # filled by fresh.returns_new
-    any_layout: dict[tuple[str | None, str, int], str | None] = field(default_factory=dict)  # filled by layout
+    any_layout: dict[tuple[str | None, str, int, frozenset[str]], str | None] = field(default_factory=dict)  # filled by layout
     _class_facts: dict[str, ClassFacts] = field(default_factory=dict)
     _layers: dict[int, MethodLayers] = field(default_factory=dict)  # by id of the method
     member_tensors: dict[tuple[str, str], bool] = field(default_factory=dict)  # filled by tensors.member_holds_tensor

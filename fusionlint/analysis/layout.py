@@ -33,26 +33,76 @@ def reads_strided(name: str) -> bool:
     return op_tables().op_class(name) == ELEMENTWISE or name in STRIDE_FREE
 
 
-def callee_takes_any_layout(facts: ModuleFacts, class_name: str | None, view: View, func: object,
-                            position: int) -> str | None:
+def callee_takes_any_layout(facts: ModuleFacts, class_name: str | None, view: View, func: object, position: int,
+                            fast: frozenset[str] = frozenset()) -> str | None:
     """Does ``func`` (a callee, in either syntax tree through ``view``) name a same-file function,
     or a same-file module's ``forward``, whose ``position``-th parameter takes any layout? FAST if
-    some use reads it as fast as a contiguous copy (arithmetic, a matmul, a linear layer), SLOW if
-    all of them copy a strided input themselves (a layer norm, a convolution); None if a use
-    needs the layout (``.view()``, an in-place write, a return, unknown code)."""
+    some use reads it as fast as a contiguous copy (arithmetic, a matmul, a linear layer, the ops
+    of ``fast``), SLOW if all of them copy a strided input themselves (a layer norm, a
+    convolution); None if a use needs the layout (``.view()``, an in-place write, a return,
+    unknown code)."""
     callee = facts.callee(class_name, view, func)
-    return None if callee is None else takes_any_layout(facts, callee[0], callee[1], position)
+    return None if callee is None else takes_any_layout(facts, callee[0], callee[1], position, fast)
 
 
-def takes_any_layout(facts: ModuleFacts, class_name: str | None, name: str, position: int) -> str | None:
+def elements_take_any_layout(facts: ModuleFacts, class_name: str, attr: str, position: int,
+                             fast: frozenset[str] = frozenset()) -> str | None:
+    """``callee_takes_any_layout`` for the modules that ``self.<attr>``, a ``ModuleList`` or
+    ``Sequential`` (built with its modules or appended them in the class), holds: the
+    ``forward`` of every one of them for a list, whose elements are called one by one
+    (``self.layers[i](x)``, ``for layer in self.layers``); of the first for a ``Sequential``,
+    the only one its input reaches. Each must be a same-file module class."""
+    classes = _element_classes(facts, class_name, attr)
+    if facts.module_attr(class_name, attr) == "sequential":
+        classes = classes[:1]
+    if not classes:
+        return None
+    verdicts = [takes_any_layout(facts, element, "forward", position, fast) for element in classes]
+    return None if None in verdicts else FAST if FAST in verdicts else SLOW
+
+
+def _element_classes(facts: ModuleFacts, class_name: str, attr: str) -> list[str]:
+    """The classes of the modules ``self.<attr>`` holds, in order (``nn.ModuleList([Block(d) for
+    _ in range(n)])``, ``nn.Sequential(Conv(...), Norm(...))``, ``self.<attr>.append(Block(d))``);
+    empty when one is not a call of a same-file module class that has a ``forward``."""
+    found: list[ast.expr] = []
+    for assign in facts.member_values(class_name, attr):
+        call = assign.value
+        if not isinstance(call, ast.Call) or call.keywords or len(call.args) > 1 and facts.module_attr(
+                class_name, attr) != "sequential":
+            return []
+        for arg in call.args:
+            value = arg.value if isinstance(arg, ast.Starred) else arg
+            if isinstance(value, (ast.List, ast.Tuple)):
+                found += value.elts
+            elif isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+                found.append(value.elt)
+            else:
+                found.append(value)
+    for cls in facts.classes.get(class_name, ()):
+        for node in ast.walk(cls):
+            func = node.func if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") and isinstance(func.value, ast.Attribute) \
+                    and func.value.attr == attr and isinstance(func.value.value, ast.Name) and func.value.value.id == "self":
+                if func.attr == "extend" or len(node.args) != 1:
+                    return []
+                found.append(node.args[0])
+    classes = [element.func.id for element in found if isinstance(element, ast.Call) and isinstance(element.func, ast.Name)]
+    if len(classes) != len(found) or not all(facts.has_method(name, "forward") for name in classes):
+        return []
+    return classes
+
+
+def takes_any_layout(facts: ModuleFacts, class_name: str | None, name: str, position: int,
+                     fast: frozenset[str] = frozenset()) -> str | None:
     """``callee_takes_any_layout`` for the function ``name`` of ``class_name`` (None: top level),
     over every definition of it. Judged once; a call back into one being judged needs the layout."""
-    key = (class_name, name, position)
+    key = (class_name, name, position, fast)
     if key in facts.any_layout:
         return facts.any_layout[key]
     facts.any_layout[key] = None
     functions = facts.functions.get(name, []) if class_name is None else facts.methods(class_name, name)
-    verdicts = [_Body(facts, class_name, function).param_layout(position) for function in functions]
+    verdicts = [_Body(facts, class_name, function, fast).param_layout(position) for function in functions]
     result = None if not verdicts or None in verdicts else FAST if FAST in verdicts else SLOW
     facts.any_layout[key] = result
     return result
@@ -63,8 +113,8 @@ class _Body:
     name a plain ``name = value`` of it rebinds, and the names it updates with ``+=`` (in place)."""
 
     def __init__(self, facts: ModuleFacts, class_name: str | None,
-                 function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self.facts, self.class_name, self.function = facts, class_name, function
+                 function: ast.FunctionDef | ast.AsyncFunctionDef, fast: frozenset[str]) -> None:
+        self.facts, self.class_name, self.function, self.fast = facts, class_name, function, fast
         self.parents: dict[int, ast.AST] = {}
         self.loads: list[dict[str, list[ast.Name]]] = []
         self.rebinds: list[str | None] = []
@@ -168,14 +218,14 @@ class _Body:
             return None
         name = op_name(self.facts, self.class_name, call)
         if name is None:
-            return callee_takes_any_layout(self.facts, self.class_name, ast_view, call.func, position)
+            return callee_takes_any_layout(self.facts, self.class_name, ast_view, call.func, position, self.fast)
         if name.endswith("_") or name in NEEDS_CONTIGUOUS or name == "contiguous":
             return None
         if name in MAY_ALIAS or op_tables().op_class(name) == VIEW:
             return self._use_layout(call) if position == 0 else None
         if op_tables().op_class(name) is None and name not in READS_INTO_NEW:
             return None
-        return FAST if reads_strided(name) else SLOW
+        return FAST if reads_strided(name) or name in self.fast else SLOW
 
     def _assigned_layout(self, assign: ast.Assign) -> str | None:
         """``h = x``, ``x = x.transpose(1, 2)``: the name bound holds the tensor, or a view of

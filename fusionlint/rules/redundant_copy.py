@@ -18,7 +18,9 @@ from fusionlint.analysis import (
 )
 from fusionlint.analysis.facts import ACTIVATION_REGISTRIES
 from fusionlint.analysis.fresh import returns_new
-from fusionlint.analysis.layout import FAST, NEEDS_CONTIGUOUS, READS_INTO_NEW, STRIDE_FREE, callee_takes_any_layout
+from fusionlint.analysis.layout import (
+    FAST, NEEDS_CONTIGUOUS, READS_INTO_NEW, STRIDE_FREE, callee_takes_any_layout, elements_take_any_layout,
+)
 from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.numbers import int_literal
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
@@ -126,10 +128,13 @@ class RedundantCopy(Rule):
         cannot it copies the view itself: no worse), data movement (`torch.cat`, `F.pad`,
         `flip`, `index_select`, which copy their input in any layout anyway: a permuted
         attention context concatenated, fusionrt and eager 3 -> 2 writes and kernels), and a
-        same-file function or module (`self.block(h)`) whose body reads that parameter only with
-        such ops, through views, casts and names bound to it, never viewing it with `.view()`,
-        writing it in place, storing it or handing it back (`analysis.layout`; fusionrt 3 -> 1
-        writes and kernels, eager 4 -> 3, for a transposed input to a matmul and an add). The uses
+        same-file function or module (`self.block(h)`; each module of a `ModuleList` called as
+        `self.layers[i](h)` or in `for layer in self.layers`, the first of a `Sequential`) whose
+        body reads that parameter only with such ops, through views, casts and names bound to it,
+        never viewing it with `.view()`, writing it in place, storing it or handing it back
+        (`analysis.layout`; fusionrt 3 -> 1 writes and kernels, eager 4 -> 3, for a transposed
+        input to a matmul and an add), or with a convolution that reads the copied view as it is
+        (a reassemble stage's 1x1 projection of channels-last tokens permuted channels-first). The uses
         of a copy are those that may run after it: an `if` that tests the opposite of the one
         the copy is made under (`if dims == 3:` after the body of `if dims == 2:`, the 2-d and
         3-d paths of one module) is not one.
@@ -1136,12 +1141,18 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
     copied_at = _body_position(scope, site.node)
     # `x = x.t().contiguous()` in the function's own body: from there on `x` holds the copy,
     # whose uses are the copy's to judge
-    last = copied_at if copied_at is not None and _rebound_name(site) == name else None
+    rebound = _rebound_name(site) == name
+    last = copied_at if copied_at is not None and rebound else None
     if last is None and copied_at is not None:
         last = reading.dead_after if reading.named else copied_at
+    # in a nested block too (a loop's body), the statements after the copy's own read the copy
+    # under the name, or a later value
+    holding_copy = {id(node) for later in site.statement.later() for node in _name_nodes(later.node, name)} \
+        if rebound else set()
     for use in _uses(scope, name):
         position = _body_position(scope, use)
-        if last is not None and position is not None and position > last or site.node in _path(scope, use):
+        if last is not None and position is not None and position > last or site.node in _path(scope, use) \
+                or id(use) in holding_copy:
             continue  # after the copy's life, or the copy itself
         earlier = copied_at is not None and position is not None and position < copied_at
         if earlier and (not _aliased(scope, use) or _made_anew_between(scope, name, position, copied_at)):
@@ -1380,7 +1391,8 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 op = ("activation", ELEMENTWISE, parent.value)
             if op is None and reading.strided and role != "source" and _read_by_same_file_callee(scope, after, parent):
                 return reading.read()
-            layout = _same_file_callee_layout(scope, after, parent) if op is None and role != "source" else None
+            layout = _same_file_callee_layout(scope, after, parent, reading.convolved) \
+                if op is None and role != "source" else None
             if layout is not None and not reading.strided:
                 return reading.read(fast=layout == FAST)
             if op is None or op[0].endswith("_"):
@@ -1458,14 +1470,51 @@ def _read_by_same_file_callee(scope: Scope, call: cst.Call, arg: cst.Arg) -> boo
     return position is not None and callee_only_reads(scope.facts, scope.class_name, cst_view, call.func, position)
 
 
-def _same_file_callee_layout(scope: Scope, call: cst.Call, arg: cst.Arg) -> str | None:
-    """``self.block(x)``: a same-file module or function that takes the argument in any layout
-    (``analysis.layout``): FAST or SLOW, as its uses read a strided tensor; None if one needs
-    the layout or the callee is not known."""
+def _same_file_callee_layout(scope: Scope, call: cst.Call, arg: cst.Arg, fast: frozenset[str]) -> str | None:
+    """``self.block(x)``, ``self.layers[i](x)``, ``layer(x)`` in ``for layer in self.layers``: a
+    same-file module or function (or each module of a ``ModuleList``, the first of a
+    ``Sequential``) that takes the argument in any layout (``analysis.layout``): FAST or SLOW,
+    as its uses read a strided tensor (the convolutions of ``fast`` read it as it is); None if
+    one needs the layout or the callee is not known."""
     position = _position(call, arg)
     if position is None:
         return None
-    return callee_takes_any_layout(scope.facts, scope.class_name, cst_view, call.func, position)
+    member = _container_member(scope, call.func)
+    if member is not None:
+        return elements_take_any_layout(scope.facts, scope.class_name, member, position, fast)  # type: ignore[arg-type]
+    return callee_takes_any_layout(scope.facts, scope.class_name, cst_view, call.func, position, fast)
+
+
+def _container_member(scope: Scope, func: cst.BaseExpression) -> str | None:
+    """``layers`` of a call of ``self.layers[i]`` or of ``layer`` bound only by ``for layer in
+    self.layers`` (``enumerate(self.layers)``, ``self.layers[:n]``), ``self.layers`` a
+    ``ModuleList``; or of ``self.layers`` itself, a ``Sequential``."""
+    if scope.class_name is None:
+        return None
+    if isinstance(func, cst.Name):
+        bound = [iterable for target, iterable in scope.loops if func.value in bound_names(target)]
+        if len(bound) != 1 or any(func.value in bound_names(target) for target, _ in scope.assignments):
+            return None
+        target = next(target for target, iterable in scope.loops if iterable is bound[0])
+        iterable = bound[0]
+        if isinstance(iterable, cst.Call) and getattr(iterable.func, "value", None) == "enumerate" \
+                and len(iterable.args) == 1 and isinstance(target, cst.Tuple) and len(target.elements) == 2 \
+                and isinstance(target.elements[1].value, cst.Name) and target.elements[1].value.value == func.value:
+            iterable = iterable.args[0].value
+        elif not (isinstance(target, cst.Name) and target.value == func.value):
+            return None
+        return _self_member(scope, iterable.value if isinstance(iterable, cst.Subscript) else iterable, "list")
+    if isinstance(func, cst.Subscript):
+        return _self_member(scope, func.value, "list")
+    return _self_member(scope, func, "sequential")
+
+
+def _self_member(scope: Scope, expr: cst.BaseExpression, kind: str) -> str | None:
+    """``attr`` of ``self.attr`` where the class holds a container of that kind there."""
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"):
+        return None
+    attr = expr.attr.value
+    return attr if scope.facts.module_attr(scope.class_name, attr) == kind else None  # type: ignore[arg-type]
 
 
 def _position(call: cst.Call, arg: cst.Arg) -> int | None:
@@ -1682,9 +1731,10 @@ def _add_to_index(index: _Index, root: cst.CSTNode, node: cst.CSTNode, reading: 
         index.reads[node.value].append(node)
     for child in children(node):
         index.parents[id(child)] = node
-        # not reads: a plain assignment target, an attribute's name, a keyword, a parameter
+        # not reads: a plain assignment target, a loop's target, an attribute's name, a keyword, a parameter
         _add_to_index(index, root, child, reading and not (
             kind is cst.AssignTarget and type(child) is cst.Name
+            or kind is cst.For and child is node.target
             or kind is cst.AnnAssign and child is node.target and type(child) is cst.Name
             or kind is cst.Attribute and child is node.attr
             or kind is cst.Arg and child is node.keyword

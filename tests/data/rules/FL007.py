@@ -241,3 +241,43 @@ class Encoder(nn.Module):
         kept = self.passed(x.transpose(1, 2).contiguous())
         normed = self.normed(x.transpose(1, 2).contiguous())
         return h, flat, kept, normed
+
+# --- channels-last tokens permuted channels-first for the modules of a ModuleList, each a 1x1
+# convolution that reads that layout as it is (the loop's own variable rebound by the copy);
+# look-alike: a copy that a loop over blocks may return untouched (the list may be empty)
+import torch
+from torch import nn
+
+
+class Reassemble(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.projection = nn.Conv2d(dim, dim, 1)
+
+    def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
+        return self.projection(hidden_state)
+
+
+class Stage(nn.Module):
+    def __init__(self, dim: int, n: int):
+        super().__init__()
+        self.layers = nn.ModuleList()
+        for _ in range(n):
+            self.layers.append(Reassemble(dim))
+        self.blocks = nn.ModuleList([Residual(dim) for _ in range(n)])
+
+    def forward(self, hidden_states: list, height: int, width: int) -> list:
+        out = []
+        for i, hidden_state in enumerate(hidden_states):
+            batch, _, channels = hidden_state.shape
+            hidden_state = hidden_state.reshape(batch, height, width, channels)
+            hidden_state = hidden_state.permute(0, 3, 1, 2).contiguous()
+            hidden_state = self.layers[i](hidden_state)
+            out.append(hidden_state)
+        return out
+
+    def tokens(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.transpose(1, 2).contiguous()
+        for block in self.blocks:
+            x = block(x)
+        return x
