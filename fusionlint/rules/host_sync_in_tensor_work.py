@@ -1587,12 +1587,15 @@ def _calls_backward(node: cst.CSTNode) -> bool:
 
 def _decides_shape(scope: Scope, ref: StatementRef, node: cst.CSTNode, kind: str) -> bool:
     """Is the synced value a size: passed to a shape-taking call (``torch.zeros(int(n.max()) + 1)``),
-    directly or through the name it is assigned to, or stored as a ``*size*``/``num_*`` attribute?"""
+    directly or through the name it is assigned to, stored as a ``*size*``/``num_*`` attribute, or,
+    outside a working loop, an index or a slice bound (``last = int(...)``, then ``x[:last]``)?"""
     if _in_size_argument(ref.node, node) or (kind == "int" and _is_index(ref.node, node)):
         return True
     targets = _assigned_names(ref, node)
     if targets is None or (kind != "branch" and any(_is_size_name(name) for name in targets)):
         return True
+    if _in_working_loop(scope, ref):  # each iteration syncs: one `.tolist()` before the loop reads every index
+        return _used_later(ref, targets, _in_size_argument)
     return _used_later(ref, targets, lambda root, use: _in_size_argument(root, use) or _is_index(root, use))
 
 

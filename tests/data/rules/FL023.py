@@ -39,3 +39,22 @@ class Contrastive(nn.Module):
     def __init__(self):
         super().__init__()
         self.logit_scale = nn.Parameter(torch.ones([]) * torch.tensor(1 / 0.07).log())
+
+# --- read back on the host: rounding of a host number, through a cast or .item()
+import torch
+
+
+def frames(x: torch.Tensor, length: int, rate: float, hop: int) -> torch.Tensor:
+    n = int(torch.ceil(torch.tensor(length * rate)))
+    m = torch.floor(torch.as_tensor(length / hop)).long()
+    scale = torch.tensor(float(hop)).sqrt().item()
+    return torch.tanh(x[:, :n]) * scale, m
+
+# --- look-alike: rounding of a tensor, and rounding kept as a tensor operand
+import torch
+
+
+def quantize(x: torch.Tensor, lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    n = int(torch.ceil(lengths.float().mean()))
+    q = torch.ceil(torch.tensor(steps * 0.5)) + x
+    return q[:, :n]
