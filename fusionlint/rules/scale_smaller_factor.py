@@ -22,7 +22,11 @@ _SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.|\bkeepdim\b|norm")
 _PRODUCT_TEXT = re.compile(r"(?<![*/])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
 _ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*[\w\])]\s*\*(?![*=])")  # `name = a * b`, not `*args`
 _ASSIGNED_MATMUL = re.compile(r"\s*(\w+)\s*=[^=].*@")
-_SCALED_MEMBER_CALL = re.compile(r"(?<![*/])[*/]\s*self\.\w+\s*\(|\bself\.\w+\s*\(.*\)\s*[*/](?![*/=])")
+# a product with a module's call, a linear or a matmul: `s * self.b(h)`, `F.linear(t, w) / s`, `(t @ self.w) * s`
+_SCALED_OUTPUT = re.compile(
+    r"(?:\bself\.[\w.]+\s*\(|\blinear\s*\(|@).*\)\s*[*/](?![*/=])"
+    r"|(?<![*/])[*/]\s*(?:self\.[\w.]+\s*\(|[\w.]*\blinear\s*\(|\(.*@)"
+)
 _NUMBER_CONSTANTS = frozenset({"math.pi", "math.tau", "math.e", "np.pi", "numpy.pi", "torch.pi"})
 _REDUCTIONS = ("sum", "mean", "norm", "amax", "amin", "std", "var", "logsumexp", "prod")
 _NORMS = frozenset({"normalize", "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"})
@@ -59,7 +63,9 @@ class ScaleSmallerFactor(Rule):
         over 4 x 32 tokens, in eager and under fusionrt alike. So can a language model's head onto
         the vocabulary (`nn.Linear(hidden, vocab_size, bias=False)`), whose logits a number
         rescales (`logits = logits * self.logit_scale`): 250 -> 133 KiB written for 2 x 16 tokens
-        of 64 features and 1000 logits, in eager and under fusionrt.
+        of 64 features and 1000 logits, in eager and under fusionrt; and logits made with a tied
+        embedding's table (`t @ self.emb.weight.t()`, `F.linear(t, self.emb.weight)`): 500 ->
+        266 KiB for 2 x 32 tokens.
 
         Flagged: a product of two tensors one of which is smaller than the product because it
         broadcasts (indexed with `None`, `unsqueeze`d), is a module's own tensor (`self.g`), a
@@ -82,7 +88,10 @@ class ScaleSmallerFactor(Rule):
         next statement that reads `y` (`y *= s` too), where `self.b` is an `nn.Linear(...,
         bias=False)` and either `h` another Linear's output (`self.a(x)`, or a name the statement
         before that last mentions it sets to one) or the Linear's output features a vocabulary
-        (`config.vocab_size`). Reported without a fix: the rescale after the `if` whose arm made the
+        (`config.vocab_size`); `(t @ self.emb.weight.t()) * s` and `F.linear(t, self.emb.weight)
+        * s`, `self.emb` an `nn.Embedding` (also a member of a same-file member); `(x @ self.w) *
+        s` as well as its later form. A config field (`self.config.logit_scale`) is a number.
+        Reported without a fix: the rescale after the `if` whose arm made the
         product, a factor computed in between, the scaled product bound to another name or
         returned (`return emb / math.sqrt(d)`) where the unscaled one is never read again. Not
         flagged: products where no factor is known to be smaller, a scale that is a tensor of
@@ -342,6 +351,42 @@ class CausalLMHead(nn.Module):
 """,
             call="CausalLMHead(randn(1000, 64), 0.0625).forward(randn(2, 16, 64))",
         ),
+        Example(  # logits of a tied embedding scaled by a number
+            bad="""\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class TiedLogits(nn.Module):
+    def __init__(self, table: torch.Tensor):
+        super().__init__()
+        self.emb = nn.Embedding(*table.shape)
+        self.emb.weight = nn.Parameter(table)
+        self.scale = table.shape[1] ** -0.5
+
+    def forward(self, t):
+        return F.linear(t, self.emb.weight) * self.scale
+""",
+            at=((14, 16),),
+            fixed="""\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class TiedLogits(nn.Module):
+    def __init__(self, table: torch.Tensor):
+        super().__init__()
+        self.emb = nn.Embedding(*table.shape)
+        self.emb.weight = nn.Parameter(table)
+        self.scale = table.shape[1] ** -0.5
+
+    def forward(self, t):
+        return F.linear(t * self.scale, self.emb.weight)
+""",
+            call="TiedLogits(randn(1000, 64)).forward(randn(2, 32, 64))",
+        ),
     )
     valid = (
         # no factor known to be smaller; a factor that is a tensor; a scale alone
@@ -405,7 +450,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
             made = _ASSIGNED_MATMUL.match(code)
             if made is not None and _scaled_soon(made.group(1), block, index):  # `y = x @ self.w`, then `y = s * y`
                 return True
-            if _SCALED_MEMBER_CALL.search(code):  # `c * self.b(self.a(x))`
+            if _SCALED_OUTPUT.search(code):  # `c * self.b(self.a(x))`
                 return True
         rescaled = RESCALE_TEXT.match(text)
         if rescaled is None:
@@ -439,7 +484,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
             if isinstance(small, cst.Assign) and _narrow_input(scope, small.value, ref) is not None:
                 later = rescaled_later(scope, ref, small.value)
                 if later is not None and _number(scope, later.factor):
-                    scaled = _scaled_middle(small.value, later.operator, later.factor)  # type: ignore[arg-type]
+                    scaled = _scaled_input(small.value, later.operator, later.factor)  # type: ignore[arg-type]
                     yield _rescaled_violation(ref, small.value, scaled, later, _NARROW_INPUT_MESSAGE)
 
 
@@ -477,7 +522,7 @@ def _regrouped(scope: Scope, ref: StatementRef, node: cst.BinaryOperation) -> tu
     sides = [(inner, outer), (outer, inner)] if isinstance(node.operator, cst.Multiply) else [(inner, outer)]
     for call, factor in sides:  # c * self.b(self.a(x))
         if _number(scope, factor) and _narrow_input(scope, call, ref) is not None:
-            return _scaled_middle(call, node.operator, factor).with_changes(lpar=node.lpar, rpar=node.rpar), _NARROW_INPUT_MESSAGE  # type: ignore[arg-type]
+            return _scaled_input(call, node.operator, factor).with_changes(lpar=node.lpar, rpar=node.rpar), _NARROW_INPUT_MESSAGE  # type: ignore[arg-type]
     if (isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, (cst.Multiply, cst.Divide))
             and isinstance(node.operator, cst.Multiply) and scope.is_tensor(outer)):  # x * s * g, s * x * g, x / s * g
         if _scale_of(scope, inner.right, outer) and scope.is_tensor(inner.left):
@@ -492,14 +537,16 @@ def _regrouped(scope: Scope, ref: StatementRef, node: cst.BinaryOperation) -> tu
             scaled = _scale(outer, operator, factor)
             regrouped = cst.BinaryOperation(left=large, operator=cst.Multiply(), right=scaled, lpar=node.lpar, rpar=node.rpar)
             return regrouped, _NORM_MESSAGE if after_norm else _message(scope, factor)
-    for product, factor in sides:  # (x * g) * s, s * (x * g), (x * g) / s
-        if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
+    for product, factor in sides:  # (x * g) * s, s * (x * g), (x * g) / s; (x @ self.w) * s
+        if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, (cst.Multiply, cst.MatrixMultiply))):
             continue
+        matmul = isinstance(product.operator, cst.MatrixMultiply)
         side = _smaller_side(scope, product)
         large, small = (product.left, product.right) if side == "right" else (product.right, product.left)
-        if side is None or not _scale_of(scope, factor, small) or (not _number(scope, factor) and _smaller(scope, large, set())):
+        if side is None or not _scale_of(scope, factor, small) or (not _number(scope, factor) and (matmul or _smaller(scope, large, set()))):
             continue
-        return _scaled_product(scope, product, node.operator, factor).with_changes(lpar=node.lpar, rpar=node.rpar), _message(scope, factor)
+        message = _MATMUL_MESSAGE if matmul else _message(scope, factor)
+        return _scaled_product(scope, product, node.operator, factor).with_changes(lpar=node.lpar, rpar=node.rpar), message
     return None
 
 
@@ -552,19 +599,49 @@ def _kind(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> str | None:
 
 
 def _narrow_input(scope: Scope, expr: cst.BaseExpression, ref: StatementRef) -> cst.BaseExpression | None:
-    """``h`` of ``self.b(h)``, where ``self.b`` is a Linear without bias whose output is wider than
-    ``h``: a head onto the vocabulary (``nn.Linear(dim, vocab_size, bias=False)``), or a Linear
-    that reads another Linear's output (``self.a(x)``, or a name the statement before ``ref``
-    that last mentions it sets to one): two linear maps with nothing between are a low-rank
-    factorization (a LoRA adapter, a bottleneck), whose middle is narrower than its output.
-    A number scaling the output can scale ``h`` instead."""
-    if not (isinstance(expr, cst.Call) and len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star):
+    """The input ``h`` of ``self.b(h)``, where ``self.b`` is a Linear without bias whose output is
+    wider than ``h``: a head onto the vocabulary (``nn.Linear(dim, vocab_size, bias=False)``), or
+    a Linear that reads another Linear's output (``self.a(x)``, or a name the statement before
+    ``ref`` that last mentions it sets to one): two linear maps with nothing between are a
+    low-rank factorization (a LoRA adapter, a bottleneck), whose middle is narrower than its
+    output. Also ``t`` of ``t @ self.emb.weight.t()`` (``F.linear(t, self.emb.weight)``), logits
+    over the vocabulary of a tied embedding. A number scaling the output can scale the input."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.MatrixMultiply):
+        table = _untransposed(expr.right)
+        return expr.left if table is not expr.right and _embedding_table(scope, table) else None
+    if not (isinstance(expr, cst.Call) and expr.args and all(arg.keyword is None and not arg.star for arg in expr.args)):
         return None
+    first = expr.args[0].value
+    if len(expr.args) == 2:
+        linear = scope.torch_name(expr.func) == "torch.nn.functional.linear"
+        return first if linear and _embedding_table(scope, expr.args[1].value) else None
     built = _linear_constructors(scope, expr.func)
-    if not built or not all(_without_bias(call) for call in built):
+    if len(expr.args) != 1 or not built or not all(_without_bias(call) for call in built):
         return None
-    middle = expr.args[0].value
-    return middle if all(map(_to_vocabulary, built)) or _linear_output(scope, middle, ref) else None
+    return first if all(map(_to_vocabulary, built)) or _linear_output(scope, first, ref) else None
+
+
+def _embedding_table(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """``self.emb.weight``, ``self.token_emb.emb.weight``: the weight of an ``nn.Embedding``
+    member (of a same-file module member), one row per token of the vocabulary."""
+    if scope.class_name is None or not (isinstance(expr, cst.Attribute) and expr.attr.value == "weight"):
+        return False
+    path, node = [], expr.value
+    while isinstance(node, cst.Attribute):
+        path.append(node.attr.value)
+        node = node.value
+    if not (isinstance(node, cst.Name) and node.value == "self" and path):
+        return False
+    facts, owner = scope.facts, scope.class_name
+    *owners, attr = reversed(path)
+    for member in owners:
+        owner = facts.module_attr(owner, member) or ""
+        if owner not in facts.classes:
+            return False
+    if facts.nn_class(owner, attr) == "Embedding":
+        return True
+    kind = facts.module_attr(owner, attr) or ""
+    return kind in facts.classes and facts.torch_base(kind) == "Embedding"
 
 
 def _linear_output(scope: Scope, expr: cst.BaseExpression, ref: StatementRef) -> bool:
@@ -612,12 +689,17 @@ def _to_vocabulary(call: ast.Call) -> bool:
     return "vocab" in name
 
 
-def _scaled_middle(call: cst.Call, operator: cst.BaseBinaryOp, factor: cst.BaseExpression) -> cst.Call:
-    """``self.b(h * factor)`` for the low-rank ``self.b(h)``."""
+def _scaled_input(product: cst.Call | cst.BinaryOperation, operator: cst.BaseBinaryOp,
+                  factor: cst.BaseExpression) -> cst.BaseExpression:
+    """``self.b(h * factor)``, ``(t * factor) @ w.t()``: ``product`` with its narrow input scaled."""
     if isinstance(factor, cst.BinaryOperation) and not factor.lpar and not isinstance(factor.operator, cst.Power):
         factor = factor.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    middle = cst.BinaryOperation(left=call.args[0].value, operator=operator, right=factor)
-    return call.with_changes(args=[call.args[0].with_changes(value=middle)])
+    if isinstance(product, cst.BinaryOperation):
+        scaled = cst.BinaryOperation(left=product.left, operator=operator, right=factor,
+                                     lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return product.with_changes(left=scaled)
+    scaled = cst.BinaryOperation(left=product.args[0].value, operator=operator, right=factor)
+    return product.with_changes(args=[product.args[0].with_changes(value=scaled), *product.args[1:]])
 
 
 _NARROW_INPUT_MESSAGE = "a number scales the output of a Linear wider than its input: scale the input instead"
@@ -742,7 +824,8 @@ def _own_tensor(scope: Scope, expr: cst.BaseExpression) -> bool:
 def _number(scope: Scope, expr: cst.BaseExpression) -> bool:
     """Surely a Python number: a literal, ``math.sqrt(d)``, a name that holds numbers (``d: int``,
     ``s = d ** -0.5``), a module's attribute that is neither a tensor nor a module
-    (``self.scale``), arithmetic of those."""
+    (``self.scale``), a field of a model's config (``self.config.logit_scale``), arithmetic of
+    those."""
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
         return not scope.is_tensor(expr) and not scope.typing.is_module(expr)
     if isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, cst.MatrixMultiply):
@@ -750,7 +833,8 @@ def _number(scope: Scope, expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.UnaryOperation):
         return _number(scope, expr.expression)
     if isinstance(expr, cst.Attribute):
-        return dotted_name(expr) in _NUMBER_CONSTANTS
+        dotted = dotted_name(expr) or ""
+        return dotted in _NUMBER_CONSTANTS or dotted.startswith(("config.", "self.config."))  # a config field
     return NumberNames(scope).is_number(expr)
 
 

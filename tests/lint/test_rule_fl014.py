@@ -242,6 +242,11 @@ TEXT_TESTS = {
     "a norm and a division in a comment": ("y = x * 2  # norm / dim", [False]),
     "code after a string holding a #": ('y = d["#"] * self.s * g', [True]),
     "floor divisions": ("self.window = (g[0] // self.p, g[1] // self.p)", [False]),
+    "a module's output scaled": ("y = self.b(self.a(x)) * s", [True]),
+    "a number times a module's output": ("y = s * self.b(x)", [True]),
+    "a tied embedding's logits scaled": ("y = F.linear(x, self.emb.weight) / s", [True]),
+    "a matmul with a module's tensor scaled": ("y = (x @ self.w) * s", [True]),
+    "a module's output, no product": ("y = self.b(x)", [False]),
 }
 
 
@@ -307,3 +312,38 @@ def test_a_number_scaling_a_linear_wider_than_its_input_moves_onto_the_input(mem
 )
 def test_look_alikes_of_a_scaled_linear_are_silent(members, body):
     assert positions(linear_module(members, body)) == []
+
+
+TIED = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class TokenEmbedding(nn.Module):
+    def __init__(self, dim: int, num_tokens: int):
+        super().__init__()
+        self.emb = nn.Embedding(num_tokens, dim)
+
+
+class Logits(nn.Module):
+    def __init__(self, dim: int, num_tokens: int, config):
+        super().__init__()
+        self.token_emb = TokenEmbedding(dim, num_tokens)
+        self.pos_emb = nn.Embedding(num_tokens, dim)
+        self.w = nn.Parameter(torch.randn(dim, dim))
+        self.config = config
+
+    def forward(self, t):
+        a = F.linear(t, self.token_emb.emb.weight) * self.config.logit_scale
+        b = (t @ self.w) / self.config.logit_scale
+        c = F.linear(t, self.w) * self.config.logit_scale  # no embedding: its width is unknown
+        d = F.linear(t, self.pos_emb.weight) * torch.ones_like(t)
+        return a, b, c, d
+"""
+
+
+def test_a_tied_embeddings_logits_and_a_matmul_with_a_module_tensor_take_the_number():
+    assert positions(TIED) == [(21, 13), (22, 13)]
+    assert "a = F.linear(t * self.config.logit_scale, self.token_emb.emb.weight)" in fixed(TIED)
+    assert "b = t @ (self.w / self.config.logit_scale)" in fixed(TIED)
