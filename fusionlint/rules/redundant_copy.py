@@ -90,8 +90,9 @@ class RedundantCopy(Rule):
         copy that is returned (as it is, through a view, or through its name) is flagged too
         when the function made its source (an op result, the output of a `torch.nn` module
         such as `nn.Linear` or of a same-file module or function that returns a tensor it
-        made, a gather, a copy, also when `+=` updated it in place since; not a parameter or
-        an attribute): the caller gets a tensor nobody else holds either way
+        made, a gather, a copy, also when `+=` updated it in place since, or a parameter that
+        an assignment surely reaching the copy rebinds to one: `x = self.fc(x)`; not a
+        parameter or an attribute): the caller gets a tensor nobody else holds either way
         (`self.proj(x).transpose(1, 2).contiguous()`: 2 -> 1 writes and kernels, fusionrt and
         eager); so is one handed out in a record of outputs that the function returns (`return
         QAOutput(start_logits=start_logits)`, or its tuple form `(start_logits, end_logits) +
@@ -930,11 +931,14 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
     name = expr.value
     if name in seen:
         return _MADE  # a name met again: its other values decide
-    if name in scope.params or name in scope.typed or name in scope.untyped or name in scope.escaped:
+    if name in scope.escaped:
         return _SHARED
+    # a parameter rebound before `at` (`x = self.fc(x)`) holds what the assignment made
     reaching = reaching_assignment(at, name, out_of_ifs=True) if at is not None else None
     if reaching is not None:
         return _origin(scope, reaching[1], reaching[0], seen | {name})
+    if name in scope.params or name in scope.typed or name in scope.untyped:
+        return _SHARED
     values = []
     parents = _index(scope).parents
     for target, value in scope.assignments:

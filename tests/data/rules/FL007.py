@@ -281,3 +281,23 @@ class Stage(nn.Module):
         for block in self.blocks:
             x = block(x)
         return x
+
+# --- a parameter rebound to a value the function made (a linear layer's output), its unpadded
+# slice returned: the caller gets a tensor nobody else holds either way
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Windows(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+
+    def part(self, x: torch.Tensor, pad: int) -> torch.Tensor:
+        b, h, w, c = x.shape
+        x = F.pad(x, (0, 0, 0, pad, 0, pad))
+        x = self.fc(x)
+        if pad > 0:
+            x = x[:, :h, :w, :].contiguous()
+        return x
