@@ -51,7 +51,9 @@ class ScaleAfterMatmul(Rule):
         matmul and the rescale (`head_dim = q.shape[-1]`: it must move above the matmul), the
         scaled scores bound to another name or returned (`weights = scores / s`, `return
         corr / s`) where the unscaled ones are never read again. Not flagged: other
-        matmuls (`x @ w`, whose output may be smaller than `x`), a scale known to be a tensor
+        matmuls (`x @ w`, whose output may be smaller than `x`), a first operand flattened
+        (`x.flatten(1)`: summed over every pixel of a mask, as a dice loss does, the scores are
+        smaller than it), a scale known to be a tensor
         of some other shape (it may not broadcast against `q`), scores read unscaled too.
 
         It yields to the rules whose rewrite fuses the scale into one kernel and pays under
@@ -337,19 +339,34 @@ def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> _Scale
 
 
 def _similarity(scope: Scope, matmul: cst.CSTNode) -> bool:
-    """``q @ k.transpose(-2, -1)`` (or ``matmul``/``bmm``), or ``einsum('i d, j d -> i j', q, k)``."""
+    """``q @ k.transpose(-2, -1)`` (or ``matmul``/``bmm``), or ``einsum('i d, j d -> i j', q, k)``;
+    not where ``q`` is a flattened map (``x.flatten(1)``): summed over every pixel, the scores
+    are smaller than ``q`` (a dice loss's numerator)."""
     if isinstance(matmul, cst.BinaryOperation):
-        return _transposed(scope, matmul.right)
+        return _transposed(scope, matmul.right) and not _flattened(scope, matmul.left, set())
     if not isinstance(matmul, cst.Call) or any(a.keyword is not None or a.star for a in matmul.args):
         return False
     op = scope.op(matmul)
     if op is None:
         return False
     if op[0] in ("matmul", "bmm"):
-        return len(matmul.args) == 2 and _transposed(scope, matmul.args[1].value)
+        return len(matmul.args) == 2 and _transposed(scope, matmul.args[1].value) and not _flattened(
+            scope, matmul.args[0].value, set())
     if op[0] == "einsum" and len(matmul.args) == 3:
         equations = string_values(scope, matmul.args[0].value)  # an f-string may be one of a few
         return bool(equations) and all(_gram(equation) for equation in equations)
+    return False
+
+
+def _flattened(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
+    """``x.flatten(1)`` (``start_dim=1``), or a local every assignment of which is one."""
+    if isinstance(expr, cst.Call):
+        op = scope.op(expr)
+        args = [arg for arg in expr.args if arg.keyword is None or arg.keyword.value == "start_dim"]
+        return op is not None and op[0] == "flatten" and len(args) == 1 and int_literal(args[-1].value) == 1
+    if isinstance(expr, cst.Name) and expr.value not in seen:
+        values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
+        return bool(values) and all(_flattened(scope, value, seen | {expr.value}) for value in values)
     return False
 
 

@@ -201,3 +201,16 @@ def f(q: torch.Tensor, k: torch.Tensor, scale: float):
 """
     result = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL009"}), fix=FixMode.UNSAFE))
     assert 'sim = torch.einsum("b i d, b j d -> b i j", q * scale, k)\n    return' in result.source
+
+
+def test_a_flattened_map_against_labels_is_no_similarity():
+    source = """\
+import torch
+
+def dice_numerator(inputs: torch.Tensor, labels: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+    inputs = inputs.sigmoid().flatten(1)
+    numerator = 2 * torch.matmul(inputs, labels.T)
+    scores = 2 * torch.matmul(q.flatten(2), k.transpose(-1, -2))
+    return numerator, scores
+"""
+    assert positions(source) == [(6, 14)]
