@@ -129,7 +129,7 @@ class HostSyncInTensorWork(Rule):
         Flagged: a sync whose operand is a tensor, when it sits in a loop whose body does tensor
         work, or when tensor work runs both before and after it and it is a branch whose arms
         do tensor work (`torch.where` can replace it), a scalar read in a step function
-        (`forward`, `*step`, `train*`, `fit`, `update`), or a value that goes back into tensor
+        (`forward`, `*step`, `train*`, `fit`, `update`, a loss), or a value that goes back into tensor
         work (`x / float(x.max())`) or decides such a branch (`found = m.any(-1).tolist()`,
         then `if found[0]:`-style flags), and, in a working loop, a comparison of an element of
         a tensor the loop does not change (`for i in hits: if i == n:`, `sigma = sigmas[i]; if
@@ -142,7 +142,12 @@ class HostSyncInTensorWork(Rule):
         a loop that does tensor work, be a local name that such ops compute (`denom =
         m.sum()`, then `if denom > 0:`) or the element a `for` takes from a tensor (`for
         sigma in sigmas: s = float(sigma)`), so a bare argument of unknown type is never taken
-        for a tensor. `int(...)` made an index or a slice bound decides a shape (below).
+        for a tensor. A step function counts as a working loop for names (`spread = h.abs().mean()`,
+        then `limit = float(spread)` in a `forward`; `count = valid.sum()`, then `if count == 0:`
+        in a loss: fusionrt 4 -> 3 and 5 -> 4 writes with the value kept on the device), and arithmetic
+        on a parameter annotated as a tensor computes one (`n = a * b`). Its caller has work pending
+        when it is called, so a sync there flushes that work too, even with no tensor work above
+        it in the function. `int(...)` made an index or a slice bound decides a shape (below).
 
         Selections by the data sync too: `nonzero`, `masked_select`, `torch.where(cond)` with one
         argument and indexing by a boolean mask (`x[mask]`, the mask a comparison or a name every
@@ -172,9 +177,11 @@ class HostSyncInTensorWork(Rule):
         host work, `if best.item() != blank: hyp.append(...)`, syncs on every iteration and is
         flagged unless its arm `continue`s or returns); a loop exit (a `while` test, an arm ending
         in `break`, or a name one of them reads: `changed = bool(...)`); a fast path that skips a
-        masked write nothing may match (`if m.any(): x[m] = v`); a value that decides a shape
-        (passed to `torch.zeros`, `range`, `split`, `view`..., or assigned to a `*size*`/`num_*`
-        name, or a `scale_factor`); a scalar read for host arithmetic after `.backward()` in the
+        masked write nothing may match (`if m.any(): x[m] = v`) or selections that would keep
+        every row (`if not m.all(): x = x[m]`: each selection syncs on the mask anyway); a value
+        that decides a shape (passed to `torch.zeros`, `range`, `split`, `view`..., or assigned to
+        a `*size*`/`num_*` name, or a `scale_factor`, or outside a working loop made an index or a
+        slice bound: `last = int(...)`, then `x[:last]`); a scalar read for host arithmetic after `.backward()` in the
         same loop iteration (autograd ran the step's work: nothing is left to fuse); a hand-off to
         host code (`.cpu()`, `.numpy()`, `.tolist()`) outside a step function's loop; code that runs
         once or offline (`__init__`, `process*`, `plot*`, `visualize*`, (de)serialization, `read_*`,
@@ -444,6 +451,59 @@ import torch
 def pad_batch(seqs: list, x: torch.Tensor) -> torch.Tensor:
     width = max(len(s) for s in seqs)
     return torch.tanh(x[:, :width]) * 2
+""",
+        ),
+        Example(  # a module's forward reads a number it computed, and goes on computing with it
+            bad="""\
+import torch
+from torch import nn
+
+
+class ClipOutliers(nn.Module):
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        h = x @ w
+        spread = h.abs().mean() * 2
+        limit = float(spread)
+        return torch.tanh(torch.where(h.abs() > limit, 0.0, h)) * 2
+""",
+            at=((9, 17),),
+            fixed=None,
+            call="ClipOutliers()(randn(16, 32), randn(32, 64))",
+            good="""\
+import torch
+from torch import nn
+
+
+class ClipOutliers(nn.Module):
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        h = x @ w
+        spread = h.abs().mean() * 2
+        return torch.tanh(torch.where(h.abs() > spread, 0.0, h)) * 2
+""",
+        ),
+        Example(  # a loss branches on a count it computed: the caller's work and its own are flushed apart
+            bad="""\
+import torch
+
+
+def token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    valid = (labels > 0).float()
+    count = valid.sum()
+    if count == 0:
+        return logits.sum() * 0.0
+    return -(torch.log_softmax(logits, -1)[:, 0] * valid).sum() / count
+""",
+            at=((7, 8),),
+            fixed=None,
+            call="token_loss(randn(64, 16), randn(64))",
+            good="""\
+import torch
+
+
+def token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    valid = (labels > 0).float()
+    count = valid.sum()
+    return -(torch.log_softmax(logits, -1)[:, 0] * valid).sum() / count.clamp(min=1)
 """,
         ),
     )

@@ -258,3 +258,50 @@ def pad_batch(seqs: list, x: torch.Tensor) -> torch.Tensor:
     width = int(lengths.amax().item())
     mask = torch.arange(width)[None] < lengths[:, None]
     return torch.tanh(x[:, :width]) * mask, lengths.tolist()
+
+# --- a forward reads a reduction it computed and computes on with the host number
+import torch
+from torch import nn
+
+
+class ClipOutliers(nn.Module):
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        h = x @ w
+        spread = h.abs().mean() * 2
+        limit = float(spread)
+        return torch.tanh(torch.where(h.abs() > limit, 0.0, h)) * 2
+
+# --- a loss branches on a count it computed; arithmetic of tensors read as a number
+import torch
+
+
+def token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    valid = (labels > 0).float()
+    count = valid.sum()
+    if count == 0:
+        return logits.sum() * 0.0
+    return -(torch.log_softmax(logits, -1)[:, 0] * valid).sum() / count
+
+
+class Scaled(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        n = a * b
+        k = float(n)
+        return torch.tanh(w * k)
+
+# --- look-alikes: a fast path around selections, an index read once, host arithmetic of unknown type
+import torch
+
+
+class Edges(nn.Module):
+    def forward(self, edge_index: torch.Tensor, weight: torch.Tensor, errors: torch.Tensor, thr: float, steps):
+        mask = edge_index[0] != edge_index[1]
+        if not mask.all():
+            edge_index = edge_index[:, mask]
+            weight = weight[mask]
+        last = int(torch.searchsorted(errors, errors.new_tensor(thr)).item())
+        below = torch.cat([errors[:last], weight])
+        final = steps - 1
+        if final > 0:
+            below = below * 2
+        return torch.tanh(below), edge_index
