@@ -200,29 +200,48 @@ class _Body:
             and op_name(self.facts, self.class_name, call) in READS_INTO_NEW
 
     def _method_layout(self, attribute: ast.Attribute) -> str | None:
+        """``x.<name>(...)``: a view or a cast goes on to its own uses; another op reads ``x``."""
         name, call = attribute.attr, self.parents.get(id(attribute))
         if name in METADATA:
             return SLOW
-        if name in _LAYOUT_QUERIES or name.endswith("_") or name in NEEDS_CONTIGUOUS or name == "contiguous":
+        if name in _LAYOUT_QUERIES or not (isinstance(call, ast.Call) and call.func is attribute):
             return None
-        if not (isinstance(call, ast.Call) and call.func is attribute):
-            return None
-        if name in MAY_ALIAS or op_tables().op_class(name) == VIEW:
+        if name in MAY_ALIAS and name != "contiguous" or op_tables().op_class(name) == VIEW and name not in NEEDS_CONTIGUOUS:
             return self._use_layout(call)  # type: ignore[arg-type]
-        if op_tables().op_class(name) is None and name not in READS_INTO_NEW:
-            return None
-        return FAST if reads_strided(name) else SLOW
+        return self._op_layout(name)
 
     def _argument_layout(self, call: ast.Call, position: int) -> str | None:
+        """``f(..., x, ...)``: a torch function or layer, another tensor's method, or a same-file
+        callee, ``x`` its ``position``-th positional argument."""
         if any(keyword.arg == "out" for keyword in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
             return None
         name = op_name(self.facts, self.class_name, call)
-        if name is None:
-            return callee_takes_any_layout(self.facts, self.class_name, ast_view, call.func, position, self.fast)
+        if name is not None:
+            if name in MAY_ALIAS and name != "contiguous" or op_tables().op_class(name) == VIEW \
+                    and name not in NEEDS_CONTIGUOUS:
+                return self._use_layout(call) if position == 0 else None
+            return self._op_layout(name)
+        method = self._other_tensor_method(call.func)
+        if method is not None:  # `y.type_as(x)` reads its dtype, `y.expand_as(x)` its shape
+            return SLOW if method in MAY_ALIAS or op_tables().op_class(method) == VIEW else self._op_layout(method)
+        return callee_takes_any_layout(self.facts, self.class_name, ast_view, call.func, position, self.fast)
+
+    def _other_tensor_method(self, func: ast.expr) -> str | None:
+        """The name of ``y.add`` in ``y.add(x)``: a known op's method (not in place) of a value
+        other than ``self`` or an imported module (``np.add``); else None."""
+        if not isinstance(func, ast.Attribute) or func.attr.endswith("_"):
+            return None
+        receiver = func.value
+        if isinstance(receiver, ast.Name) and (receiver.id == "self" or receiver.id in self.facts.imported):
+            return None
+        known = func.attr in MAY_ALIAS or op_tables().op_class(func.attr) is not None or func.attr in READS_INTO_NEW
+        return func.attr if known else None
+
+    def _op_layout(self, name: str) -> str | None:
+        """How the known op ``name`` reads an operand: FAST, SLOW (it copies a strided one
+        first), None if it writes it in place, needs its layout, or is not known."""
         if name.endswith("_") or name in NEEDS_CONTIGUOUS or name == "contiguous":
             return None
-        if name in MAY_ALIAS or op_tables().op_class(name) == VIEW:
-            return self._use_layout(call) if position == 0 else None
         if op_tables().op_class(name) is None and name not in READS_INTO_NEW:
             return None
         return FAST if reads_strided(name) or name in self.fast else SLOW
