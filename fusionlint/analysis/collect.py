@@ -103,6 +103,8 @@ class _Collector(Walker):
             annotation = param.annotation.annotation if param.annotation is not None else None
             if annotation is None and commented is not None and len(commented) == len(params) and not param.star:
                 annotation = commented[i]
+                if isinstance(annotation, cst.Name) and annotation.value == "Tensor":
+                    annotation = _TORCH_TENSOR  # TorchScript reads a bare `Tensor` in these comments, imported or not
             tensor = scope.typing.declare(param.name.value, annotation, param.default, forward)
             group = scope.params if tensor else scope.typed if tensor is not None else scope.untyped
             group.add(param.name.value)
@@ -250,6 +252,9 @@ class _Collector(Walker):
                 scope.inplace.add(name)
             return
         scope.assignments.append((target, value))
+
+
+_TORCH_TENSOR = cst.parse_expression("torch.Tensor")
 
 
 def _type_comment(node: cst.FunctionDef) -> list[cst.BaseExpression] | None:

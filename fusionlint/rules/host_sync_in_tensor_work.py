@@ -9,6 +9,7 @@ import libcst as cst
 
 from fusionlint.analysis import (
     Scope,
+    Site,
     StatementRef,
     ancestors,
     bound_names,
@@ -42,6 +43,7 @@ _ADVICE = {
     "print": "print after the work",
     "element": "read the tensor once with `.tolist()` before the loop (one sync) and compare host numbers",
     "arithmetic": "read the tensor once with `.tolist()` before the loop (one sync) and do the arithmetic on the host",
+    "elements": "read the tensor once with `.tolist()` (one sync) and do the arithmetic on the host",
 }
 # Why a sync costs where it is (the keys are _where's answers).
 _COST = {
@@ -137,7 +139,9 @@ class HostSyncInTensorWork(Rule):
         boxes[i, 0])`): each iteration launches a kernel on 0-d tensors only to make a host value
         and syncs, where one `.tolist()` before the loop syncs once and launches nothing
         (torchvision's `paste_mask_in_image` does this per box: one `.tolist()` measured 50 -> 8
-        eager kernels for three boxes). For `bool`, `float`, `int`, `print` and conditions, the
+        eager kernels for three boxes). Outside a loop the same holds where a function makes host
+        numbers of one tensor's elements more than once (`w = int(box[2] - box[0])`, `h = int(box[3]
+        - box[1])`: fusionrt 3 -> 1 kernels with one `box.tolist()`). For `bool`, `float`, `int`, `print` and conditions, the
         operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), or, in
         a loop that does tensor work, be a local name that such ops compute (`denom =
         m.sum()`, then `if denom > 0:`) or the element a `for` takes from a tensor (`for
@@ -369,6 +373,30 @@ def crops(image: torch.Tensor, boxes: torch.Tensor) -> list:
         w = int(rows[i][2] - rows[i][0]) + 1
         out.append(torch.tanh(image[:, :w]) * 2)
     return out
+""",
+        ),
+        Example(  # several host reads of one tensor's elements, outside a loop: each a kernel and a sync
+            bad="""\
+import torch
+
+
+def paste(mask: torch.Tensor, box: torch.Tensor) -> torch.Tensor:
+    w = int(box[2] - box[0]) + 1
+    h = int(box[3] - box[1]) + 1
+    return torch.tanh(mask[:h, :w]) * 2
+""",
+            at=((5, 9), (6, 9)),
+            fixed=None,
+            call="paste(randn(64, 64), (randn(4).abs() * 8).cumsum(0))",
+            good="""\
+import torch
+
+
+def paste(mask: torch.Tensor, box: torch.Tensor) -> torch.Tensor:
+    x0, y0, x1, y1 = box.tolist()
+    w = int(x1 - x0) + 1
+    h = int(y1 - y0) + 1
+    return torch.tanh(mask[:h, :w]) * 2
 """,
         ),
         Example(  # debugging output in a loop: reported, not runnable as a contract pair (it prints)
@@ -737,15 +765,23 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                     continue
                 if test and isinstance(statement, cst.While):
                     continue  # a loop's exit condition
-                casts = list(_element_casts(scope, loop, part)) if loop is not None and not _in_failing_arm(ref) else []
+                if loop is not None:
+                    casts = [] if _in_failing_arm(ref) else list(_element_casts(scope, loop, part))
+                else:
+                    casts = [cast for cast in _repeated_element_casts(scope).get(id(statement), ()) if part is statement
+                             or ancestors(part, cast) is not None]
                 syncs = _syncs(scope, part, test, by_name=loop is not None or _hot(scope))
                 if test and (casts or syncs) and _needed_branch(scope, statement, ref):
                     continue  # validation, a loop exit: asked only of a test that syncs (it reads both arms)
+                if loop is not None:
+                    where, advice = "in a loop that does tensor work: each iteration launches", _ADVICE["arithmetic"]
+                else:
+                    where, advice = "one of several reads of the same tensor's elements: each launches", \
+                        _ADVICE["elements"]
                 for cast in casts:
                     yield Violation(cast, message=f"{_describe(_callee(cast))} of arithmetic on a tensor's "
-                                    "elements, in a loop that does tensor work: each iteration launches kernels "
-                                    "on 0-d tensors only to make a host number, and syncs; "
-                                    f"{_ADVICE['arithmetic']}")
+                                    f"elements, {where} kernels on 0-d tensors only to make a host number, and "
+                                    f"syncs; {advice}")
                 for node, kind in syncs:
                     if kind == "select":
                         if _runs_once(scope) or _in_failing_arm(ref):
@@ -1061,22 +1097,62 @@ def _tests_tensor_element(scope: Scope, loop: cst.For | cst.While | None, statem
     return _element_work(scope, loop, test)
 
 
-def _element_casts(scope: Scope, loop: cst.For | cst.While, part: cst.CSTNode) -> Iterator[cst.Call]:
+def _element_casts(scope: Scope, loop: cst.CSTNode, part: cst.CSTNode) -> Iterator[cst.Call]:
     """``int(boxes[i, 2] - boxes[i, 0])`` under ``part``: a host number made by arithmetic on
     elements of a tensor the loop does not change (a cast that computes with a tensor op is one
     of _syncs')."""
     if isinstance(part, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise, cst.Assert)) or _is_check(part):
         return
-    if isinstance(part, cst.Call) and isinstance(part.func, cst.Name) and part.func.value in ("int", "float", "bool"):
-        values = [arg.value for arg in part.args if arg.keyword is None and not arg.star]
-        if values and isinstance(values[0], cst.BinaryOperation) and _element_work(scope, loop, values[0]):
-            if part.func.value not in scope.facts.aliases and not _computes_tensor(scope, values[0], by_name=True):
-                yield part
+    if _element_cast(scope, loop, part):
+        yield part  # type: ignore[misc]
     for child in children(part):
         yield from _element_casts(scope, loop, child)
 
 
-def _element_work(scope: Scope, loop: cst.For | cst.While, expr: cst.BaseExpression) -> bool:
+def _element_cast(scope: Scope, loop: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Is ``node`` ``int(...)``/``float(...)``/``bool(...)`` of arithmetic on elements of a tensor ``loop``
+    does not change?"""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("int", "float", "bool")):
+        return False
+    values = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+    if not (values and isinstance(values[0], cst.BinaryOperation) and _element_work(scope, loop, values[0])):
+        return False
+    return node.func.value not in scope.facts.aliases and not _computes_tensor(scope, values[0], by_name=True)
+
+
+@per_scope
+def _repeated_element_casts(scope: Scope) -> dict[int, list[cst.Call]]:
+    """Outside working loops, the element casts of a tensor the function reads so more than once
+    (``w = int(box[2] - box[0])``, ``h = int(box[3] - box[1])``), by the id of their statement: each
+    launches kernels on 0-d tensors and syncs, where one ``box.tolist()`` syncs once and launches
+    nothing. Setup code and error messages are left alone."""
+    if not isinstance(scope.node, cst.FunctionDef) or _runs_once(scope):
+        return {}
+    by_tensor: dict[str, list[Site]] = {}
+    for site in (*scope.sites.get("int", ()), *scope.sites.get("float", ())):
+        if _in_working_loop(scope, site.statement) or _in_failing_arm(site.statement):
+            continue
+        if _element_cast(scope, scope.node, site.node):
+            for name in _element_tensors(site.node.args[0].value):  # type: ignore[attr-defined]
+                by_tensor.setdefault(name, []).append(site)
+    found: dict[int, list[cst.Call]] = {}
+    for sites in by_tensor.values():
+        if len(sites) > 1:
+            for site in sites:
+                found.setdefault(id(site.statement.node), []).append(site.node)  # type: ignore[arg-type]
+    return found
+
+
+def _element_tensors(expr: cst.BaseExpression) -> set[str]:
+    """The names whose elements ``expr`` reads (``box`` of ``box[2] - box[0]``)."""
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):
+        return {expr.value.value}
+    if isinstance(expr, cst.BinaryOperation):
+        return _element_tensors(expr.left) | _element_tensors(expr.right)
+    return set()
+
+
+def _element_work(scope: Scope, loop: cst.CSTNode, expr: cst.BaseExpression) -> bool:
     """Is ``expr`` arithmetic or a comparison on elements of a tensor that ``loop`` does not change
     (``sigmas[i] > 0``, ``boxes[i, 2] - boxes[i, 0]``)?"""
     if isinstance(expr, cst.Comparison):
@@ -1090,7 +1166,7 @@ def _element_work(scope: Scope, loop: cst.For | cst.While, expr: cst.BaseExpress
     return any(_invariant_element(scope, loop, operand) or _element_work(scope, loop, operand) for operand in operands)
 
 
-def _invariant_element(scope: Scope, loop: cst.For | cst.While, expr: cst.BaseExpression) -> bool:
+def _invariant_element(scope: Scope, loop: cst.CSTNode, expr: cst.BaseExpression) -> bool:
     """An element of a tensor name that ``loop`` never rebinds or writes (``sigmas[i]``), or a local
     name every assignment of which is such an element (``sigma = sigmas[i]``)."""
     if isinstance(expr, cst.Name):

@@ -305,3 +305,25 @@ class Edges(nn.Module):
         if final > 0:
             below = below * 2
         return torch.tanh(below), edge_index
+
+# --- several host reads of one tensor's elements (a TorchScript signature comment types it)
+import torch
+import torch.nn.functional as F
+
+
+def paste_mask_in_image(mask, box, im_h, im_w):
+    # type: (Tensor, Tensor, int, int) -> Tensor
+    w = int(box[2] - box[0] + 1)
+    h = int(box[3] - box[1] + 1)
+    mask = F.interpolate(mask[None, None], size=(h, w), mode="bilinear")
+    return mask[0, 0] * 2
+
+# --- look-alikes: one element read outside a loop, and reads that build an error message
+import torch
+
+
+def crop(image: torch.Tensor, box: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    w = int(box[2] - box[0])
+    if other.shape[0] != 4:
+        raise ValueError(f"bad box {int(other[2] - other[0])} {int(other[3] - other[1])}")
+    return torch.tanh(image[:, :w]) * 2
