@@ -33,6 +33,12 @@ _INITIALIZES = re.compile(r"_?(?:init|initialize)_\w*(?:weights?|buffers?)|reset
 _SOLE_VALUE = "a copy of a value nothing else holds: whatever is done with the copy can be done with the value"
 _STACK_REDUCED = "a stack only reduced over its new dimension: adding the tensors writes the result alone"
 _REPEATED = "a repeat of dimensions of size 1 that is only read: an expand reads the same values without the copy"
+_WRITTEN_AT_ONCE = "a copy written in place at once: the op's out-of-place form makes the new tensor without the copy"
+# In-place ops whose out-of-place form keeps the tensor's dtype, as the copy's would (no type
+# promotion), and the factories that make what a fill of a copy is.
+_OUT_OF_PLACE = frozenset({"masked_fill", "index_fill", "index_add", "index_copy", "index_put", "masked_scatter",
+                           "scatter", "scatter_add", "scatter_reduce"})
+_FILLS = {"fill_": "torch.full_like", "zero_": "torch.zeros_like"}
 # The statements that may hold a finding: a copy, a repeat of a call's or an index's result, or a
 # stack in a statement that sums or averages.
 _COPY = re.compile(r"\b(?:clone|contiguous)\s*\(|[)\]]\s*\.repeat\s*\(")
@@ -140,7 +146,14 @@ class RedundantCopy(Rule):
         the copy is made under (`if dims == 3:` after the body of `if dims == 2:`, the 2-d and
         3-d paths of one module) is not one.
 
-        Also flagged: a `.contiguous()` of channels-last data permuted channels-first
+        Also flagged: a `.clone()` written in place at once by an op whose out-of-place form
+        keeps the dtype (`x.clone().masked_fill_(m, 0)`, `index_fill_`, `index_add_`,
+        `index_copy_`, `index_put_`, `masked_scatter_`, `scatter_`, `scatter_add_`,
+        `scatter_reduce_`), or filled (`fill_(v)` of a number, `zero_()`), chained or as the
+        statement right after `y = x.clone()` (its arguments not reading `y`): the out-of-place op
+        (`x.masked_fill(m, 0)`, `torch.full_like(x, v)`, `torch.zeros_like(x)`) makes the new
+        tensor without the copy (a Tacotron decoder's masked outputs: fusionrt and eager 5 -> 4
+        writes and kernels; a label-smoothing target filled: 3 -> 1). Also flagged: a `.contiguous()` of channels-last data permuted channels-first
         (`x.reshape(b, h, w, c).permute(0, 3, 1, 2)`) that only a convolution reads
         (`F.conv2d`, an `nn.Conv2d`, or a layer class named for one, whose first op is its
         convolution: `Conv`, `ConvNormAct`, `DWConv`, `Convolution`, also handed through a
@@ -186,7 +199,10 @@ class RedundantCopy(Rule):
         expand with -1 for each count of 1 (`.repeat(1, n, 1)` -> `.expand(-1, n, -1)`): the
         counts are read as one per dimension, so where a repeat adds leading dimensions the
         expand raises instead; the expanded tensor shares its elements, so code the rule
-        cannot see that writes into it raises too.
+        cannot see that writes into it raises too. A copy written in place at once becomes the
+        out-of-place op (`x.clone().masked_fill_(m, 0)` -> `x.masked_fill(m, 0)`; `y =
+        x.clone()` then `y.fill_(v)` -> `y = torch.full_like(x, v)`): a new tensor with the
+        same values and dtype, whose layout may differ from the copy's for a strided `x`.
     """
     training_note = """
         With grad, dropping the copies around a 1-d convolution (the convolution-layer example:
@@ -395,6 +411,53 @@ def layer(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 """,
             call="layer(randn(2, 16, 32), randn(16, 16))",
         ),
+        # a copy written in place at once: the out-of-place op makes the new tensor in one kernel
+        # (fusionrt and eager: 5 -> 4 writes and kernels for a masked decoder output)
+        Example(
+            bad="""\
+import torch
+
+
+def masked(mel: torch.Tensor, w: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    out = mel @ w
+    mask = torch.arange(out.shape[1])[None, :] >= lengths[:, None]
+    return out.clone().masked_fill_(mask[:, :, None], 0.0) + out
+""",
+            at=((7, 12),),
+            fixed="""\
+import torch
+
+
+def masked(mel: torch.Tensor, w: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    out = mel @ w
+    mask = torch.arange(out.shape[1])[None, :] >= lengths[:, None]
+    return out.masked_fill(mask[:, :, None], 0.0) + out
+""",
+            call="masked(randn(2, 16, 32), randn(32, 32), randn(2).abs() * 16)",
+        ),
+        # a named copy filled at once: `full_like` writes the value without reading the source
+        # (fusionrt and eager: 3 -> 1 writes and kernels)
+        Example(
+            bad="""\
+import torch
+
+
+def smoothed(logp: torch.Tensor, c: float) -> torch.Tensor:
+    target = logp.clone()
+    target.fill_(c)
+    return target * logp
+""",
+            at=((5, 14),),
+            fixed="""\
+import torch
+
+
+def smoothed(logp: torch.Tensor, c: float) -> torch.Tensor:
+    target = torch.full_like(logp, c)
+    return target * logp
+""",
+            call="smoothed(randn(16, 32), 0.1)",
+        ),
         # the copy of a conv output that no name holds: written in place, it may be the conv
         # output itself; and the copy of tokens swapped channels-first that the 1-d conv reads as
         # they are (fusionrt 6 -> 4 writes and kernels, eager 7 -> 5)
@@ -597,6 +660,19 @@ def scaled(h: torch.Tensor) -> torch.Tensor:
 def f(x: torch.Tensor) -> torch.Tensor:
     return heads(x.transpose(1, 2).contiguous()) + scaled(x.transpose(1, 2).contiguous())
 """,
+        # a copy written in place where the op reads the copy, fills it with a tensor, or has no
+        # out-of-place form, or one that promotes the dtype (`add`)
+        """\
+import torch
+
+
+def f(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    y.masked_fill_(y > 0, 0)
+    z = x.clone()
+    z.fill_(v)
+    return y, z, x.clone().fill_diagonal_(0), x.clone().add_(v)
+""",
     )
 
     @classmethod
@@ -620,6 +696,10 @@ def f(x: torch.Tensor) -> torch.Tensor:
                     continue
                 kept, source = copy
                 if not scope.is_tensor(source):
+                    continue
+                written = _written_at_once(scope, site, kept) if key == "clone" else None
+                if written is not None:
+                    yield Violation(site.node, fix=written, message=_WRITTEN_AT_ONCE)
                     continue
                 # not `x = x.permute(...).contiguous()` then written in place: that is how index
                 # tables are built (a relative position index, from `__init__`), once per model
@@ -651,6 +731,51 @@ def f(x: torch.Tensor) -> torch.Tensor:
             stack = _stack_reduced_by(scope, site.node)
             if stack is not None:
                 yield Violation(stack, fix=_added(site, stack), message=_STACK_REDUCED)
+
+
+def _written_at_once(scope: Scope, site: Site, kept: cst.BaseExpression) -> tuple[StatementEdit, ...] | None:
+    """The fix of a copy that an in-place op writes at once, where the op's out-of-place form
+    makes the same tensor in one kernel: ``x.clone().masked_fill_(m, 0)`` becomes
+    ``x.masked_fill(m, 0)``; ``y = x.clone()`` followed by ``y.fill_(v)`` becomes ``y =
+    torch.full_like(x, v)``. None if the copy is not so written (or the op's arguments read the
+    copy's name)."""
+    path = _path(scope, site.node)
+    if len(path) >= 3 and isinstance(path[0], cst.Attribute) and path[0].value is site.node \
+            and isinstance(path[1], cst.Call) and path[1].func is path[0]:
+        if isinstance(path[2], cst.Expr):
+            return None  # the written copy dropped: dead code rather than a copy to spare
+        done = _out_of_place(scope, kept, path[0].attr.value, path[1])
+        return None if done is None else _fix(site, done, path[1])
+    name = site.statement.name_bound_to(site.node)
+    following = next(site.statement.later(), None)
+    small = following.simple if following is not None else None
+    call = small.value if isinstance(small, cst.Expr) else None
+    if name is None or not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                            and isinstance(call.func.value, cst.Name) and call.func.value.value == name):
+        return None
+    if any(_name_nodes(arg, name) for arg in call.args):
+        return None
+    done = _out_of_place(scope, kept, call.func.attr.value, call)
+    statement = site.statement.node
+    if done is None or not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    return (StatementEdit(statement, (replace_nodes(statement, {site.node: done}),)),
+            StatementEdit(following.node, ()))  # type: ignore[union-attr, arg-type]
+
+
+def _out_of_place(scope: Scope, tensor: cst.BaseExpression, method: str, call: cst.Call) -> cst.Call | None:
+    """What ``<copy of tensor>.<method>(...)`` (``call``) makes, in one op that leaves
+    ``tensor`` as it is; None for another method."""
+    if method in _FILLS:
+        spelling = scope.facts.spelling(_FILLS[method])
+        values = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        if spelling is None or len(values) != len(call.args) or len(values) != (1 if method == "fill_" else 0) \
+                or values and scope.is_tensor(values[0].value):
+            return None  # `fill_` of a tensor value: `full_like` takes a number
+        return cst.parse_expression(f"{spelling}(x)").with_changes(args=[cst.Arg(tensor), *values])
+    if not method.endswith("_") or method[:-1] not in _OUT_OF_PLACE:
+        return None
+    return call.with_changes(func=cst.Attribute(value=tensor, attr=cst.Name(method[:-1])))
 
 
 def _as_expand(scope: Scope, call: cst.Call) -> cst.Call | None:
@@ -1775,11 +1900,12 @@ def _assigned_once(scope: Scope, name: str) -> bool:
     return _index(scope).stores[name] == 1
 
 
-def _fix(site: Site, kept: cst.BaseExpression) -> tuple[StatementEdit, ...] | None:
+def _fix(site: Site, kept: cst.BaseExpression, call: cst.Call | None = None) -> tuple[StatementEdit, ...] | None:
+    """``call`` (the copy, unless named) becomes ``kept`` in the copy's statement."""
     statement = site.statement.node
     if not isinstance(statement, cst.SimpleStatementLine):
         return None
-    call = site.node
+    call = call or site.node
     replacement = kept.with_changes(lpar=call.lpar, rpar=call.rpar) if isinstance(kept, cst.Call) else kept
     return (StatementEdit(statement, (replace_nodes(statement, {call: replacement}),)),)
 

@@ -301,3 +301,20 @@ class Windows(nn.Module):
         if pad > 0:
             x = x[:, :h, :w, :].contiguous()
         return x
+
+# --- copies written in place at once (the out-of-place op makes the tensor); look-alikes: the op
+# reads the copy, fills it with a tensor, or has no out-of-place form that keeps the dtype
+import torch
+
+
+def decoded(mel: torch.Tensor, mask: torch.Tensor, parents: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    masked = mel.clone().masked_fill_(mask, 0.0)
+    merged = parents.clone()
+    merged.scatter_reduce_(0, index, mel, reduce="amin")
+    cleared = mel.detach().clone()
+    cleared.zero_()
+    kept = mel.clone()
+    kept.masked_fill_(kept > 0, 0)
+    filled = mel.clone()
+    filled.fill_(mask)
+    return masked, merged, cleared, kept, filled, mel.clone().add_(mask)
