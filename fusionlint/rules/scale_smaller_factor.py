@@ -22,11 +22,13 @@ _SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.|\bkeepdim\b|norm")
 _PRODUCT_TEXT = re.compile(r"(?<![*/])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
 _ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*[\w\])]\s*\*(?![*=])")  # `name = a * b`, not `*args`
 _ASSIGNED_MATMUL = re.compile(r"\s*(\w+)\s*=[^=].*@")
-# a product with a module's call, a linear or a matmul: `s * self.b(h)`, `F.linear(t, w) / s`, `(t @ self.w) * s`
+# a module's call, a linear or a matmul scaled: `self.b(h) * s`, `F.linear(t, w) / s`, `(t @ self.w) * s`,
+# `s * self.b(h)`; a module's call of another's (`self.b(self.a(x))`), where the statement holds a product
 _SCALED_OUTPUT = re.compile(
-    r"(?:\bself\.[\w.]+\s*\(|\blinear\s*\(|@).*\)\s*[*/](?![*/=])"
-    r"|(?<![*/])[*/]\s*(?:self\.[\w.]+\s*\(|[\w.]*\blinear\s*\(|\(.*@)"
+    r"(?:\bself\.\w+\s*\(|\blinear\s*\(|@)[^()]*\)\s*[*/](?![*/=])"
+    r"|(?<![*/])[*/]\s*(?:self\.\w+\s*\(|[\w.]*\blinear\s*\(|\([^()]*@)"
 )
+_NESTED_MEMBER_CALLS = re.compile(r"\bself\.\w+\s*\(\s*self\.\w+\s*\(")
 _NUMBER_CONSTANTS = frozenset({"math.pi", "math.tau", "math.e", "np.pi", "numpy.pi", "torch.pi"})
 _REDUCTIONS = ("sum", "mean", "norm", "amax", "amin", "std", "var", "logsumexp", "prod")
 _NORMS = frozenset({"normalize", "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"})
@@ -450,7 +452,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
             made = _ASSIGNED_MATMUL.match(code)
             if made is not None and _scaled_soon(made.group(1), block, index):  # `y = x @ self.w`, then `y = s * y`
                 return True
-            if _SCALED_OUTPUT.search(code):  # `c * self.b(self.a(x))`
+            if _SCALED_OUTPUT.search(code) or (_NESTED_MEMBER_CALLS.search(code) and _PRODUCT_TEXT.search(code)):
                 return True
         rescaled = RESCALE_TEXT.match(text)
         if rescaled is None:
@@ -521,7 +523,7 @@ def _regrouped(scope: Scope, ref: StatementRef, node: cst.BinaryOperation) -> tu
     inner, outer = node.left, node.right
     sides = [(inner, outer), (outer, inner)] if isinstance(node.operator, cst.Multiply) else [(inner, outer)]
     for call, factor in sides:  # c * self.b(self.a(x))
-        if _number(scope, factor) and _narrow_input(scope, call, ref) is not None:
+        if _narrow_input(scope, call, ref) is not None and _number(scope, factor):
             return _scaled_input(call, node.operator, factor).with_changes(lpar=node.lpar, rpar=node.rpar), _NARROW_INPUT_MESSAGE  # type: ignore[arg-type]
     if (isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, (cst.Multiply, cst.Divide))
             and isinstance(node.operator, cst.Multiply) and scope.is_tensor(outer)):  # x * s * g, s * x * g, x / s * g
