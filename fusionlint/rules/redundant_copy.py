@@ -39,9 +39,11 @@ _WRITTEN_AT_ONCE = "a copy written in place at once: the op's out-of-place form 
 _OUT_OF_PLACE = frozenset({"masked_fill", "index_fill", "index_add", "index_copy", "index_put", "masked_scatter",
                            "scatter", "scatter_add", "scatter_reduce"})
 _FILLS = {"fill_": "torch.full_like", "zero_": "torch.zeros_like"}
+# Factories that take a tensor's sizes first (``torch.zeros(1, 1, dim)``).
+_FACTORIES = frozenset({"zeros", "ones", "randn", "rand", "empty", "full"})
 # The statements that may hold a finding: a copy, a repeat of a call's or an index's result, or a
 # stack in a statement that sums or averages.
-_COPY = re.compile(r"\b(?:clone|contiguous)\s*\(|[)\]]\s*\.repeat\s*\(")
+_COPY = re.compile(r"\b(?:clone|contiguous)\s*\(|(?:[)\]]|\bself\.\w+)\s*\.repeat\s*\(")
 _STACK, _REDUCTION = re.compile(r"\bstack\s*\("), re.compile(r"\b(?:sum|mean)\s*\(")
 _NEEDLE = re.compile(r"\b(?:clone|contiguous|stack)\s*\(|\.repeat\s*\(")  # what the file search looks for
 # Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
@@ -161,9 +163,10 @@ class RedundantCopy(Rule):
         swapped to `[b, c, n]` (`permute(0, 2, 1)`, `transpose(1, 2)`) that a 1-d convolution
         reads (`F.conv1d`, `nn.Conv1d`), which runs as a channels-last 2-d one: cuDNN and
         oneDNN read that layout as it is (fusionrt and eager: 4 -> 3 writes and kernels for a
-        permuted matmul result); a `.clone()` of a module's tensor that dies in its own statement where
-        nothing but known tensor ops runs (Swin's `self.relative_position_index.clone()[:n,
-        :n].reshape(-1)`, read as an index): no code can write the tensor while the copy lives;
+        permuted matmul result); a `.clone()` of a module's tensor while nothing but known tensor
+        ops runs, none in place, and no attribute or item is assigned, from the copy to its
+        last read (Swin's `self.relative_position_index.clone()[:n, :n].reshape(-1)`, read as an
+        index in its own statement): no code can write the tensor while the copy lives;
         and a stack only reduced over the dimension it makes (`torch.stack(xs).sum(0)`,
         `torch.mean(torch.stack(xs, -1), dim=-1)`), which copies every tensor for the reduction
         to read them back: adding them writes the result alone (fusionrt: one fused kernel, 4
@@ -172,7 +175,9 @@ class RedundantCopy(Rule):
         are two). And a `.repeat()` whose counts are 1 but at dimensions of size 1 that an
         `unsqueeze`, a `None` index or the literal 1s of a view just made
         (`mask.unsqueeze(-1).repeat(1, 1, d)`, `torch.arange(n)[None].repeat(b, 1)`,
-        `ids.view(1, b, -1).repeat(3, 1, 1)`), of a tensor only read by uses that take any
+        `ids.view(1, b, -1).repeat(3, 1, 1)`) or the sizes a module's tensor is built with
+        (`self.cls_token.repeat(b, 1, 1)` of `nn.Parameter(torch.zeros(1, 1, dim))`, while only
+        known tensor ops run: fusionrt and eager 3 -> 2 writes and kernels before a `torch.cat`), of a tensor only read by uses that take any
         layout, as a `.contiguous()` copy's must be (arithmetic, comparisons, `torch.cat`, a
         gather's index): an expand reads the same values without writing them (fusionrt 3 -> 2
         writes and kernels, eager 4 -> 3, for a padding mask repeated over the hidden size).
@@ -806,7 +811,10 @@ def _as_expand(scope: Scope, call: cst.Call) -> cst.Call | None:
 def _unit_dims(scope: Scope, expr: cst.BaseExpression) -> list[int]:
     """The dimensions of size 1 that ``expr`` makes: ``d`` of ``x.unsqueeze(d)``, the places of
     the literal 1s of ``x.view(b, 1, n)`` (or ``reshape``), of the ``None`` entries of
-    ``x[:, None]`` (slices and ``None`` only); else none."""
+    ``x[:, None]`` (slices and ``None`` only), of the sizes a module's tensor is built with
+    (``self.cls_token``); else none."""
+    if isinstance(expr, cst.Attribute):
+        return _member_unit_dims(scope, expr)
     op = scope.op(expr)
     if op is not None and op[0] == "unsqueeze" and isinstance(expr, cst.Call):
         dims = [a.value for a in expr.args if a.keyword is None or a.keyword.value == "dim"]
@@ -828,6 +836,44 @@ def _unit_dims(scope: Scope, expr: cst.BaseExpression) -> list[int]:
                 return []
             found.append(position)
     return found
+
+
+def _member_unit_dims(scope: Scope, expr: cst.Attribute) -> list[int]:
+    """The places of the literal 1s in the sizes that every assignment of ``self.<attr>`` builds
+    it with: ``nn.Parameter(torch.zeros(1, 1, dim))``, a factory's sizes (``zeros``, ``randn``,
+    ``full``...) or a view's (``torch.linspace(0, 1, d).view(1, 1, d)``); else none."""
+    if scope.class_name is None or not (isinstance(expr.value, cst.Name) and expr.value.value == "self"):
+        return []
+    found: list[int] | None = None
+    for assign in scope.facts.member_values(scope.class_name, expr.attr.value):
+        dims = _built_unit_dims(scope, assign.value)
+        if not dims or found is not None and dims != found:
+            return []
+        found = dims
+    return found or []
+
+
+def _built_unit_dims(scope: Scope, value: ast.expr) -> list[int] | None:
+    """The places of the literal 1s among the sizes ``value`` builds a tensor with (through
+    ``nn.Parameter``), None where they are not written out."""
+    while isinstance(value, ast.Call) and value.args and scope.facts.canonical(
+            dotted_path(ast_view, value.func) or "") in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+        value = value.args[0]
+    if not isinstance(value, ast.Call) or value.keywords and not all(k.arg in ("dtype", "device", "requires_grad")
+                                                                      for k in value.keywords):
+        return None
+    canonical = scope.facts.canonical(dotted_path(ast_view, value.func) or "") or ""
+    if canonical.rpartition(".")[0] == "torch" and canonical.rpartition(".")[2] in _FACTORIES:
+        sizes = value.args[:1] if canonical == "torch.full" else value.args
+    elif isinstance(value.func, ast.Attribute) and value.func.attr in ("view", "reshape"):
+        sizes = value.args
+    else:
+        return None
+    if len(sizes) == 1 and isinstance(sizes[0], (ast.Tuple, ast.List)):
+        sizes = sizes[0].elts
+    if any(isinstance(size, ast.Starred) for size in sizes):
+        return None
+    return [i for i, size in enumerate(sizes) if isinstance(size, ast.Constant) and size.value == 1]
 
 
 def _stack_reduced_by(scope: Scope, reduction: cst.Call) -> cst.Call | None:
@@ -1263,8 +1309,12 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
     name = root_name(root)
     if name is None:
         return not isinstance(root, cst.Attribute)
-    if name == "self":
-        return not reading.named and _only_tensor_ops(scope, site.statement.node)
+    if name == "self":  # no code but known tensor ops runs while the copy lives: none can write it
+        if not reading.named:
+            return _only_tensor_ops(scope, site.statement.node)
+        start, end = _body_position(scope, site.node), reading.dead_after
+        return start is not None and end is not None and all(
+            _only_tensor_ops(scope, statement) for statement in scope.node.body.body[start:end + 1])  # type: ignore[union-attr]
     if name in scope.escaped:
         return False
     copied_at = _body_position(scope, site.node)
@@ -1294,13 +1344,16 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
 
 
 def _only_tensor_ops(scope: Scope, statement: cst.CSTNode) -> bool:
-    """Does ``statement`` call nothing but tensor ops the tables know? Then no other code runs
-    while a copy that dies in it lives (a buffer's ``self.index.clone()[:n, :n]`` read as an
-    index), and nothing can write the module's tensor it copied."""
+    """Does ``statement`` call nothing but tensor ops the tables know, none in place, and assign
+    no attribute or item? Then no other code runs while a copy that lives through it lives (a
+    buffer's ``self.index.clone()[:n, :n]`` read as an index), and nothing can write the
+    module's tensor it copied."""
     todo = [statement]
     while todo:
         node = todo.pop()
-        if isinstance(node, cst.Call) and scope.op(node) is None:
+        if isinstance(node, cst.Call) and (scope.op(node) is None or scope.op(node)[0].endswith("_")):  # type: ignore[index]
+            return False
+        if isinstance(node, (cst.AssignTarget, cst.AugAssign)) and not isinstance(node.target, cst.Name):
             return False
         todo += children(node)
     return True

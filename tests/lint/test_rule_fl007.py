@@ -543,6 +543,22 @@ def not_of_size_one(x: torch.Tensor, n: int, rows: int, columns: int):
     ids = torch.arange(rows).reshape(rows, 1).repeat(1, columns).reshape(rows * columns, 1)
     return x.view(-1, 1, 4).repeat(1, n, 2) * 2, ids
 """,
+    "a module's tensor cloned and repeated under names while only known tensor ops run": """\
+import torch
+from torch import nn
+
+
+class Tokens(nn.Module):
+    def __init__(self, n: int, dim: int):
+        super().__init__()
+        self.register_buffer("index", torch.arange(n))
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+
+    def forward(self, x: torch.Tensor):
+        kept = self.index.clone()
+        cls_tokens = self.cls_token.repeat(x.shape[0], 1, 1)
+        return torch.cat([cls_tokens, x[:, kept]], dim=1)
+""",
 }
 EXPECTED = {
     "repeats of the dimensions of size 1 a view names": [(5, 29), (9, 20)],
@@ -560,6 +576,7 @@ EXPECTED = {
     "a returned copy of the negated result of an unknown call": [(6, 12)],
     "contiguous of channels-last tokens permuted channels-first, read by convolutions": [(15, 13), (16, 13), (18, 13)],
     "a clone of a module's index buffer, read as an index in its own statement": [(12, 32)],
+    "a module's tensor cloned and repeated under names while only known tensor ops run": [(12, 16), (13, 22)],
     "stacks only reduced over the dimension they make": [(7, 19), (8, 9), (9, 16)],
     "contiguous of a transposed view, cast or detached on the way": [(6, 9), (7, 13)],
     "a clone of a cache's state, dead before the cache is updated": [(6, 24)],
@@ -1105,7 +1122,7 @@ class Block(nn.Module):
         z = torch.tanh(x).transpose(2, 3).contiguous()
         return self.mlp(u), self.rnn(v), self.pe(y), F.conv2d(z, w)
 """,
-    "a clone of a module's tensor, in a statement that runs other code, or kept under a name": """\
+    "a clone of a module's tensor, in a statement that runs other code, or kept while other code runs or writes it": """\
 import torch
 from torch import nn
 
@@ -1118,7 +1135,10 @@ class Cache(nn.Module):
     def forward(self, x: torch.Tensor, n: int):
         y = x[self.index.clone()[:n].reshape(-1)] + self.advance()
         kept = self.index.clone()
-        return y, x[kept]
+        z = self.advance()
+        written = self.index.clone()
+        self.index.add_(1)
+        return y, x[kept], z, x[written]
 """,
     "stacks reduced over another dimension, kept, or reduced with more arguments": """\
 import torch
