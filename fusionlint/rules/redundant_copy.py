@@ -863,6 +863,10 @@ def _built_unit_dims(scope: Scope, value: ast.expr) -> list[int] | None:
                                                                       for k in value.keywords):
         return None
     canonical = scope.facts.canonical(dotted_path(ast_view, value.func) or "") or ""
+    if canonical in ("torch.Tensor", "torch.FloatTensor"):  # sizes as arguments; a list is data
+        sizes = value.args if all(isinstance(arg, (ast.Constant, ast.Name, ast.Attribute)) for arg in value.args) \
+            else []
+        return [i for i, size in enumerate(sizes) if isinstance(size, ast.Constant) and size.value == 1] or None
     if canonical.rpartition(".")[0] == "torch" and canonical.rpartition(".")[2] in _FACTORIES:
         sizes = value.args[:1] if canonical == "torch.full" else value.args
     elif isinstance(value.func, ast.Attribute) and value.func.attr in ("view", "reshape"):

@@ -553,11 +553,14 @@ class Tokens(nn.Module):
         super().__init__()
         self.register_buffer("index", torch.arange(n))
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.bias_k = nn.Parameter(torch.Tensor(1, 1, dim))
+        self.data = nn.Parameter(torch.Tensor([1, 1]))
 
     def forward(self, x: torch.Tensor):
         kept = self.index.clone()
         cls_tokens = self.cls_token.repeat(x.shape[0], 1, 1)
-        return torch.cat([cls_tokens, x[:, kept]], dim=1)
+        k = torch.cat([x, self.bias_k.repeat(1, x.shape[1], 1), self.data.repeat(1, 4)])
+        return torch.cat([cls_tokens, x[:, kept]], dim=1), k
 """,
 }
 EXPECTED = {
@@ -576,7 +579,9 @@ EXPECTED = {
     "a returned copy of the negated result of an unknown call": [(6, 12)],
     "contiguous of channels-last tokens permuted channels-first, read by convolutions": [(15, 13), (16, 13), (18, 13)],
     "a clone of a module's index buffer, read as an index in its own statement": [(12, 32)],
-    "a module's tensor cloned and repeated under names while only known tensor ops run": [(12, 16), (13, 22)],
+    "a module's tensor cloned and repeated under names while only known tensor ops run": [
+        (14, 16), (15, 22), (16, 27),
+    ],
     "stacks only reduced over the dimension they make": [(7, 19), (8, 9), (9, 16)],
     "contiguous of a transposed view, cast or detached on the way": [(6, 9), (7, 13)],
     "a clone of a cache's state, dead before the cache is updated": [(6, 24)],
