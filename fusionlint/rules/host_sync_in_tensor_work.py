@@ -141,7 +141,10 @@ class HostSyncInTensorWork(Rule):
         (torchvision's `paste_mask_in_image` does this per box: one `.tolist()` measured 50 -> 8
         eager kernels for three boxes). Outside a loop the same holds where a function makes host
         numbers of one tensor's elements more than once (`w = int(box[2] - box[0])`, `h = int(box[3]
-        - box[1])`: fusionrt 3 -> 1 kernels with one `box.tolist()`). For `bool`, `float`, `int`, `print` and conditions, the
+        - box[1])`: fusionrt 3 -> 1 kernels with one `box.tolist()`), and where a step function
+        called once per iteration of its caller's loop branches, around tensor work, on an element
+        of a tensor it does not change (a scheduler's `sigma = self.sigmas[i]; if sigma > 0.5:`:
+        a host copy made once where the schedule is made measured 3 -> 1 fusionrt writes). For `bool`, `float`, `int`, `print` and conditions, the
         operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), or, in
         a loop that does tensor work, be a local name that such ops compute (`denom =
         m.sum()`, then `if denom > 0:`) or the element a `for` takes from a tensor (`for
@@ -397,6 +400,42 @@ def paste(mask: torch.Tensor, box: torch.Tensor) -> torch.Tensor:
     w = int(x1 - x0) + 1
     h = int(y1 - y0) + 1
     return torch.tanh(mask[:h, :w]) * 2
+""",
+        ),
+        Example(  # a step function compares an element of a schedule the object keeps: a kernel and a sync per call
+            bad="""\
+import torch
+
+
+class Schedule:
+    def __init__(self, steps: int):
+        self.sigmas = torch.linspace(1.0, 0.0, steps)
+
+    def step(self, out: torch.Tensor, sample: torch.Tensor, i: int) -> torch.Tensor:
+        sample = sample - out * 0.5
+        sigma = self.sigmas[i]
+        if sigma > 0.5:
+            sample = torch.tanh(sample)
+        return sample + out * sigma
+""",
+            at=((11, 12),),
+            fixed=None,
+            call="Schedule(10).step(randn(16, 64), randn(16, 64), 2)",
+            good="""\
+import torch
+
+
+class Schedule:
+    def __init__(self, steps: int):
+        self.sigmas = torch.linspace(1.0, 0.0, steps)
+        self.host_sigmas = self.sigmas.tolist()
+
+    def step(self, out: torch.Tensor, sample: torch.Tensor, i: int) -> torch.Tensor:
+        sample = sample - out * 0.5
+        sigma = self.sigmas[i]
+        if self.host_sigmas[i] > 0.5:
+            sample = torch.tanh(sample)
+        return sample + out * sigma
 """,
         ),
         Example(  # debugging output in a loop: reported, not runnable as a contract pair (it prints)
@@ -758,6 +797,14 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
             loop = _enclosing_loop(ref) if _in_working_loop(scope, ref) and not _runs_once(scope) else None
             for part in own_parts(statement):
                 test = isinstance(statement, (cst.If, cst.While)) and part is statement.test
+                if test and isinstance(statement, cst.If) and loop is None and _hot(scope) \
+                        and _branch_works(scope, statement) and not _needed_branch(scope, statement, ref) \
+                        and _tests_tensor_element(scope, scope.node, statement):
+                    yield Violation(part, message="a branch on an element of a tensor a step function does not "
+                                    "change: each call launches a kernel and is a host sync that flushes the lazy "
+                                    "stream; read the tensor once with `.tolist()` where it is made and compare "
+                                    "host numbers")
+                    continue
                 if test and isinstance(statement, cst.If) and _tests_tensor_element(scope, loop, statement):
                     yield Violation(part, message=f"{_describe('element')}, in a loop that does tensor work: each "
                                     f"test launches a kernel and is a host sync that flushes the lazy stream, once "
@@ -1080,7 +1127,7 @@ def _loop_element(target: cst.BaseExpression, iterable: cst.BaseExpression) -> t
     return None
 
 
-def _tests_tensor_element(scope: Scope, loop: cst.For | cst.While | None, statement: cst.If) -> bool:
+def _tests_tensor_element(scope: Scope, loop: cst.CSTNode | None, statement: cst.If) -> bool:
     """``for e in hits: if e == n:`` or ``sigma = sigmas[i]; if sigma > 0:`` in a loop that does
     tensor work (``loop``): each comparison of an element launches a 0-d kernel and syncs, once per
     iteration, where one ``.tolist()`` before the loop syncs once. Validation (an arm that raises)
@@ -1172,11 +1219,31 @@ def _invariant_element(scope: Scope, loop: cst.CSTNode, expr: cst.BaseExpression
     if isinstance(expr, cst.Name):
         values = list(_assigned_values(scope, expr.value))
         return bool(values) and all(isinstance(v, cst.Subscript) and _invariant_element(scope, loop, v) for v in values)
-    if not (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and scope.is_tensor(expr.value)):
+    if not (isinstance(expr, cst.Subscript) and scope.is_tensor(expr.value)):
         return False
     if not all(isinstance(element.slice, cst.Index) for element in expr.slice):
         return False  # a slice is a tensor of its own, not an element
-    return not _writes_name(loop, expr.value.value)
+    owner = expr.value
+    if isinstance(owner, cst.Attribute) and isinstance(owner.value, cst.Name) and owner.value.value == "self":
+        return not _writes_member(loop, owner.attr.value)  # `self.sigmas[i]`: a schedule the object keeps
+    return isinstance(owner, cst.Name) and not _writes_name(loop, owner.value)
+
+
+def _writes_member(node: cst.CSTNode, member: str) -> bool:
+    """Does ``node`` assign ``self.<member>`` (or into it), or call an in-place method on it?"""
+    if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        for target in targets:
+            for element in _target_elements(target):
+                while isinstance(element, cst.Subscript):
+                    element = element.value
+                if isinstance(element, cst.Attribute) and element.attr.value == member:
+                    return True
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_"):
+        receiver = node.func.value
+        if isinstance(receiver, cst.Attribute) and receiver.attr.value == member:
+            return True
+    return any(_writes_member(child, member) for child in children(node))
 
 
 def _assigned_values(scope: Scope, name: str) -> Iterator[cst.BaseExpression | None]:

@@ -327,3 +327,40 @@ def crop(image: torch.Tensor, box: torch.Tensor, other: torch.Tensor) -> torch.T
     if other.shape[0] != 4:
         raise ValueError(f"bad box {int(other[2] - other[0])} {int(other[3] - other[1])}")
     return torch.tanh(image[:, :w]) * 2
+
+# --- a step function compares an element of a schedule the object keeps
+import torch
+
+
+class Schedule:
+    def __init__(self, steps: int):
+        self.sigmas = torch.linspace(1.0, 0.0, steps)
+
+    def step(self, out: torch.Tensor, sample: torch.Tensor, i: int) -> torch.Tensor:
+        sample = sample - out * 0.5
+        sigma = self.sigmas[i]
+        if sigma > 0.5:
+            sample = torch.tanh(sample)
+        return sample + out * sigma
+
+# --- look-alikes: the same test outside a step function, one whose arms do no tensor work, a checked element
+import torch
+
+
+class Table:
+    def __init__(self, steps: int):
+        self.sigmas = torch.linspace(1.0, 0.0, steps)
+
+    def scale_at(self, sample: torch.Tensor, i: int) -> torch.Tensor:
+        sigma = self.sigmas[i]
+        if sigma > 0.5:
+            sample = torch.tanh(sample)
+        return sample * sigma
+
+    def step(self, sample: torch.Tensor, i: int, log: list) -> torch.Tensor:
+        sigma = self.sigmas[i]
+        if sigma > 0.5:
+            log.append(i)
+        if self.sigmas[i + 1] < 0:
+            raise ValueError("negative sigma")
+        return sample * sigma
