@@ -11,7 +11,7 @@ import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
 from fusionlint.analysis.numbers import NumberNames
-from fusionlint.analysis.nodes import code_of, factors_of, operations, reaching_assignment
+from fusionlint.analysis.nodes import Walker, code_of, factors_of, operations, reaching_assignment
 from fusionlint.analysis.rescale import zero_dim
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
@@ -224,23 +224,23 @@ def f(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
             sums = [op for part in own_parts(statement)
                     for op in operations(part, (cst.Add, cst.Subtract), skip=(cst.AugAssign,))]
             rewrites = {id(total): _rewrite(scope, numbers, ref, total) for total in sums}
-            rewritten: set[int] = set()  # operands of a reported sum: reported with it
+            rewritten: set[int] = set()  # sums inside a reported one: one finding a sum (its fix leaves the next)
             reported: set[int] = set()
             for total in sums:  # a sum whose fused op is known first: a fix beats a sum around it without one
                 rewrite = rewrites[id(total)]
                 if rewrite is None or rewrite.unknown is not None or id(total) in rewritten:
                     continue
-                rewritten.update(id(arg) for arg in rewrite.fused.args)
+                rewritten.update(id(inner) for inner in operations(total, (cst.Add, cst.Subtract)))
                 reported.add(id(total))
                 yield self._fixed(scope, statement, total, rewrite.fused)
             for total in sums:
                 rewrite = rewrites[id(total)]
                 if rewrite is None or rewrite.unknown is None or id(total) in rewritten:
                     continue
-                if any(id(inner) in reported for inner in operations(total, (cst.Add, cst.Subtract))):
-                    continue
-                rewritten.update(id(arg) for arg in rewrite.fused.args)
-                yield Violation(total, message=_either_message(rewrite))
+                inner = {id(op) for op in operations(total, (cst.Add, cst.Subtract))}
+                if inner.isdisjoint(reported):
+                    rewritten |= inner
+                    yield Violation(total, message=_either_message(rewrite))
 
     def _fixed(self, scope: Scope, statement: cst.BaseStatement, total: cst.BinaryOperation, fused: _Fused) -> Violation:
         call = _call(scope, fused)
@@ -263,11 +263,10 @@ class _Fused:
 @dataclass(frozen=True)
 class _Rewrite:
     """The fused op for a sum; where it depends on an operand the code does not tell a number or
-    a tensor (``unknown``), ``fused`` is the op for a number and ``as_tensor`` the op for a tensor."""
+    a tensor (``unknown``), ``fused`` is the op for a number (``addcmul`` is the one for a tensor)."""
 
     fused: _Fused
     unknown: cst.BaseExpression | None = None
-    as_tensor: _Fused | None = None
 
 
 def _call(scope: Scope, fused: _Fused) -> cst.Call | None:
@@ -280,10 +279,10 @@ def _call(scope: Scope, fused: _Fused) -> cst.Call | None:
 
 
 def _either_message(rewrite: _Rewrite) -> str:
-    unknown, number, tensor = code_of(rewrite.unknown), rewrite.fused, rewrite.as_tensor
+    unknown = code_of(rewrite.unknown)  # type: ignore[arg-type]
     return (
-        f"written-out arithmetic that one op does in one kernel: `{number.func}(..., alpha={unknown})` if "
-        f"`{unknown}` is a number, `{tensor.func}` if it is a tensor (the code does not tell which: no fix)"
+        f"written-out arithmetic that one op does in one kernel: `{rewrite.fused.func}(..., alpha={unknown})` if "
+        f"`{unknown}` is a number, `torch.addcmul` if it is a tensor (the code does not tell which: no fix)"
     )
 
 
@@ -301,7 +300,7 @@ def _rewrite(scope: Scope, numbers: NumberNames, ref: StatementRef, total: cst.B
             return None
         fused = _known(scope, numbers, term, other, add)
         if fused is not None:
-            return _Rewrite(fused)
+            return None if _refused_on_integers(scope, ref, total, fused) else _Rewrite(fused)
         if either is None and add:
             either = _of_unknown_kind(scope, numbers, term, other)
     return either
@@ -339,9 +338,7 @@ def _of_unknown_kind(scope: Scope, numbers: NumberNames, term: cst.BinaryOperati
     for tensor, unknown in ((term.right, term.left), (term.left, term.right)):
         if scope.is_tensor(tensor) and not _is_quotient(scope, tensor) and _may_be_number(scope, numbers, unknown) \
                 and not numbers.is_number(unknown):
-            return _Rewrite(
-                _Fused("torch.add", (other, tensor), unknown), unknown, _Fused("torch.addcmul", (other, unknown, tensor)),
-            )
+            return _Rewrite(_Fused("torch.add", (other, tensor), unknown), unknown)
     return None
 
 
@@ -365,8 +362,8 @@ _LOSSES = frozenset({"cross_entropy", "binary_cross_entropy", "binary_cross_entr
 
 def _one_number(scope: Scope, numbers: NumberNames, ref: StatementRef, expr: cst.BaseExpression, depth: int = 0) -> bool:
     """Is ``expr``, at ``ref``, a tensor of one number (a loss, a full reduction, ``torch.tensor(v)``)
-    or arithmetic of those and values that are no tensor the code shows? A name counts by the value that surely reaches ``ref``,
-    else by every value the scope assigns it."""
+    or arithmetic of those and values the code shows no tensor? A name counts by the value that
+    surely reaches ``ref``, else by every value the scope assigns it."""
     if numbers.is_number(expr) or zero_dim(scope, expr):
         return True
     if isinstance(expr, cst.BinaryOperation):  # a side the code shows no tensor scales the number
@@ -393,6 +390,62 @@ def _one_number(scope: Scope, numbers: NumberNames, ref: StatementRef, expr: cst
     reduction = keywords.get("reduction")
     reduces = reduction is None or isinstance(reduction, cst.SimpleString) and reduction.evaluated_value != "none"
     return (op[0] in _LOSSES or op[0].endswith("_loss")) and reduces
+
+
+_INTEGER_METHODS = frozenset({"long", "int", "short", "argsort", "argmax", "argmin", "nonzero"})
+_INTEGER_FUNCTIONS = frozenset({
+    "torch.arange", "torch.randint", "torch.argsort", "torch.argmax", "torch.argmin", "torch.nonzero",
+    "torch.searchsorted", "torch.bucketize", "torch.randperm",
+})
+_INTEGER_DTYPES = frozenset({"torch.long", "torch.int", "torch.int64", "torch.int32", "torch.int16", "torch.int8", "torch.uint8"})
+
+
+def _refused_on_integers(scope: Scope, ref: StatementRef, total: cst.BinaryOperation, fused: _Fused) -> bool:
+    """Would the fused op refuse the integer tensors ``total`` shows: ``addcdiv`` (``/`` divides
+    integers as floats), a float ``alpha=``/``value=``?"""
+    if fused.func != "torch.addcdiv" and not isinstance(fused.value, cst.Float):
+        return False
+    return _integer(scope, ref, total)
+
+
+def _integer(scope: Scope, ref: StatementRef, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Does ``expr`` show integer tensor work: a floor division, ``.long()``, an index-making
+    call (``torch.arange``, ``argsort``, ``nonzero``), a cast to an integer dtype, or a name
+    whose value reaching ``ref`` shows it?"""
+    found = _IntegerWork(scope)
+    found.walk(expr)
+    if found.integer:
+        return True
+    for name in found.names if depth < 2 else ():
+        reaching = reaching_assignment(ref, name)
+        if reaching is not None and _integer(scope, reaching[0], reaching[1], depth + 1):
+            return True
+    return False
+
+
+class _IntegerWork(Walker):
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.integer = False
+        self.names: set[str] = set()
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        self.integer |= isinstance(node.operator, cst.FloorDivide)
+
+    def visit_Subscript(self, node: cst.Subscript) -> bool:
+        self.walk(node.value)  # what indexes a value tells nothing of its dtype
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        scope = self.scope
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in _INTEGER_METHODS:
+            self.integer = True
+        elif scope.torch_name(node.func) in _INTEGER_FUNCTIONS:
+            self.integer |= not any(arg.keyword is not None and arg.keyword.value == "dtype" for arg in node.args)
+        self.integer |= any(scope.torch_name(arg.value) in _INTEGER_DTYPES for arg in node.args)
 
 
 def _is_product(expr: cst.BaseExpression) -> bool:

@@ -60,6 +60,7 @@ def test_flagged_and_fused(body, rewritten):
         ("    k = 0.1\n    k = n\n    return x + k * y\n", "k"),  # a name that is not always a number
         ("    return x + y * n[0]\n", "n[0]"),
         ("    return x * (1 + n) + y\n", "1 + n"),
+        ("    return x.long() * n + y.long()\n", "n"),  # integer tensors take an integer alpha
     ],
 )
 def test_flagged_without_a_fix_where_the_scale_may_be_either(body, scale):
@@ -83,6 +84,8 @@ def test_flagged_without_a_fix_where_the_scale_may_be_either(body, scale):
         "    return x + n * s\n",  # no tensor factor
         "    loss = x.mean()\n    return torch.nn.functional.mse_loss(y, z) + n * loss\n",  # one-number tensors
         "    aux = y.sum()\n    aux = aux + x.mean()\n    return aux * 0.1 + x.sum()\n",
+        "    return x.long() + y.long() * 0.5\n",  # integer tensors: alpha= refuses a float
+        "    i = x // 2\n    return i / y + z\n",  # addcdiv refuses integer tensors
     ],
 )
 def test_silent(body):
