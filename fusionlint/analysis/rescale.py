@@ -62,7 +62,8 @@ def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Resca
     that rebind it (``name = name.view(...)``), if it is ``name = name * factor`` (or ``factor *
     name``, ``name / factor``; or binds or returns that product and never reads ``name`` again)
     with ``factor`` a number or a 0-d tensor, not made from ``name``; in ``ref``'s block, or
-    after the ``if`` whose arm ``ref`` is."""
+    after the ``if`` whose arm ``ref`` is; or first in the arm of the ``if`` that reads ``name``
+    next (reported only)."""
     name = ref.name_bound_to(value)
     if name is None:
         return None
@@ -76,7 +77,8 @@ def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Resca
         if k < len(readers):
             i = readers[k]
             passed.extend(block.statements[ref.index + 1:i])
-            found = _rescale(scope, StatementRef(block.statements[i], block, i), name)
+            reader = StatementRef(block.statements[i], block, i)
+            found = _rescale(scope, reader, name) or _rescaled_in_arm(scope, reader, name)
             if found is None or not (same_block or found.movable):
                 return None  # after the `if`, only `name = name * factor` is read as a rescale
             factor_ready = not names_of(found.factor)[0] & set().union(*map(_stores, passed))
@@ -87,6 +89,21 @@ def rescaled_later(scope: Scope, ref: StatementRef, value: cst.CSTNode) -> Resca
         if parent is None or not isinstance(parent.node, cst.If):
             return None
         ref, same_block = parent, False
+
+
+def _rescaled_in_arm(scope: Scope, ref: StatementRef, name: str) -> Rescale | None:
+    """Where ``ref`` is an ``if`` whose test does not read ``name``: the rescale of ``name`` by
+    the first statement of its arm that reads it (``if softcap is not None: logits = logits /
+    softcap``), reported only (the scale holds in that arm only)."""
+    node = ref.node
+    if not (isinstance(node, cst.If) and isinstance(node.body, cst.IndentedBlock)) or mentions(node.test, name):
+        return None
+    arm = Block(node.body.body, ref, node.body)
+    for i, statement in enumerate(arm.statements):
+        if mentions(statement, name):
+            found = _rescale(scope, StatementRef(statement, arm, i), name)
+            return found and Rescale(found.statement, found.node, found.operator, found.factor, False)
+    return None
 
 
 def _views_itself(scope: Scope, statement: cst.BaseStatement, name: str) -> bool:

@@ -46,8 +46,10 @@ class ScaleAfterMatmul(Rule):
         strings must be one in every form it may take); also where the
         matmul's result is assigned to a name that the next statement reading it rescales
         (`sim = einsum(...)`, then `sim = sim * scale`), past views that rebind it (`sim =
-        sim.view(b, h, n, n)`), or rescales it in place (`sim /= scale`, `sim.mul_(scale)`). Reported without a fix: the rescale after the `if` whose arm
-        made the scores (the other arms' values are scaled too), a factor computed between the
+        sim.view(b, h, n, n)`), or rescales it in place (`sim /= scale`, `sim.mul_(scale)`).
+        Reported without a fix: the rescale after the `if` whose arm made the scores (the
+        other arms' values are scaled too), the rescale first in the arm of the next `if`
+        that reads them (`if scale is not None: sim = sim * scale`), a factor computed between the
         matmul and the rescale (`head_dim = q.shape[-1]`: it must move above the matmul), the
         scaled scores bound to another name or returned (`weights = scores / s`, `return
         corr / s`) where the unscaled ones are never read again. Not flagged: other
@@ -282,9 +284,9 @@ def f(x: torch.Tensor, w: torch.Tensor):
         if assigned is not None and _MATMUL_TEXT.search(text) is not None:  # scaled a few lines below
             if rescaled_below(assigned.group(1), block, index):
                 return True
-        return RESCALE_TEXT.match(text) is not None and any(  # scaled after the `if` whose arm made it
+        return RESCALE_TEXT.match(text) is not None and (index == 0 or any(  # first in an `if` arm, or after the `if` whose arm made it
             block[earlier].lstrip().startswith("if ") for earlier in range(max(0, index - 3), index)
-        )
+        ))
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for site in (*scope.sites.get("@", ()), *scope.sites.get("matmul", ()), *scope.sites.get("bmm", ()),

@@ -94,7 +94,8 @@ class ScaleSmallerFactor(Rule):
         * s`, `self.emb` an `nn.Embedding` (also a member of a same-file member); `(x @ self.w) *
         s` as well as its later form. A config field (`self.config.logit_scale`) is a number.
         Reported without a fix: the rescale after the `if` whose arm made the
-        product, a factor computed in between, the scaled product bound to another name or
+        product, the rescale first in the arm of the next `if` that reads it (a softcap, `if
+        cap is not None: logits = logits / cap`), a factor computed in between, the scaled product bound to another name or
         returned (`return emb / math.sqrt(d)`) where the unscaled one is never read again. Not
         flagged: products where no factor is known to be smaller, a scale that is a tensor of
         unknown shape, a Linear's output scaled where that Linear has a bias or its input is not
@@ -458,7 +459,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
         if rescaled is None:
             return False
         made = re.compile(r"\s*%s\s*=[^=](?:.*\*|\s*self\.\w+\s*\()" % rescaled.group(1))  # a product, a module's output
-        return any(  # made a few lines above, or in the arms of the `if` above
+        return index == 0 or any(  # first in an `if` arm; made a few lines above, or in the arms of the `if` above
             (made.match(block[earlier]) and _SMALL_TEXT.search(block[earlier])) or block[earlier].lstrip().startswith("if ")
             for earlier in range(max(0, index - 5), index)
         )

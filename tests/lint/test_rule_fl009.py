@@ -214,3 +214,32 @@ def dice_numerator(inputs: torch.Tensor, labels: torch.Tensor, q: torch.Tensor, 
     return numerator, scores
 """
     assert positions(source) == [(6, 14)]
+
+
+def test_a_rescale_first_in_the_next_if_arm_is_reported_without_a_fix():
+    source = """\
+import torch
+
+def f(q: torch.Tensor, k: torch.Tensor, scale: float | None, mask: torch.Tensor | None):
+    sim = q @ k.transpose(-1, -2)
+    if scale is not None:
+        sim = sim * scale
+    if mask is not None:
+        sim = sim.masked_fill(mask, float("-inf"))
+    return sim.softmax(-1)
+"""
+    result = lint_source(source, "m.py", OPTIONS)
+    assert [(f.line, f.column, bool(f.edits)) for f in result.findings] == [(6, 15, False)]
+
+
+def test_an_if_that_reads_the_scores_first_is_no_rescale():
+    source = """\
+import torch
+
+def f(q: torch.Tensor, k: torch.Tensor, scale: float):
+    sim = q @ k.transpose(-1, -2)
+    if sim.amax() > 10:
+        sim = sim * scale
+    return sim.softmax(-1)
+"""
+    assert positions(source) == []

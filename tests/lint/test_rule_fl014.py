@@ -306,7 +306,7 @@ def test_a_number_scaling_a_linear_wider_than_its_input_moves_onto_the_input(mem
         (LOW_RANK, "return self.b(x) * self.scaling"),  # x's width is unknown
         ("self.proj = nn.Linear(dim, config.hidden_size, bias=False)", "return self.proj(x) * self.scaling"),
         (HEAD, "logits = self.lm_head(x)\nlogits = logits.float() / self.scaling\nreturn logits"),  # cast first
-        (HEAD, "logits = self.lm_head(x)\nif self.training:\n    logits = logits * self.scaling\nreturn logits"),
+        (HEAD, "logits = self.lm_head(x)\nif logits.isnan().any():\n    logits = logits * self.scaling\nreturn logits"),
         (HEAD, "return self.lm_head(x) * torch.ones_like(x)"),  # a tensor scale
     ],
 )
@@ -347,3 +347,12 @@ def test_a_tied_embeddings_logits_and_a_matmul_with_a_module_tensor_take_the_num
     assert positions(TIED) == [(21, 13), (22, 13)]
     assert "a = F.linear(t * self.config.logit_scale, self.token_emb.emb.weight)" in fixed(TIED)
     assert "b = t @ (self.w / self.config.logit_scale)" in fixed(TIED)
+
+
+def test_a_vocabulary_heads_logits_softcapped_in_an_if_arm_are_reported_without_a_fix():
+    source = linear_module(
+        HEAD, "logits = self.lm_head(x)\nif self.config.softcap is not None:\n    logits = logits / self.config.softcap\n"
+              "    logits = torch.tanh(logits) * self.config.softcap\nreturn logits"
+    )
+    result = lint_source(source, "m.py", OPTIONS)
+    assert [(f.line, f.column, bool(f.edits)) for f in result.findings] == [(14, 22, False)]
