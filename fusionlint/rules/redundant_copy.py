@@ -120,7 +120,8 @@ class RedundantCopy(Rule):
         with a reshape that copies them anyway),
         passed to a function the rule does not know (it may mutate it) or viewed with
         `.view()`, which needs a contiguous tensor, or `.reshape()`/`.flatten()`, which would
-        copy a strided one themselves; a returned copy of a parameter's data or
+        copy a strided one themselves; a returned copy of a parameter's data, of
+        an expanded view (the caller gets memory of its own to write or hand to a kernel), or
         of a channels-last to channels-first permute (`permute(0, 3, 1, 2)`, the layout a
         convolution wants, which copies a strided input itself); a copy or source written in
         place (`add_`, `x[i] = ...`, `+=`, `out=`); `.contiguous()` of a value that already is
@@ -714,7 +715,10 @@ def f(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
                     fix = _drop(site) if isinstance(kept, cst.Name) else _fix(site, kept)
                     yield Violation(site.node, fix=fix, message=_SOLE_VALUE)
                     continue
-                fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source)
+                # not a returned copy of an expanded view: its caller gets memory of its own to
+                # write or hand to a kernel (`pos.unsqueeze(0).expand(b, -1).contiguous()`)
+                fresh = _fresh(scope, source, site.statement) and not _to_channels_first(scope, source) \
+                    and _unviewed(scope, source) is not None
                 reading = _Reading(strided=key != "contiguous", returnable=fresh, writable=sole,
                                    convolved=_convolved_as_is(scope, source) if key == "contiguous" else frozenset())
                 if not _only_read(scope, site.node, "copy", reading) or not (reading.strided or reading.saves):
