@@ -192,7 +192,8 @@ class HostSyncInTensorWork(Rule):
         same loop iteration (autograd ran the step's work: nothing is left to fuse); a hand-off to
         host code (`.cpu()`, `.numpy()`, `.tolist()`) outside a step function's loop; code that runs
         once or offline (`__init__`, `process*`, `plot*`, `visualize*`, (de)serialization, `read_*`,
-        `download*`); an element read bare as a size (`x[i, : int(lengths[i])]`: no kernel to
+        `download*`); a number drawn from torch's RNG on the host device (`torch.rand(1).item() <
+        p`: no device work feeds it); an element read bare as a size (`x[i, : int(lengths[i])]`: no kernel to
         save, and the work it sizes is written anyway). NumPy arrays, Python numbers,
         `print(x.shape)` and identity tests (`if mask is None:`) are not syncs.
     """
@@ -724,6 +725,23 @@ def pad_each(x: torch.Tensor, lengths: torch.Tensor, steps: torch.Tensor) -> lis
         x = torch.tanh(x * 2)
     return out + [x]
 """,
+        # a draw from torch's RNG on the host device: no device work feeds the read (LayerDrop, a coin flip)
+        """\
+import torch
+from torch import nn
+
+
+class Flip(nn.Module):
+    def forward(self, waveform: torch.Tensor, layers: list, p: float) -> torch.Tensor:
+        h = waveform * 2
+        for w in layers:
+            if torch.rand(1).item() < p:
+                continue
+            h = torch.tanh(h @ w)
+        if torch.rand([]).item() < p:
+            return -h
+        return h * 2
+""",
         # a loop that does no tensor work (it only reads results)
         """\
 import torch
@@ -840,6 +858,8 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                         continue
                     if kind in _SCALAR_READS | _HAND_OFFS and not _runs_once(scope) and _reads_back(scope, ref, node):
                         yield Violation(node, message=_READ_BACK_MESSAGE)
+                        continue
+                    if _host_draw(scope, node):
                         continue
                     where = _where(scope, ref)
                     if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
@@ -1745,6 +1765,33 @@ def _reads_back(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
     return made in ("torch.tensor", "torch.as_tensor") and not scope.is_tensor(value.args[0].value) and not _has_table_op_call(
         scope, value.args[0].value, None
     )
+
+
+_DRAWS = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.empty"})
+
+
+def _host_draw(scope: Scope, node: cst.CSTNode) -> bool:
+    """Does the sync read a number drawn from torch's RNG here, on the default (host) device, from
+    no tensor (``torch.rand(1).item() < p``, ``torch.empty(1).uniform_(0, n).item()``)? No device
+    work feeds it: the read waits for nothing."""
+    value: cst.CSTNode = node
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            value = func.value
+        elif node.args:
+            value = node.args[0].value
+    draws = [call for call in _calls_in(value) if scope.torch_name(call.func) in _DRAWS]
+    return bool(draws) and not any(
+        arg.keyword is not None and arg.keyword.value == "device" for call in draws for arg in call.args
+    ) and not any(name.value in scope.tensors for name in _names_in(value))
+
+
+def _calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
+    if isinstance(node, cst.Call):
+        yield node
+    for child in children(node):
+        yield from _calls_in(child)
 
 
 def _runs_once(scope: Scope) -> bool:

@@ -364,3 +364,17 @@ class Table:
         if self.sigmas[i + 1] < 0:
             raise ValueError("negative sigma")
         return sample * sigma
+
+# --- look-alike: draws from torch's RNG on the host device; flagged: one on the input's device
+import torch
+from torch import nn
+
+
+class Flip(nn.Module):
+    def forward(self, waveform: torch.Tensor, p: float) -> torch.Tensor:
+        h = waveform * 2
+        if torch.rand(1).item() < p:
+            return -h
+        k = int(torch.empty(1).uniform_(0.0, 4.0).item())
+        d = torch.rand(1, device=waveform.device).item()
+        return h * k * d
