@@ -658,13 +658,13 @@ def heads(h: torch.Tensor) -> torch.Tensor:
     return h.view(h.shape[0], -1) * 2
 
 
-def scaled(h: torch.Tensor) -> torch.Tensor:
-    h.mul_(2)
+def cleared(h: torch.Tensor) -> torch.Tensor:
+    h[0] = 0
     return h
 
 
 def f(x: torch.Tensor) -> torch.Tensor:
-    return heads(x.transpose(1, 2).contiguous()) + scaled(x.transpose(1, 2).contiguous())
+    return heads(x.transpose(1, 2).contiguous()) + cleared(x.transpose(1, 2).contiguous())
 """,
         # a copy written in place where the op reads the copy, fills it with a tensor, or has no
         # out-of-place form, or one that promotes the dtype (`add`)
