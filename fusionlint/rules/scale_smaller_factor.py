@@ -29,6 +29,7 @@ _SCALED_OUTPUT = re.compile(
     r"|(?<![*/])[*/]\s*(?:self\.\w+\s*\(|[\w.]*\blinear\s*\(|\([^()]*@)"
 )
 _NESTED_MEMBER_CALLS = re.compile(r"\bself\.\w+\s*\(\s*self\.\w+\s*\(")
+_RANGES = frozenset({"torch.arange", "torch.linspace", "torch.logspace"})
 _NUMBER_CONSTANTS = frozenset({"math.pi", "math.tau", "math.e", "np.pi", "numpy.pi", "torch.pi"})
 _REDUCTIONS = ("sum", "mean", "norm", "amax", "amin", "std", "var", "logsumexp", "prod")
 _NORMS = frozenset({"normalize", "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"})
@@ -648,9 +649,12 @@ def _embedding_table(scope: Scope, expr: cst.BaseExpression) -> bool:
 
 
 def _linear_output(scope: Scope, expr: cst.BaseExpression, ref: StatementRef) -> bool:
-    """A Linear's output: ``self.a(x)``, or a name that the statement before ``ref`` in its
-    block that last mentions it sets to one."""
+    """A Linear's output: ``self.a(x)`` (past a dropout, ``self.drop(self.a(x))``, which a
+    number scales through), or a name that the statement before ``ref`` in its block that last
+    mentions it sets to one."""
     if isinstance(expr, cst.Call):
+        if _dropout(scope, expr.func) and len(expr.args) == 1:
+            return _linear_output(scope, expr.args[0].value, ref)
         return bool(_linear_constructors(scope, expr.func))
     if not isinstance(expr, cst.Name):
         return False
@@ -660,6 +664,11 @@ def _linear_output(scope: Scope, expr: cst.BaseExpression, ref: StatementRef) ->
             return (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
                     and small.targets[0].target.value == expr.value and _linear_output(scope, small.value, earlier))
     return False
+
+
+def _dropout(scope: Scope, func: cst.BaseExpression) -> bool:
+    return (scope.class_name is not None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+            and func.value.value == "self" and scope.facts.nn_class(scope.class_name, func.attr.value) == "Dropout")
 
 
 def _linear_constructors(scope: Scope, func: cst.BaseExpression) -> list[ast.Call]:
@@ -763,11 +772,13 @@ def _broadcast(subscript: cst.Subscript) -> bool:
 
 def _smaller(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
     """Is ``expr`` a tensor known to be smaller than what it multiplies: broadcast (``g[None, :]``,
-    ``g.unsqueeze(0)``), a module's own tensor (``self.g``), or a local made only of those and
-    numbers (``gamma = self.g + 1.0``)?"""
+    ``g.unsqueeze(0)``), a module's own tensor (``self.g``), a range (``torch.arange(n)``, one
+    dim), or a local made only of those and numbers (``gamma = self.g + 1.0``)?"""
     if isinstance(expr, cst.Subscript):
         return scope.is_tensor(expr.value) if _broadcast(expr) else _own_tensor(scope, expr.value)
     if zero_dim(scope, expr) or _reduced(scope, expr) is not None:
+        return True
+    if isinstance(expr, cst.Call) and scope.torch_name(expr.func) in _RANGES:
         return True
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "unsqueeze":
         return scope.is_tensor(expr.func.value)

@@ -287,6 +287,8 @@ HEAD = "self.lm_head = nn.Linear(dim, config.vocab_size, bias=False)"
     [
         (LOW_RANK, "return self.scaling * self.b(self.a(x))", "return self.b(self.a(x) * self.scaling)"),
         (LOW_RANK, "h = self.a(x)\nreturn self.b(h) / self.scaling", "return self.b(h / self.scaling)"),
+        (LOW_RANK + "\nself.drop = nn.Dropout(0.1)", "return self.b(self.drop(self.a(x))) * 2.0",
+         "return self.b(self.drop(self.a(x)) * 2.0)"),
         (LOW_RANK, "y = self.b(self.a(x))\ny *= self.scaling\nreturn y", "y = self.b(self.a(x) * self.scaling)\n        return y"),
         (HEAD, "logits = self.lm_head(x)\nlogits = logits / self.scaling\nreturn logits",
          "logits = self.lm_head(x / self.scaling)\n        return logits"),
@@ -356,3 +358,18 @@ def test_a_vocabulary_heads_logits_softcapped_in_an_if_arm_are_reported_without_
     )
     result = lint_source(source, "m.py", OPTIONS)
     assert [(f.line, f.column, bool(f.edits)) for f in result.findings] == [(14, 22, False)]
+
+
+def test_a_number_scaling_one_factor_of_an_outer_product_of_ranges_is_silent():
+    source = """\
+import math
+
+import torch
+
+
+def dct_matrix(n_in: int, n_out: int) -> torch.Tensor:
+    n = torch.arange(float(n_in))
+    k = torch.arange(float(n_out)).unsqueeze(1)
+    return torch.cos(math.pi / float(n_in) * (n + 0.5) * k)
+"""
+    assert positions(source) == []
