@@ -439,13 +439,19 @@ class _IntegerWork(Walker):
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: cst.Call) -> bool:
         scope = self.scope
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in _INTEGER_METHODS:
             self.integer = True
         elif scope.torch_name(node.func) in _INTEGER_FUNCTIONS:
             self.integer |= not any(arg.keyword is not None and arg.keyword.value == "dtype" for arg in node.args)
         self.integer |= any(scope.torch_name(arg.value) in _INTEGER_DTYPES for arg in node.args)
+        # the result's dtype follows the receiver or the first operand, not an index (``x.gather(1, i)``)
+        if isinstance(node.func, cst.Attribute):
+            self.walk(node.func.value)
+        elif node.args:
+            self.walk(node.args[0].value)
+        return False
 
 
 def _is_product(expr: cst.BaseExpression) -> bool:
