@@ -108,3 +108,26 @@ def other_permutes(q: torch.Tensor, k: torch.Tensor):
     a = torch.matmul(q, k.permute(0, 1, 2, 3)) * 0.125
     b = torch.matmul(q, k.permute(0, 3, 1, 2)) * 0.125
     return a, b
+
+# --- rescaled in place, scaled on the left, by .div(): flagged
+def in_place(q: torch.Tensor, k: torch.Tensor, scale: float):
+    dots = torch.einsum("b h i d, b h j d -> b h i j", q, k)
+    dots /= math.sqrt(k.shape[-1])
+    sim = q @ k.transpose(-1, -2)
+    sim.mul_(scale)
+    return dots, sim, scale * (q @ k.mT), torch.matmul(q, k.mT).div(math.sqrt(q.shape[-1]))
+
+# --- the rescale first in the arm of the next if: reported without a fix
+def optional_scale(q: torch.Tensor, k: torch.Tensor, scale: float | None):
+    sim = q @ k.transpose(-1, -2)
+    if scale is not None:
+        sim = sim * scale
+    return sim.softmax(-1)
+
+# --- look-alike: a flattened map against labels (a dice loss), an in-place tensor factor
+def dice_numerator(inputs: torch.Tensor, labels: torch.Tensor, q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor):
+    inputs = inputs.sigmoid().flatten(1)
+    numerator = 2 * torch.matmul(inputs, labels.T)
+    sim = q @ k.transpose(-1, -2)
+    sim *= bias
+    return numerator, sim

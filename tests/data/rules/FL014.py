@@ -109,3 +109,53 @@ def adaptive_rms_norm(x: torch.Tensor, condition: torch.Tensor, w: torch.Tensor,
     normed = F.normalize(x, dim=-1)
     gamma = condition @ w.t()
     return normed * scale * (gamma + 1.0)
+
+# --- a low-rank adapter, a vocabulary head and a tied embedding scaled by a number: flagged
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Heads(nn.Module):
+    def __init__(self, dim: int, rank: int, config):
+        super().__init__()
+        self.lora_a = nn.Linear(dim, rank, bias=False)
+        self.lora_b = nn.Linear(rank, dim, bias=False)
+        self.dropout = nn.Dropout(0.1)
+        self.lm_head = nn.Linear(dim, config.vocab_size, bias=False)
+        self.emb = nn.Embedding(config.vocab_size, dim)
+        self.config = config
+        self.scaling = 16 / rank
+
+    def adapter(self, x):
+        lora_out = self.lora_a(self.dropout(x))
+        return (self.config.alpha / self.config.rank) * self.lora_b(lora_out)
+
+    def logits(self, h):
+        logits = self.lm_head(h)
+        logits *= self.config.logit_scale
+        tied = F.linear(h, self.emb.weight) / self.scaling
+        return logits, tied
+
+    def softcapped(self, h):
+        logits = self.lm_head(h)
+        if self.config.final_logit_softcapping is not None:
+            logits = logits / self.config.final_logit_softcapping
+            logits = torch.tanh(logits) * self.config.final_logit_softcapping
+        return logits
+
+# --- look-alike: a Linear with a bias, an activation between, the logits cast first
+class NotNarrow(nn.Module):
+    def __init__(self, dim: int, config):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+        self.down = nn.Linear(4 * dim, dim, bias=False)
+        self.lm_head = nn.Linear(dim, config.vocab_size, bias=False)
+
+    def forward(self, x):
+        a = self.fc2(self.fc1(x)) * 0.5
+        b = self.down(torch.relu(self.fc1(x))) * 0.5
+        logits = self.lm_head(x)
+        logits = logits.float() / 30.0
+        return a, b, logits
