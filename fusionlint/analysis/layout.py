@@ -9,7 +9,7 @@ import ast
 from fusionlint.analysis.facts import ModuleFacts
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, op_name
 from fusionlint.analysis.views import View, ast_view
-from fusionlint.ops import ELEMENTWISE, VIEW, op_tables
+from fusionlint.ops import ELEMENTWISE, VIEW, OpTables, op_tables
 
 # Views that fail on a tensor whose strides they cannot reshape, so a `.contiguous()` before them
 # is needed, and those that copy such a tensor themselves, so that one costs nothing more.
@@ -28,9 +28,10 @@ _LAYOUT_QUERIES = frozenset({"stride", "is_contiguous", "data_ptr", "storage", "
 FAST, SLOW = "fast", "slow"
 
 
-def reads_strided(name: str) -> bool:
-    """Does the op ``name`` read a strided input as fast as a contiguous one?"""
-    return op_tables().op_class(name) == ELEMENTWISE or name in STRIDE_FREE
+def reads_strided(name: str, ops: OpTables | None = None) -> bool:
+    """Does the op ``name`` read a strided input as fast as a contiguous one (by ``ops``, the
+    default tables if None)?"""
+    return (ops or op_tables()).op_class(name) == ELEMENTWISE or name in STRIDE_FREE
 
 
 def callee_takes_any_layout(facts: ModuleFacts, class_name: str | None, view: View, func: object, position: int,

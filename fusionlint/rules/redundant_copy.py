@@ -19,7 +19,7 @@ from fusionlint.analysis import (
 from fusionlint.analysis.facts import ACTIVATION_REGISTRIES
 from fusionlint.analysis.fresh import returns_new
 from fusionlint.analysis.layout import (
-    FAST, NEEDS_CONTIGUOUS, READS_INTO_NEW, STRIDE_FREE, callee_takes_any_layout, elements_take_any_layout,
+    FAST, NEEDS_CONTIGUOUS, READS_INTO_NEW, callee_takes_any_layout, elements_take_any_layout, reads_strided,
 )
 from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.numbers import int_literal
@@ -1570,7 +1570,7 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 below = after  # an alias: its own uses decide
                 continue
             known = scope.ops.op_class(name) is not None or name in READS_INTO_NEW
-            return known and reading.read(fast=_reads_strided(scope, name))
+            return known and reading.read(fast=reads_strided(name, scope.ops))
         if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is None:
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
                 return False
@@ -1594,7 +1594,7 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 continue
             if op[1] is None and op[0] not in READS_INTO_NEW:
                 return False
-            fast = op[1] == ELEMENTWISE or _reads_strided(scope, op[0]) or op[0] in reading.convolved
+            fast = op[1] == ELEMENTWISE or reads_strided(op[0], scope.ops) or op[0] in reading.convolved
             return reading.read(fast=fast)
         if role == "copy" and _assigned_from(parent, below):
             return _only_read_name(scope, parent, reading)
@@ -1764,10 +1764,6 @@ def _constructor(scope: Scope, call: cst.Call) -> bool:
     if not (isinstance(name, str) and name[:1].isupper() and not name.isupper()):
         return False
     return scope.torch_name(call.func) is None and not scope.facts.is_module_class(name)
-
-
-def _reads_strided(scope: Scope, op: str) -> bool:
-    return scope.ops.op_class(op) == ELEMENTWISE or op in STRIDE_FREE
 
 
 def _target_and_value(node: cst.CSTNode | None) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
