@@ -82,16 +82,35 @@ def _element_classes(facts: ModuleFacts, class_name: str, attr: str) -> list[str
                 found.append(value)
     for cls in facts.classes.get(class_name, ()):
         for node in ast.walk(cls):
-            func = node.func if isinstance(node, ast.Call) else None
-            if isinstance(func, ast.Attribute) and func.attr in ("append", "extend") and isinstance(func.value, ast.Attribute) \
-                    and func.value.attr == attr and isinstance(func.value.value, ast.Name) and func.value.value.id == "self":
-                if func.attr == "extend" or len(node.args) != 1:
-                    return []
-                found.append(node.args[0])
-    classes = [element.func.id for element in found if isinstance(element, ast.Call) and isinstance(element.func, ast.Name)]
+            added = _added_to(node, attr)
+            if added == "extend" or added == "append" and len(node.args) != 1:  # type: ignore[attr-defined]
+                return []
+            if added == "append":
+                found.append(node.args[0])  # type: ignore[attr-defined]
+    classes = [element.func.id for element in found
+               if isinstance(element, ast.Call) and isinstance(element.func, ast.Name)]
     if len(classes) != len(found) or not all(facts.has_method(name, "forward") for name in classes):
         return []
     return classes
+
+
+def _added_to(node: ast.AST, attr: str) -> str | None:
+    """"append" or "extend" for a call ``self.<attr>.append(...)`` or ``.extend(...)``."""
+    func = node.func if isinstance(node, ast.Call) else None
+    if not (isinstance(func, ast.Attribute) and func.attr in ("append", "extend")):
+        return None
+    owner = func.value
+    is_member = isinstance(owner, ast.Attribute) and owner.attr == attr and isinstance(owner.value, ast.Name) \
+        and owner.value.id == "self"
+    return func.attr if is_member else None
+
+
+def _hands_back(name: str) -> bool:
+    """Does the op ``name`` hand back its input, or a view of it, that works in any layout (not
+    ``.contiguous()``, nor a view that needs a contiguous input)?"""
+    if name == "contiguous" or name in NEEDS_CONTIGUOUS:
+        return False
+    return name in MAY_ALIAS or op_tables().op_class(name) == VIEW
 
 
 def takes_any_layout(facts: ModuleFacts, class_name: str | None, name: str, position: int,
@@ -207,7 +226,7 @@ class _Body:
             return SLOW
         if name in _LAYOUT_QUERIES or not (isinstance(call, ast.Call) and call.func is attribute):
             return None
-        if name in MAY_ALIAS and name != "contiguous" or op_tables().op_class(name) == VIEW and name not in NEEDS_CONTIGUOUS:
+        if _hands_back(name):
             return self._use_layout(call)  # type: ignore[arg-type]
         return self._op_layout(name)
 
@@ -218,8 +237,7 @@ class _Body:
             return None
         name = op_name(self.facts, self.class_name, call)
         if name is not None:
-            if name in MAY_ALIAS and name != "contiguous" or op_tables().op_class(name) == VIEW \
-                    and name not in NEEDS_CONTIGUOUS:
+            if _hands_back(name):
                 return self._use_layout(call) if position == 0 else None
             return self._op_layout(name)
         method = self._other_tensor_method(call.func)

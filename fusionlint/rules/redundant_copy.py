@@ -156,7 +156,9 @@ class RedundantCopy(Rule):
         statement right after `y = x.clone()` (its arguments not reading `y`): the out-of-place op
         (`x.masked_fill(m, 0)`, `torch.full_like(x, v)`, `torch.zeros_like(x)`) makes the new
         tensor without the copy (a Tacotron decoder's masked outputs: fusionrt and eager 5 -> 4
-        writes and kernels; a label-smoothing target filled: 3 -> 1). Also flagged: a `.contiguous()` of channels-last data permuted channels-first
+        writes and kernels; a label-smoothing target filled: 3 -> 1).
+
+        Also flagged: a `.contiguous()` of channels-last data permuted channels-first
         (`x.reshape(b, h, w, c).permute(0, 3, 1, 2)`) that only a convolution reads
         (`F.conv2d`, an `nn.Conv2d`, or a layer class named for one, whose first op is its
         convolution: `Conv`, `ConvNormAct`, `DWConv`, `Convolution`, also handed through a
@@ -178,8 +180,9 @@ class RedundantCopy(Rule):
         (`mask.unsqueeze(-1).repeat(1, 1, d)`, `torch.arange(n)[None].repeat(b, 1)`,
         `ids.view(1, b, -1).repeat(3, 1, 1)`) or the sizes a module's tensor is built with
         (`self.cls_token.repeat(b, 1, 1)` of `nn.Parameter(torch.zeros(1, 1, dim))`, while only
-        known tensor ops run: fusionrt and eager 3 -> 2 writes and kernels before a `torch.cat`), of a tensor only read by uses that take any
-        layout, as a `.contiguous()` copy's must be (arithmetic, comparisons, `torch.cat`, a
+        known tensor ops run: fusionrt and eager 3 -> 2 writes and kernels before a
+        `torch.cat`), of a tensor only read by uses that take any layout, as a `.contiguous()`
+        copy's must be (arithmetic, comparisons, `torch.cat`, a
         gather's index): an expand reads the same values without writing them (fusionrt 3 -> 2
         writes and kernels, eager 4 -> 3, for a padding mask repeated over the hidden size).
     """
