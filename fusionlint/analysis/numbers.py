@@ -2,10 +2,14 @@
 as a scale."""
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
+from fusionlint.analysis.facts import ModuleFacts
 from fusionlint.analysis.nodes import dotted_name
 from fusionlint.analysis.scope import Scope
+from fusionlint.analysis.views import ast_view, dotted_path
 
 _NUMBER_TYPES = frozenset({"float", "int"})
 _NUMBER_CALLS = frozenset({"float", "int", "math.sqrt", "math.log", "math.exp", "math.pow"})
@@ -13,7 +17,7 @@ _NUMBER_CALLS = frozenset({"float", "int", "math.sqrt", "math.log", "math.exp", 
 
 class NumberNames:
     """Which local names surely hold numbers: parameters annotated ``float``/``int``, and locals
-    every assignment of which gives a number."""
+    every assignment of which gives a number; and which ``self.<attr>`` (``member_holds_number``)."""
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
@@ -47,7 +51,50 @@ class NumberNames:
             return dotted_name(expr.func) in _NUMBER_CALLS
         if isinstance(expr, cst.Name):
             return self.holds_number(expr.value)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            owner = self.scope.class_name
+            return owner is not None and member_holds_number(self.scope.facts, owner, expr.attr.value)
         return False
+
+
+def member_holds_number(facts: ModuleFacts, class_name: str, attr: str) -> bool:
+    """Does every value the class assigns ``self.<attr>`` give a number: a literal, ``math.sqrt(...)``,
+    a parameter of its method annotated ``float``/``int`` or defaulting to a number, arithmetic of
+    those (``self.scale = scale * 2``)? False for an attribute the file assigns no such value."""
+    values = facts.member_values(class_name, attr)
+    return bool(values) and all(
+        _ast_number(assignment.value, facts.method_around(class_name, assignment)) for assignment in values
+    )
+
+
+def _ast_number(expr: ast.expr, method: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:
+    kind = type(expr)
+    if kind is ast.Constant:
+        return type(expr.value) in (int, float)  # type: ignore[attr-defined]
+    if kind is ast.UnaryOp:
+        return type(expr.op) in (ast.USub, ast.UAdd) and _ast_number(expr.operand, method)  # type: ignore[attr-defined]
+    if kind is ast.BinOp:
+        return type(expr.op) is not ast.MatMult and all(  # type: ignore[attr-defined]
+            _ast_number(side, method) for side in (expr.left, expr.right))  # type: ignore[attr-defined]
+    if kind is ast.Call:
+        return dotted_path(ast_view, expr.func) in _NUMBER_CALLS  # type: ignore[attr-defined]
+    if kind is ast.Name and method is not None:
+        return _number_parameter(method, expr.id)  # type: ignore[attr-defined]
+    return False
+
+
+def _number_parameter(method: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """A parameter annotated ``float``/``int``, or unannotated with a number as its default."""
+    arguments = method.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = [None] * (len(positional) - len(arguments.defaults)) + [*arguments.defaults, *arguments.kw_defaults]
+    for param, default in zip([*positional, *arguments.kwonlyargs], defaults):
+        if param.arg != name:
+            continue
+        if param.annotation is not None:
+            return type(param.annotation) is ast.Name and param.annotation.id in _NUMBER_TYPES
+        return type(default) is ast.Constant and type(default.value) in (int, float)
+    return False
 
 
 def is_one(expr: cst.BaseExpression) -> bool:

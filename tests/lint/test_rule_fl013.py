@@ -132,3 +132,27 @@ def test_verify_proves_the_fix_before_applying_it(tmp_path):
     out, text = verify(tmp_path, source, "FL013")
     assert "Verified: 1 fix proven and applied, 0 refused, 0 not run (no harness)." in out
     assert "return torch.add(x, y, alpha=0.5)\n" in text
+
+
+MEMBERS = """\
+import torch
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self, dim, eps: float = 1e-6, init=0.1, gamma=None):
+        super().__init__()
+        self.eps = eps
+        self.init = init * 2
+        self.scale = dim ** -0.5
+        self.gamma = gamma
+
+    def forward(self, x, y):
+        return x + self.eps * y, x + self.init * y, x + self.scale * y, x + self.gamma * y
+"""
+
+
+def test_a_member_the_class_assigns_only_numbers_is_a_number():
+    result = lint_source(MEMBERS, "m.py", FIX)
+    assert "return torch.add(x, y, alpha=self.eps), torch.add(x, y, alpha=self.init), x + self.scale * y, x + self.gamma * y\n" in result.source
+    assert [f.line for f in result.findings] == [13, 13]  # dim and gamma may hold anything: no fix
+    assert all("if it is a tensor" in f.message for f in result.findings)
