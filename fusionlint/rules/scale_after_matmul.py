@@ -38,25 +38,24 @@ class ScaleAfterMatmul(Rule):
 
         Flagged: `*` or `/` by a value not known to be a tensor (a number, a float attribute
         such as `self.scale`, `math.sqrt(d)`), or by a 0-d tensor (`torch.sqrt(torch.tensor(d))`),
-        on either side of `*`, or as `.mul(s)`/`.div(s)`, applied directly to a matmul (`@`, `matmul`, `bmm`) whose second operand is a
-        transposed view (`k.transpose(-2, -1)`, `k.mT`, a `permute` that moves `k`'s last dim
-        next to last), or to a two-operand `einsum` whose
-        output keeps one index of each operand and sums over a shared one (keys shared by the
-        heads too, `b h i d, b j d -> b h i j`; an equation an f-string builds from known
-        strings must be one in every form it may take); also where the
-        matmul's result is assigned to a name that the next statement reading it rescales
-        (`sim = einsum(...)`, then `sim = sim * scale`), past views that rebind it (`sim =
-        sim.view(b, h, n, n)`), or rescales it in place (`sim /= scale`, `sim.mul_(scale)`).
-        Reported without a fix: the rescale after the `if` whose arm made the scores (the
-        other arms' values are scaled too), the rescale first in the arm of the next `if`
-        that reads them (`if scale is not None: sim = sim * scale`), a factor computed between the
-        matmul and the rescale (`head_dim = q.shape[-1]`: it must move above the matmul), the
-        scaled scores bound to another name or returned (`weights = scores / s`, `return
-        corr / s`) where the unscaled ones are never read again. Not flagged: other
-        matmuls (`x @ w`, whose output may be smaller than `x`), a first operand flattened
+        on either side of `*`, or as `.mul(s)`/`.div(s)`, applied directly to a matmul (`@`,
+        `matmul`, `bmm`) whose second operand is a transposed view (`k.transpose(-2, -1)`,
+        `k.mT`, a `permute` that moves `k`'s last dim next to last), or to a two-operand
+        `einsum` whose output keeps one index of each operand and sums over a shared one (keys
+        shared by the heads too, `b h i d, b j d -> b h i j`; an equation an f-string builds
+        from known strings must be one in every form it may take); also where the matmul's
+        result is assigned to a name that the next statement reading it rescales (`sim =
+        einsum(...)`, then `sim = sim * scale`), past views that rebind it (`sim = sim.view(b,
+        h, n, n)`), or rescales in place (`sim /= scale`, `sim.mul_(scale)`). Reported
+        without a fix: the rescale after the `if` whose arm made the scores (the other arms'
+        values are scaled too), the rescale first in the arm of the next `if` that reads them
+        (`if scale is not None: sim = sim * scale`), a factor computed between the matmul and
+        the rescale (`head_dim = q.shape[-1]`: it must move above the matmul), the scaled
+        scores bound to another name or returned (`weights = scores / s`, `return corr / s`)
+        where the unscaled ones are never read again. Not flagged: other matmuls (`x @ w`, whose output may be smaller than `x`), a first operand flattened
         (`x.flatten(1)`: summed over every pixel of a mask, as a dice loss does, the scores are
-        smaller than it), a scale known to be a tensor
-        of some other shape (it may not broadcast against `q`), scores read unscaled too.
+        smaller than it), a scale known to be a tensor of some other shape (it may not
+        broadcast against `q`), scores read unscaled too.
 
         It yields to the rules whose rewrite fuses the scale into one kernel and pays under
         fusionrt too: FL010 (the whole attention as `F.scaled_dot_product_attention`), FL012
@@ -284,9 +283,11 @@ def f(x: torch.Tensor, w: torch.Tensor):
         if assigned is not None and _MATMUL_TEXT.search(text) is not None:  # scaled a few lines below
             if rescaled_below(assigned.group(1), block, index):
                 return True
-        return RESCALE_TEXT.match(text) is not None and (index == 0 or any(  # first in an `if` arm, or after the `if` whose arm made it
+        if RESCALE_TEXT.match(text) is None:
+            return False
+        return index == 0 or any(  # first in an `if` arm, or after the `if` whose arm made the scores
             block[earlier].lstrip().startswith("if ") for earlier in range(max(0, index - 3), index)
-        ))
+        )
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for site in (*scope.sites.get("@", ()), *scope.sites.get("matmul", ()), *scope.sites.get("bmm", ()),

@@ -42,67 +42,65 @@ class ScaleSmallerFactor(Rule):
     rationale = """
         In `x * s * g`, where `g` is broadcast against `x` (a per-channel weight, `g[None, :]`,
         `f.unsqueeze(0)`), Python multiplies left to right: `x * s` is a kernel that reads and
-        writes the whole of `x`, then `* g` another. `x * (s * g)` scales the small `g` instead,
-        and only the last multiply touches the full size: eager PyTorch writes 790 -> 529 KiB for
-        a normalized 8 x 64 x 128 activation. The same holds when the product is made first and
-        scaled after (`emb = t[:, None] * f[None, :]`, then `emb = scale * emb`, the sinusoidal
-        embedding of a diffusion model): the scale can go on `f`. A lazy fusing backend runs all
-        of it as one element-wise kernel either way, so the rewrite pays in eager only; fusionrt
-        counts the same writes and kernels. The scale may itself be a small tensor: in a
-        global response norm, `gamma * (x * nx)` with a per-channel `gamma` and a per-sample,
-        per-channel `nx` makes two passes over `x` where `x * (nx * gamma)` makes one (monai's
-        MedNeXt block: eager 256 -> 192 KiB written). And a matmul with a module's own tensor
-        (`coords @ self.gaussian`, a random-feature position encoding, then `coords = 2 * pi *
-        coords`) can take the number on that tensor, `coords @ (self.gaussian * (2 * pi))`:
-        eager 1.5 -> 1.25 MiB written for a 32 x 32 grid of 128 features. A norm's output
-        is the activation at full size, so a number scaling it before another factor (an
-        adaptive RMS norm's `normed * scale * (gamma + 1.)`, `gamma` made from a condition of
-        one row per sample) belongs on that factor: 390 -> 259 KiB written under fusionrt and
-        in eager for 4 x 64 x 128; where the factor is as large as the activation, no pass is
-        saved and none added. Two Linear maps with nothing between (`self.lora_b(self.lora_a(x))`,
-        the second without bias) are a low-rank product, a LoRA adapter or a bottleneck: a number
-        scaling its output (`(self.alpha / self.rank) * ...`) can scale the narrow middle instead,
-        `self.lora_b(h * s)`: 260 -> 136 KiB written for a rank-8 adapter of 64 -> 256 features
-        over 4 x 32 tokens, in eager and under fusionrt alike. So can a language model's head onto
-        the vocabulary (`nn.Linear(hidden, vocab_size, bias=False)`), whose logits a number
-        rescales (`logits = logits * self.logit_scale`): 250 -> 133 KiB written for 2 x 16 tokens
-        of 64 features and 1000 logits, in eager and under fusionrt; and logits made with a tied
-        embedding's table (`t @ self.emb.weight.t()`, `F.linear(t, self.emb.weight)`): 500 ->
-        266 KiB for 2 x 32 tokens.
+        writes the whole of `x`, then `* g` another. `x * (s * g)` scales the small `g` instead, and
+        only the last multiply touches the full size: eager PyTorch writes 790 -> 529 KiB for a
+        normalized 8 x 64 x 128 activation. The same holds when the product is made first and scaled
+        after (`emb = t[:, None] * f[None, :]`, then `emb = scale * emb`, the sinusoidal embedding
+        of a diffusion model): the scale can go on `f`. A lazy fusing backend runs all of it as one
+        element-wise kernel either way, so the rewrite pays in eager only; fusionrt counts the same
+        writes and kernels. The scale may itself be a small tensor: in a global response norm,
+        `gamma * (x * nx)` with a per-channel `gamma` and a per-sample, per-channel `nx` makes two
+        passes over `x` where `x * (nx * gamma)` makes one (monai's MedNeXt block: eager 256 -> 192
+        KiB written). And a matmul with a module's own tensor (`coords @ self.gaussian`, a
+        random-feature position encoding, then `coords = 2 * pi * coords`) can take the number on
+        that tensor, `coords @ (self.gaussian * (2 * pi))`: eager 1.5 -> 1.25 MiB written for a 32 x
+        32 grid of 128 features. A norm's output is the activation at full size, so a number scaling
+        it before another factor (an adaptive RMS norm's `normed * scale * (gamma + 1.)`, `gamma`
+        made from a condition of one row per sample) belongs on that factor: 390 -> 259 KiB written
+        under fusionrt and in eager for 4 x 64 x 128; where the factor is as large as the
+        activation, no pass is saved and none added. Two Linear maps with nothing between
+        (`self.lora_b(self.lora_a(x))`, the second without bias) are a low-rank product, a LoRA
+        adapter or a bottleneck: a number scaling its output (`(self.alpha / self.rank) * ...`) can
+        scale the narrow middle instead, `self.lora_b(h * s)`: 260 -> 136 KiB written for a rank-8
+        adapter of 64 -> 256 features over 4 x 32 tokens, in eager and under fusionrt alike. So can
+        a language model's head onto the vocabulary (`nn.Linear(hidden, vocab_size, bias=False)`),
+        whose logits a number rescales (`logits = logits * self.logit_scale`): 250 -> 133 KiB
+        written for 2 x 16 tokens of 64 features and 1000 logits, in eager and under fusionrt; and
+        logits made with a tied embedding's table (`t @ self.emb.weight.t()`, `F.linear(t,
+        self.emb.weight)`): 500 -> 266 KiB for 2 x 32 tokens.
 
         Flagged: a product of two tensors one of which is smaller than the product because it
-        broadcasts (indexed with `None`, `unsqueeze`d), is a module's own tensor (`self.g`), a
-        reduction that keeps its dims (`x.mean(1, keepdim=True)`, `torch.norm(x, dim=d,
-        keepdim=True)`), or a local computed only from those and numbers (or from such a
-        tensor and its own keepdim reduction, `gx / (gx.mean(1, keepdim=True) + eps)`),
-        scaled by a value known to be a Python number (a literal, a number-annotated parameter
-        or a local made of those, a module attribute that is neither a tensor nor a module such
-        as `self.scale`, `dim ** 0.5`, `math.pi`) or by a tensor where one of the scale and
-        the smaller factor is a module's tensor (or a 0-d one) and the other a keepdim reduction
-        (two broadcast tensors, `m[:, :, None] * k[:, None, :]`, may multiply into an outer
-        product as large as the result; a per-channel parameter times a per-sample reduction
-        over the other dims stays small, though the rule cannot see which dims were reduced):
-        `x * s * g`, `s * x * g`, `x / s * g`, `(x * g) * s`, `s * (x * g)`, and `name = x * g`
-        (or `name = x @ self.w`, `self.w` possibly transposed) rescaled by a number at the next
-        statement that reads `name`; `x * s * g` also where `x` is the output of a norm
-        (`F.normalize`, `F.layer_norm`, a norm module; or a local made by one) and `s` a number
-        (`name = name * s`, `name = s * name`), past views that rebind it (`name =
-        name.flatten(1)`); `s * self.b(h)`, `self.b(h) / s` and `y = self.b(h)` rescaled by the
-        next statement that reads `y` (`y *= s` too), where `self.b` is an `nn.Linear(...,
-        bias=False)` and either `h` another Linear's output (`self.a(x)`, or a name the statement
-        before that last mentions it sets to one) or the Linear's output features a vocabulary
-        (`config.vocab_size`); `(t @ self.emb.weight.t()) * s` and `F.linear(t, self.emb.weight)
-        * s`, `self.emb` an `nn.Embedding` (also a member of a same-file member); `(x @ self.w) *
-        s` as well as its later form. A config field (`self.config.logit_scale`) is a number.
-        Reported without a fix: the rescale after the `if` whose arm made the
-        product, the rescale first in the arm of the next `if` that reads it (a softcap, `if
-        cap is not None: logits = logits / cap`), a factor computed in between, the scaled product bound to another name or
-        returned (`return emb / math.sqrt(d)`) where the unscaled one is never read again. Not
-        flagged: products where no factor is known to be smaller, a scale that is a tensor of
+        broadcasts (indexed with `None`, `unsqueeze`d), is a module's own tensor (`self.g`), a range
+        (`torch.arange(n)`), a reduction that keeps its dims (`x.mean(1, keepdim=True)`,
+        `torch.norm(x, dim=d, keepdim=True)`), or a local computed only from those and numbers (or
+        from such a tensor and its own keepdim reduction, `gx / (gx.mean(1, keepdim=True) + eps)`),
+        scaled by a value known to be a Python number (a literal, a number-annotated parameter or a
+        local made of those, a module attribute that is neither a tensor nor a module such as
+        `self.scale`, `dim ** 0.5`, `math.pi`) or by a tensor where one of the scale and the smaller
+        factor is a module's tensor (or a 0-d one) and the other a keepdim reduction (two broadcast
+        tensors, `m[:, :, None] * k[:, None, :]`, may multiply into an outer product as large as the
+        result; a per-channel parameter times a per-sample reduction over the other dims stays
+        small, though the rule cannot see which dims were reduced): `x * s * g`, `s * x * g`, `x / s
+        * g`, `(x * g) * s`, `s * (x * g)`, and `name = x * g` (or `name = x @ self.w`, `self.w`
+        possibly transposed) rescaled by a number at the next statement that reads `name`; `x * s *
+        g` also where `x` is the output of a norm (`F.normalize`, `F.layer_norm`, a norm module; or
+        a local made by one) and `s` a number (`name = name * s`, `name = s * name`), past views
+        that rebind it (`name = name.flatten(1)`); `s * self.b(h)`, `self.b(h) / s` and `y =
+        self.b(h)` rescaled by the next statement that reads `y` (`y *= s` too), where `self.b` is
+        an `nn.Linear(..., bias=False)` and either `h` another Linear's output (`self.a(x)`, or a
+        name the statement before that last mentions it sets to one) or the Linear's output features
+        a vocabulary (`config.vocab_size`); `(t @ self.emb.weight.t()) * s` and `F.linear(t,
+        self.emb.weight) * s`, `self.emb` an `nn.Embedding` (also a member of a same-file member);
+        `(x @ self.w) * s` as well as its later form. A config field (`self.config.logit_scale`) is
+        a number. Reported without a fix: the rescale after the `if` whose arm made the product, the
+        rescale first in the arm of the next `if` that reads it (a softcap, `if cap is not None:
+        logits = logits / cap`), a factor computed in between, the scaled product bound to another
+        name or returned (`return emb / math.sqrt(d)`) where the unscaled one is never read again.
+        Not flagged: products where no factor is known to be smaller, a scale that is a tensor of
         unknown shape, a Linear's output scaled where that Linear has a bias or its input is not
-        another Linear's output (an activation between), a small scale of a product of small tensors (`s * (g * h)`: nothing
-        full-size to spare), `x * s` alone, a product read unscaled too, a matmul with no
-        module tensor (FL009 reports attention scores).
+        another Linear's output (an activation between), a small scale of a product of small tensors
+        (`s * (g * h)`: nothing full-size to spare), `x * s` alone, a product read unscaled too, a
+        matmul with no module tensor (FL009 reports attention scores).
     """
     use_instead = "Scale the smaller factor: `x * (g * s)`, `emb = t[:, None] * (f * scale)[None, :]`."
     pays_in = (EAGER,)
