@@ -327,8 +327,15 @@ class _Captured:
     """One CUDA graph of a jitted replay and the buffers it reads and writes.
 
     The buffers are shared by every launch, so launches are serialized: one at a time from
-    Python (a lock), and in order on the GPU (only from the stream the graph was captured for;
-    a call on another stream runs the jitted replay)."""
+    Python (one lock for every graph, since graphs share scratch buffers), and in order on the
+    GPU (only from the stream the graph was captured for; a call on another stream runs the
+    jitted replay).
+
+    A result the launch copies out leaves its buffer holding nothing anyone reads until the next
+    launch writes it again: ``scratch``. A graph captured later on the same stream copies an
+    input of the same layout into that buffer instead of one of its own (a training backward's
+    gradient of the logits, in the forward's logits buffer): each launch writes the buffer before
+    it reads it, and launches do not interleave."""
 
     def __init__(self, graph: Any, inputs: list[Any], outputs: Any, copied: list[int],
                  stream: tuple[torch.device, int], copies: bool, copied_results: int) -> None:
@@ -350,11 +357,11 @@ class _Captured:
                       if not copy and isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() not in in_place]
         self.results = HeldResults(handed_out)
         self.handed_out = frozenset(o.untyped_storage().data_ptr() for o in handed_out)
+        self.scratch = _scratch(outputs, self.copy_out, self.passed, inputs)
         # only the buffers it copies into (detached: a launch writes them under grad mode too);
         # holding an input read in place would keep it alive for the graph's life (``serves``
         # checks addresses)
         self.inputs = [a.detach() if i in copied else None for i, a in enumerate(inputs)]
-        self.lock = threading.Lock()
 
     @classmethod
     def capture(cls, jitted: Jitted, args: list[Any], static: frozenset[int], copies: bool,
@@ -370,13 +377,21 @@ class _Captured:
             # a copy into a buffer of its own would not share memory as the recorded call's did
             log.info("no CUDA graph for %s: inputs to copy share memory", jitted)
             return None
-        inputs = list(args)
-        for i in copied:  # holding this call's values, as the jitted graph saw them (a guard reads requires_grad)
-            inputs[i] = torch.empty_strided(args[i].shape, args[i].stride(), dtype=args[i].dtype,
-                                            device=args[i].device).copy_(args[i]).requires_grad_(args[i].requires_grad)
-        graph = torch.cuda.CUDAGraph()
         device = next(a.device for a in args if isinstance(a, torch.Tensor))
         stream = (device, torch.cuda.current_stream(device).cuda_stream)
+        inputs = list(args)
+        free = [buffer for graph in _LIVE if graph.stream == stream for buffer in graph.scratch]
+        for i in copied:  # holding this call's values, as the jitted graph saw them (a guard reads requires_grad)
+            a = args[i]
+            layout = (a.shape, a.stride(), a.dtype, a.device)
+            buffer = next((b for b in free if (b.shape, b.stride(), b.dtype, b.device) == layout), None)
+            if buffer is None:
+                buffer = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+            else:
+                free = [b for b in free if b is not buffer]
+                buffer = buffer.detach()
+            inputs[i] = buffer.copy_(a).requires_grad_(a.requires_grad)
+        graph = torch.cuda.CUDAGraph()
         replays = jitted.stats.replays
         torch.cuda.synchronize()
         try:
@@ -401,7 +416,7 @@ class _Captured:
 
     def launch(self, args: list[Any]) -> Any:
         """The results of a launch, or None when the last launch's are still held."""
-        with self.lock:
+        with _LAUNCH_LOCK:
             if self.results.held():
                 return None
             for i in self.copied:
@@ -412,8 +427,21 @@ class _Captured:
                 for o, copy, j in zip(self.outputs, self.copy_out, self.passed))
 
 
+def _scratch(outputs: Sequence[Any], copy_out: list[bool], passed: list[Optional[int]],
+             inputs: list[Any]) -> list[torch.Tensor]:
+    """The results a launch copies out whose buffers nothing else reads: each alone in its
+    storage, filling it, and neither an input nor sharing memory with another result."""
+    storages = [o.untyped_storage().data_ptr() for o in outputs if isinstance(o, torch.Tensor)]
+    storages += [a.untyped_storage().data_ptr() for a in inputs if isinstance(a, torch.Tensor)]
+    return [o for o, copy, j in zip(outputs, copy_out, passed)
+            if copy and j is None and storages.count(o.untyped_storage().data_ptr()) == 1
+            and o.is_contiguous() and o.storage_offset() == 0
+            and o.untyped_storage().nbytes() == o.numel() * o.element_size()]
+
+
 # Every captured graph still in use, for a backward's graph to know what a forward's handed out.
 _LIVE: "weakref.WeakSet[_Captured]" = weakref.WeakSet()
+_LAUNCH_LOCK = threading.Lock()
 
 
 def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, mode: Optional[str] = None,
@@ -421,6 +449,7 @@ def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     """The ``torch.compile`` backend (registered as ``"fusionrt"`` through the
     ``torch_dynamo_backends`` entry point)."""
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     options = dict(options or {})
     unknown = sorted(set(options) - set(_OPTIONS))
@@ -434,8 +463,11 @@ def fusionrt_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     graphed = bool(options.get("cudagraphs", True))
     if not training:
         route_attention(gm)
+    # The min-cut partition saves for backward only what is dearer to recompute than to keep (as
+    # Inductor does): element-wise values the backward's kernels recompute from their inputs are
+    # not written out and held through the step.
     backend = aot_autograd(fw_compiler=_compiler(executor, policy, graphed, "forward" if training else "inference"),
                            bw_compiler=_compiler(executor, policy, graphed, "backward"), decompositions=decompositions(),
-                           keep_inference_input_mutations=True)
+                           partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True)
     return backend(gm, example_inputs)
 
