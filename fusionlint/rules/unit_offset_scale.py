@@ -168,14 +168,21 @@ def f(x: torch.Tensor, gamma: torch.Tensor, shift: torch.Tensor, eps: float):
             for product in products:
                 found = _scaled(scope, product)
                 if found is not None:
-                    x, s = (code_of(node) for node in found)
-                    yield Violation(product, message=f"`{x}` scaled by one plus `{s}`: `torch.addcmul({x}, {x}, {s})` is one kernel")
+                    yield Violation(product, message=_message(*found))
             added = _added_back(scope, ref)
             if added is not None:
                 node, result, (x, s) = added[0], added[1], (code_of(n) for n in added[2])
                 message = f"`{result}` is `{x}` times `{s}` plus `{x}`: `torch.addcmul({x}, {x}, {s})` is one kernel"
                 yield Violation(node, message=message)
 
+
+
+def _message(x: cst.BaseExpression, s: cst.BaseExpression) -> str:
+    """The finding's message; an ``x`` that is no name goes into one first (it would run twice)."""
+    scaled, scale = code_of(x), code_of(s)
+    if isinstance(x, cst.Name):
+        return f"`{scaled}` scaled by one plus `{scale}`: `torch.addcmul({scaled}, {scaled}, {scale})` is one kernel"
+    return f"`{scaled}` scaled by one plus `{scale}`: bound to a name `y`, `torch.addcmul(y, y, {scale})` is one kernel"
 
 
 def _scaled(scope: Scope, product: cst.BinaryOperation) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:

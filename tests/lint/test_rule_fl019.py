@@ -93,3 +93,19 @@ def test_an_add_beyond_the_text_tests_reach_is_not_flagged():
 def test_the_text_test_skips_products_without_a_unit_offset():
     for text in ("y = x * (s + 2)", "z = x + 1", "h = (n + 10) * x", "k = x * (s - 1)"):
         assert not UnitOffsetScale.may_match([text], 0, op_tables())
+
+
+def test_the_message_binds_an_expression_to_a_name_first():
+    source = """\
+import torch
+import torch.nn.functional as F
+
+
+def f(x: torch.Tensor, gamma: torch.Tensor):
+    return F.layer_norm(x, x.shape[-1:]) * (1 + gamma)
+"""
+    result = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL019"})))
+    assert [f.message for f in result.findings] == [
+        "`F.layer_norm(x, x.shape[-1:])` scaled by one plus `gamma`: bound to a name `y`, "
+        "`torch.addcmul(y, y, gamma)` is one kernel"
+    ]
