@@ -69,6 +69,11 @@ _READ_BACK_MESSAGE = (
     "(`torch.tensor(lengths)`), so the reduction launches a kernel and the read waits for the device; "
     "compute it on the host values (`max(lengths)`)"
 )
+_FILTER_MESSAGE = (
+    "a comprehension over a tensor that compares each element (`[i for i in ids if i != blank]`): every "
+    "comparison launches a kernel on a 0-d tensor and is a host sync; iterate `ids.tolist()` (one sync, no "
+    "kernels), or select with a mask (`ids[ids != blank]`)"
+)
 _METHOD_SYNC = re.compile(r"\.\s*(?:item|tolist|cpu|numpy)\s*\(|\.\s*to\s*\([^)]*['\"]cpu")
 # `if idx == self.num_experts:`: a bare name compared for equality with a name, not a constant
 _COMPARING_TEST = re.compile(r"\s*(?:el)?if\s+\w+\s*(?:==|!=)\s*(?![\d'\"-]|None\b|True\b|False\b)[\w.]+\s*:")
@@ -101,6 +106,8 @@ _INDEX_WRITE = re.compile(r"\s*(\w+)\s*\[.*\]\s*[-+*/]?=(?!=)")
 _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
 # `x = x @ w if flag else x`: a conditional expression's test, a name a few lines above computed
 _CONDITIONAL_READ = re.compile(r".*\bif\s+(?:not\s+)?(\w+)\s+else\b")
+# `[i for i in ids if i != blank]`: a comprehension that tests its element
+_FILTER_TEXT = re.compile(r"\bfor\s+(\w+)\s+in\s+[\w.]+\s+if\s+(?:not\s+)?\1\b")
 # a word _NAME_READ and _CONDITIONAL_READ need: searched first, it spares most statements their backtracking `.*`
 _NAME_READ_WORD = re.compile(r"(?:if|bool|float|int)\b")
 # `n = a * b`: arithmetic of two names, which tensors make a tensor
@@ -144,8 +151,13 @@ class HostSyncInTensorWork(Rule):
         - box[1])`: fusionrt 3 -> 1 kernels with one `box.tolist()`), and where a step function
         called once per iteration of its caller's loop branches, around tensor work, on an element
         of a tensor it does not change (a scheduler's `sigma = self.sigmas[i]; if sigma > 0.5:`:
-        a host copy made once where the schedule is made measured 3 -> 1 fusionrt writes). For `bool`, `float`, `int`, `print` and conditions, the
-        operand must itself compute with a torch op (`x.sum()`, `(a > 0).any()`), or, in
+        a host copy made once where the schedule is made measured 3 -> 1 fusionrt writes). A
+        comprehension over a tensor that tests each element (`[i for i in ids if i != blank]`, a
+        greedy CTC decoder) launches a kernel and syncs per element wherever it is: iterating
+        `ids.tolist()` measured 49 -> 3 fusionrt kernels for 50 frames.
+
+        For `bool`, `float`, `int`, `print` and conditions, the operand must itself compute
+        with a torch op (`x.sum()`, `(a > 0).any()`), or, in
         a loop that does tensor work, be a local name that such ops compute (`denom =
         m.sum()`, then `if denom > 0:`) or the element a `for` takes from a tensor (`for
         sigma in sigmas: s = float(sigma)`), so a bare argument of unknown type is never taken
@@ -437,6 +449,29 @@ class Schedule:
         if self.host_sigmas[i] > 0.5:
             sample = torch.tanh(sample)
         return sample + out * sigma
+""",
+        ),
+        Example(  # a comprehension over a tensor that tests each element: a kernel and a sync per element
+            bad="""\
+import torch
+
+
+def greedy_decode(emission: torch.Tensor, blank: int) -> tuple:
+    ids = torch.unique_consecutive(torch.argmax(emission, dim=-1))
+    kept = [i for i in ids if i != blank]
+    return torch.stack(kept), torch.log_softmax(emission, -1)
+""",
+            at=((6, 31),),
+            fixed=None,
+            call="greedy_decode(randn(50, 8), 0)",
+            good="""\
+import torch
+
+
+def greedy_decode(emission: torch.Tensor, blank: int) -> tuple:
+    ids = torch.unique_consecutive(torch.argmax(emission, dim=-1))
+    kept = [i for i in ids.tolist() if i != blank]
+    return torch.tensor(kept), torch.log_softmax(emission, -1)
 """,
         ),
         Example(  # debugging output in a loop: reported, not runnable as a contract pair (it prints)
@@ -795,6 +830,8 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
             return True
         if not _NAME_READ_WORD.search(text):
             return False
+        if "for" in text and _FILTER_TEXT.search(text):
+            return True
         if "[" in text and _ELEMENT_WORK.search(text):
             return True
         read = _NAME_READ.match(text) or _CONDITIONAL_READ.match(text)
@@ -848,6 +885,10 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                                     f"elements, {where} kernels on 0-d tensors only to make a host number, and "
                                     f"syncs; {advice}")
                 for node, kind in syncs:
+                    if kind == "filter":
+                        if not (_runs_once(scope) or _in_failing_arm(ref)):
+                            yield Violation(node, message=_FILTER_MESSAGE)
+                        continue
                     if kind == "select":
                         if _runs_once(scope) or _in_failing_arm(ref):
                             continue
@@ -987,6 +1028,8 @@ def _add_syncs(scope: Scope, node: cst.CSTNode, by_name: bool, found: list[tuple
             found.append((node, "select"))
     elif kind is cst.Subscript and _selects_by_mask(scope, node):
         found.append((node, "select"))
+    elif kind is cst.CompFor:
+        found.extend((test, "filter") for test in _element_filters(scope, node))
     for test in tests:
         found.extend(_branch_syncs(scope, test, by_name))
     for child in children(node):
@@ -1145,6 +1188,19 @@ def _loop_element(target: cst.BaseExpression, iterable: cst.BaseExpression) -> t
     ):
         return target.elements[1].value.value, iterable.args[0].value
     return None
+
+
+def _element_filters(scope: Scope, comp: cst.CompFor) -> Iterator[cst.BaseExpression]:
+    """The ``if`` tests of a comprehension over a tensor that compare its element itself
+    (``for i in ids if i != blank``): one 0-d kernel and one sync per element."""
+    if not isinstance(comp.target, cst.Name) or not scope.is_tensor(comp.iter):
+        return
+    for condition in comp.ifs:
+        test = condition.test
+        if isinstance(test, cst.Comparison) and not any(
+            isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons
+        ) and any(_element_value(operand, comp.target.value) for operand in (test.left, *(c.comparator for c in test.comparisons))):
+            yield test
 
 
 def _tests_tensor_element(scope: Scope, loop: cst.CSTNode | None, statement: cst.If) -> bool:

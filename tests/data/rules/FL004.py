@@ -378,3 +378,15 @@ class Flip(nn.Module):
         k = int(torch.empty(1).uniform_(0.0, 4.0).item())
         d = torch.rand(1, device=waveform.device).item()
         return h * k * d
+
+# --- a comprehension over a tensor that tests each element; look-alikes: over a list, over .tolist(), an identity test
+import torch
+
+
+def greedy_decode(emission: torch.Tensor, blank: int, labels: list, seen: list) -> tuple:
+    ids = torch.unique_consecutive(torch.argmax(emission, dim=-1))
+    kept = [i for i in ids if i != blank]
+    host = [i for i in ids.tolist() if i != blank]
+    named = [label for label in labels if label != "<pad>"]
+    some = [t for t in ids if t is not None]
+    return kept, host, named, some
