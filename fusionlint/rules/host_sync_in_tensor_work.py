@@ -886,7 +886,7 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                                     f"syncs; {advice}")
                 for node, kind in syncs:
                     if kind == "filter":
-                        if not (_runs_once(scope) or _in_failing_arm(ref)):
+                        if not (_runs_once(scope) or _in_failing_arm(ref)) and _iterates_tensor(scope, ref, node):
                             yield Violation(node, message=_FILTER_MESSAGE)
                         continue
                     if kind == "select":
@@ -1188,6 +1188,23 @@ def _loop_element(target: cst.BaseExpression, iterable: cst.BaseExpression) -> t
     ):
         return target.elements[1].value.value, iterable.args[0].value
     return None
+
+
+def _iterates_tensor(scope: Scope, ref: StatementRef, test: cst.CSTNode) -> bool:
+    """Does the comprehension holding ``test`` iterate what surely is a tensor at ``ref``: not a name
+    last bound to a host copy of one (``ids = t.tolist()``)?"""
+    comp = next((n for n in ancestors(ref.node, test) or [] if isinstance(n, cst.CompFor)), None)
+    if comp is None or not isinstance(comp.iter, cst.Name):
+        return True
+    name = comp.iter.value
+    value = reaching_value(ref, name)
+    values = [value] if value is not None else list(_assigned_values(scope, name))
+    return all(v is not None and scope.is_tensor(v) and not _synced(scope, v) for v in values)
+
+
+def _synced(scope: Scope, value: cst.BaseExpression) -> bool:
+    """``t.tolist()``, ``t.cpu().numpy()``: a host value, whatever the name held before."""
+    return isinstance(value, cst.Call) and (_call_sync(scope, value) is not None or _after_sync(scope, value))
 
 
 def _element_filters(scope: Scope, comp: cst.CompFor) -> Iterator[cst.BaseExpression]:
