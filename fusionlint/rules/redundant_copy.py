@@ -51,7 +51,7 @@ _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapd
                       "moveaxis", "expand", "expand_as", "narrow", "diagonal", "unfold", "as_strided"})
 
 # Views that keep a strided tensor strided, and ops that cut a tensor into pieces (views).
-_KEEP_STRIDES = frozenset({"squeeze", "unsqueeze"})
+_KEEP_STRIDES = frozenset({"squeeze", "unsqueeze", "view"})
 _SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split"})
 # Views whose elements may share memory, so that only a copy of them can be written per element.
 _OVERLAPPING = frozenset({"expand", "expand_as", "broadcast_to", "as_strided", "unfold"})
@@ -82,8 +82,9 @@ class RedundantCopy(Rule):
         Flagged: `.clone()`, `.detach().clone()`, `.clone().detach()`, `torch.clone(x)`, and
         `.contiguous()` of a transposed, permuted or expanded view, of a slice past the first
         dimension (`x[:, :n]`) or of a piece of a split along a later one (`start, end =
-        logits.split(1, dim=-1)`), squeezed, cast or detached or not (a cast keeps a dense
-        input's strides: `x.t().float().contiguous()`), of a tensor, when every use of the copy
+        logits.split(1, dim=-1)`), squeezed, viewed (a `.view()` that succeeds on a strided
+        tensor leaves it strided), cast or detached or not (a cast keeps a dense input's
+        strides: `x.t().float().contiguous()`), of a tensor, when every use of the copy
         only reads it (arithmetic, comparisons, a tensor op that is not in place, an activation
         from a registry (`ACT2FN[act](x)`), `torch.cat`,
         metadata, a same-file function or method whose body only reads that parameter and
@@ -98,7 +99,7 @@ class RedundantCopy(Rule):
         copy that is returned (as it is, through a view, or through its name) is flagged too
         when the function made its source (an op result, the output of a `torch.nn` module
         such as `nn.Linear` or of a same-file module or function that returns a tensor it
-        made, a gather, a copy, also when `+=` updated it in place since, or a parameter that
+        made (`super().forward(x)` of a same-file base too), a gather, a copy, also when `+=` updated it in place since, or a parameter that
         an assignment surely reaching the copy rebinds to one: `x = self.fc(x)`; not a
         parameter or an attribute): the caller gets a tensor nobody else holds either way
         (`self.proj(x).transpose(1, 2).contiguous()`: 2 -> 1 writes and kernels, fusionrt and
@@ -1106,7 +1107,7 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
     if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)):
         return _MADE  # `-dist(q, k)`: an operator makes a new value, whatever its operands are
     if isinstance(expr, cst.Call):  # `self.qa_classifier(h)`: a same-file module or function
-        callee = scope.facts.callee(scope.class_name, cst_view, expr.func)
+        callee = scope.facts.callee(scope.class_name, cst_view, expr.func) or _super_callee(scope, expr.func)
         return _MADE if callee is not None and returns_new(scope.facts, *callee) else _SHARED
     if not isinstance(expr, cst.Name):
         return _SHARED
@@ -1136,6 +1137,19 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
         return _SHARED
     origins = {_origin(scope, value, None, seen | {name}) for value in values}
     return _INDEX if _INDEX in origins else _MADE if origins == {_MADE} else _SHARED
+
+
+def _super_callee(scope: Scope, func: cst.BaseExpression) -> tuple[str, str] | None:
+    """(class, method) of ``super().forward`` in a method of a class whose same-file base (or
+    one of its bases) defines that method."""
+    if scope.class_name is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)):
+        return None
+    inner = func.value
+    if not (isinstance(inner.func, cst.Name) and inner.func.value == "super" and not inner.args):
+        return None
+    method = func.attr.value
+    return next(((base, method) for base in scope.facts.same_file_bases(scope.class_name)
+                 if scope.facts.has_method(base, method)), None)
 
 
 def _split_tensor(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -562,6 +562,26 @@ class Tokens(nn.Module):
         k = torch.cat([x, self.bias_k.repeat(1, x.shape[1], 1), self.data.repeat(1, 4)])
         return torch.cat([cls_tokens, x[:, kept]], dim=1), k
 """,
+    "a returned copy of a permuted base-class output, split by a view": """\
+import torch
+from torch import nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) + x
+
+
+class Tokens(Encoder):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c, h, w = x.shape[1:]
+        x = super().forward(x.flatten(2).permute(0, 2, 1))
+        return x.permute(0, 2, 1).view([-1, c, h, w]).contiguous()
+""",
 }
 EXPECTED = {
     "repeats of the dimensions of size 1 a view names": [(5, 29), (9, 20)],
@@ -579,6 +599,7 @@ EXPECTED = {
     "a returned copy of the negated result of an unknown call": [(6, 12)],
     "contiguous of channels-last tokens permuted channels-first, read by convolutions": [(15, 13), (16, 13), (18, 13)],
     "a clone of a module's index buffer, read as an index in its own statement": [(12, 32)],
+    "a returned copy of a permuted base-class output, split by a view": [(18, 16)],
     "a module's tensor cloned and repeated under names while only known tensor ops run": [
         (14, 16), (15, 22), (16, 27),
     ],
