@@ -202,6 +202,13 @@ class _Collector(Walker):
         elif name in _AUTOGRAD_MARKERS and id(node) not in self.copy_detaches:
             scope.autograd = True
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if self.scope is not None and any(
+            type(element.slice) is cst.Index and type(element.slice.value) is cst.Name and element.slice.value.value == "None"
+            for element in node.slice
+        ):
+            self.scope.used_as_tensor.update(self.scope.typing.used_as_tensor(node))
+
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if isinstance(node.operator, cst.MatrixMultiply):
             self._site("@", node)

@@ -414,13 +414,16 @@ class Typing:
         method (``x.clone()``, ``x.sum(dim=1)``, an op no other value has as a method:
         ``x.clamp(0, 1)``, also down a chain: ``x.pow(2).mean(-1, keepdim=True)``), an operand of ``@``, the input of a torch op (``torch.softmax(x, -1)``),
         any operand of a matmul (``torch.matmul(x, y)``); in a file without numpy, the owner of
-        ``x.shape``."""
+        ``x.shape`` and what is indexed with a new axis (``x[:, None]``)."""
         view = self.view(expr)
         if view[0] == BINOP and view[3] == "@":
             if not self.facts.imports_numpy:
                 yield from self._names((view[1], view[2]))
         elif view[0] == ATTR:
             if view[2] in SHAPE_ATTRIBUTES and not self.facts.imports_numpy:
+                yield from self._names((view[1],))
+        elif view[0] == SUBSCRIPT:  # ``x[:, None]``: a new axis, which only an array takes
+            if not self.facts.imports_numpy and any(self.view(index)[0] == NONE for index in view[2]):
                 yield from self._names((view[1],))
         elif view[0] == CALL:
             callee = self.view(view[1])
@@ -811,6 +814,7 @@ class _FunctionBody:
                 kind is ast.Call
                 or (kind is ast.BinOp and type(node.op) is ast.MatMult)
                 or (kind is ast.Attribute and node.attr in SHAPE_ATTRIBUTES)
+                or (kind is ast.Subscript and _new_axis(node))
             ):
                 self.uses.append(node)
                 appended = _appended(node) if kind is ast.Call else None
@@ -823,6 +827,12 @@ class _FunctionBody:
                         todo += value
                     elif isinstance(value, ast.AST):
                         todo.append(value)
+
+
+def _new_axis(subscript: ast.Subscript) -> bool:
+    """``x[:, None]``, ``x[None]``: an index that adds an axis."""
+    index = subscript.slice
+    return any(type(i) is ast.Constant and i.value is None for i in (index.elts if type(index) is ast.Tuple else (index,)))
 
 
 def _appended(call: ast.Call) -> tuple[str, ast.expr] | None:
