@@ -108,6 +108,8 @@ _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s
 _CONDITIONAL_READ = re.compile(r".*\bif\s+(?:not\s+)?(\w+)\s+else\b")
 # `[i for i in ids if i != blank]`: a comprehension that tests its element
 _FILTER_TEXT = re.compile(r"\bfor\s+(\w+)\s+in\s+[\w.]+\s+if\s+(?:not\s+)?\1\b")
+# the test of a conditional expression that compares (`a if lo <= sigma <= hi else b`)
+_CHOICE_TEST = re.compile(r"\bif\s+([^:]*?(?:[<>]=?|[!=]=)[^:]*?)\s+else\b")
 # a word _NAME_READ and _CONDITIONAL_READ need: searched first, it spares most statements their backtracking `.*`
 _NAME_READ_WORD = re.compile(r"(?:if|bool|float|int)\b")
 # `n = a * b`: arithmetic of two names, which tensors make a tensor
@@ -151,7 +153,9 @@ class HostSyncInTensorWork(Rule):
         - box[1])`: fusionrt 3 -> 1 kernels with one `box.tolist()`), and where a step function
         called once per iteration of its caller's loop branches, around tensor work, on an element
         of a tensor it does not change (a scheduler's `sigma = self.sigmas[i]; if sigma > 0.5:`:
-        a host copy made once where the schedule is made measured 3 -> 1 fusionrt writes). A
+        a host copy made once where the schedule is made measured 3 -> 1 fusionrt writes), or picks
+        a number by one that goes on into tensor work (`gamma = g if lo <= sigma <= hi else 0.0`:
+        5 -> 1 writes; in a working loop such a choice syncs per iteration wherever it goes). A
         comprehension over a tensor that tests each element (`[i for i in ids if i != blank]`, a
         greedy CTC decoder) launches a kernel and syncs per element wherever it is: iterating
         `ids.tolist()` measured 49 -> 3 fusionrt kernels for 50 frames.
@@ -449,6 +453,40 @@ class Schedule:
         if self.host_sigmas[i] > 0.5:
             sample = torch.tanh(sample)
         return sample + out * sigma
+""",
+        ),
+        Example(  # a step function chooses a host number by an element of its schedule, and computes on with it
+            bad="""\
+import torch
+
+
+class Euler:
+    def __init__(self, steps: int):
+        self.sigmas = torch.linspace(1.0, 0.0, steps)
+
+    def step(self, out: torch.Tensor, sample: torch.Tensor, i: int) -> torch.Tensor:
+        sample = sample - out * 0.5
+        sigma = self.sigmas[i]
+        gamma = 0.25 if 0.2 <= sigma <= 0.9 else 0.0
+        return sample + out * (sigma * (gamma + 1))
+""",
+            at=((11, 24),),
+            fixed=None,
+            call="Euler(10).step(randn(16, 64), randn(16, 64), 2)",
+            good="""\
+import torch
+
+
+class Euler:
+    def __init__(self, steps: int):
+        self.sigmas = torch.linspace(1.0, 0.0, steps)
+        self.host_sigmas = self.sigmas.tolist()
+
+    def step(self, out: torch.Tensor, sample: torch.Tensor, i: int) -> torch.Tensor:
+        sample = sample - out * 0.5
+        sigma = self.sigmas[i]
+        gamma = 0.25 if 0.2 <= self.host_sigmas[i] <= 0.9 else 0.0
+        return sample + out * (sigma * (gamma + 1))
 """,
         ),
         Example(  # a comprehension over a tensor that tests each element: a kernel and a sync per element
@@ -832,6 +870,13 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
             return False
         if "for" in text and _FILTER_TEXT.search(text):
             return True
+        choice = _CHOICE_TEST.search(text) if "else" in text else None
+        if choice is not None and ("[" in choice.group(1) or any(
+            _assignments_of(word)[1].match(block[earlier])
+            for word in set(re.findall(r"[A-Za-z_]\w*", choice.group(1)))
+            for earlier in range(max(0, index - 4), index)
+        )):
+            return True  # `g if lo <= sigmas[i] <= hi else 0.0`, or `sigma = sigmas[i]` above it
         if "[" in text and _ELEMENT_WORK.search(text):
             return True
         read = _NAME_READ.match(text) or _CONDITIONAL_READ.match(text)
@@ -885,6 +930,15 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                                     f"elements, {where} kernels on 0-d tensors only to make a host number, and "
                                     f"syncs; {advice}")
                 for node, kind in syncs:
+                    if kind == "element":
+                        if _element_choice_costs(scope, ref, node, loop):
+                            where = "the loop does not change, in a loop that does tensor work" if loop else \
+                                "a step function does not change"
+                            yield Violation(node.test, message=f"a choice on an element of a tensor {where}: "  # type: ignore[attr-defined]
+                                            "each test launches a kernel and is a host sync that flushes the lazy "
+                                            "stream; read the tensor once with `.tolist()` (before the loop, or "
+                                            "where it is made) and compare host numbers")
+                        continue
                     if kind == "filter":
                         if not (_runs_once(scope) or _in_failing_arm(ref)) and _iterates_tensor(scope, ref, node):
                             yield Violation(node, message=_FILTER_MESSAGE)
@@ -1011,6 +1065,8 @@ def _add_syncs(scope: Scope, node: cst.CSTNode, by_name: bool, found: list[tuple
         return
     tests: list[cst.BaseExpression] = []
     if kind is cst.IfExp:
+        if by_name and _compares_element(scope, node.test):
+            found.append((node, "element"))  # `gamma = g if lo <= sigmas[i] <= hi else 0.0`
         if not (_does_work(scope, node.body) or _does_work(scope, node.orelse)):
             _add_syncs(scope, node.body, by_name, found)
             _add_syncs(scope, node.orelse, by_name, found)
@@ -1205,6 +1261,22 @@ def _iterates_tensor(scope: Scope, ref: StatementRef, test: cst.CSTNode) -> bool
 def _synced(scope: Scope, value: cst.BaseExpression) -> bool:
     """``t.tolist()``, ``t.cpu().numpy()``: a host value, whatever the name held before."""
     return isinstance(value, cst.Call) and (_call_sync(scope, value) is not None or _after_sync(scope, value))
+
+
+def _compares_element(scope: Scope, test: cst.BaseExpression) -> bool:
+    """A comparison of an element of a tensor the function never changes (``lo <= sigmas[i] <= hi``)."""
+    return isinstance(test, cst.Comparison) and not any(
+        isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons
+    ) and _element_work(scope, scope.node, test)
+
+
+def _element_choice_costs(scope: Scope, ref: StatementRef, choice: cst.IfExp, loop: cst.CSTNode | None) -> bool:
+    """Does a conditional expression testing an element sync where it costs: in a working loop (once
+    per iteration), or in a step function when its value goes on into tensor work? A value that
+    decides a shape or a loop exit, and an error's message, are needed on the host."""
+    if _runs_once(scope) or _in_failing_arm(ref) or _decides_exit(ref, choice) or _decides_shape(scope, ref, choice, "branch"):
+        return False
+    return loop is not None or (_hot(scope) and _flows_back(scope, ref, choice))
 
 
 def _element_filters(scope: Scope, comp: cst.CompFor) -> Iterator[cst.BaseExpression]:
