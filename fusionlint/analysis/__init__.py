@@ -12,8 +12,8 @@ Heuristics (documented in docs/engine.md), all static and local to one file:
   (``x.clone()``, ``x.cpu()``, ``x.sum(dim=1)``, ``torch.matmul(x, y)``, a method of an op name no
   other value of a model file has, ``x.clamp(0, 1)``, ``t.exp()``, also down a chain of
   tensor methods: ``x.pow(2).mean(-1, keepdim=True)``; ``x @ y``, ``x.transpose()``,
-  ``x.item()`` and ``x.shape`` only in a file without numpy), what a ``for`` takes from a
-  tensor or from a parameter annotated ``list[Tensor]`` (also through ``enumerate``/``zip``), or
+  ``x.item()``, ``x.shape`` and ``x[:, None]`` only in a file without numpy, triton or helion),
+  what a ``for`` takes from a tensor or from a parameter annotated ``list[Tensor]`` (also through ``enumerate``/``zip``), or
   is assigned from a tensor expression anywhere in its scope (flow-insensitive, to a fixpoint):
   a torch / ``F.*`` / einops call that returns tensors, a
   tensor method or tensor attribute (``.T``, ``.data``) of a tensor, arithmetic and indexing with

@@ -37,6 +37,8 @@ _CONTAINERS = {"ModuleList": "list", "ModuleDict": "dict", "Sequential": "sequen
 ACTIVATION_REGISTRIES = frozenset({"ACT2FN"})
 # Helpers, imported by name, that build a layer (transformers', diffusers' and timm's).
 _MODULE_BUILDERS = frozenset({"get_activation", "create_act_layer", "create_conv2d", "create_pool2d", "create_aa"})
+# Libraries of arrays that are no torch tensors (a kernel language's blocks index and multiply as tensors do).
+_ARRAY_LIBRARIES = frozenset({"numpy", "triton", "helion"})
 # Helpers that return a layer class to build modules from (timm's ``get_act_layer("gelu")``).
 _LAYER_GETTERS = frozenset({"get_act_layer", "get_norm_layer", "get_norm_act_layer"})
 _NESTED_DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
@@ -68,7 +70,8 @@ class ModuleFacts:
 
     aliases: dict[str, str]  # local name -> canonical dotted path ("F" -> "torch.nn.functional")
     tree: ast.Module  # the whole file's, for what is read on demand
-    imports_numpy: bool = False  # then ``a @ b`` and ``a.transpose(...)`` may be of arrays
+    # numpy or a kernel language (triton, helion): then ``a @ b``, ``a.transpose(...)``, ``a[:, None]`` may be of its arrays
+    imports_arrays: bool = False
     imported: frozenset[str] = frozenset()  # names bound by imports (modules: ``np.matmul`` is no method)
     classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)
     functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = field(default_factory=dict)  # top level
@@ -459,7 +462,7 @@ def _bool_literal(expr: object) -> bool | None:
 
 def module_facts(tree: ast.Module) -> ModuleFacts:
     aliases: dict[str, str] = {}
-    numpy = False
+    arrays = False
     imported: set[str] = set()
     classes: dict[str, list[ast.ClassDef]] = defaultdict(list)
     members: list[ast.Assign | ast.Call] = []
@@ -474,14 +477,14 @@ def module_facts(tree: ast.Module) -> ModuleFacts:
         elif kind is ast.Import:
             for alias in node.names:
                 library = alias.name.partition(".")[0]
-                numpy = numpy or library == "numpy"
+                arrays = arrays or library in _ARRAY_LIBRARIES
                 if library in _LIBRARIES:
                     if alias.asname:
                         aliases[alias.asname] = alias.name
                     else:
                         aliases[library] = library
         elif kind is ast.ImportFrom and node.level == 0 and node.module:
-            numpy = numpy or node.module.partition(".")[0] == "numpy"
+            arrays = arrays or node.module.partition(".")[0] in _ARRAY_LIBRARIES
             if node.module.partition(".")[0] in _LIBRARIES:
                 for alias in node.names:
                     if alias.name != "*":
@@ -503,7 +506,7 @@ def module_facts(tree: ast.Module) -> ModuleFacts:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name].append(node)
-    return ModuleFacts(aliases, tree, numpy, frozenset(imported), dict(classes), dict(functions), members)
+    return ModuleFacts(aliases, tree, arrays, frozenset(imported), dict(classes), dict(functions), members)
 
 
 def _walk(tree: ast.AST) -> Iterator[ast.AST]:

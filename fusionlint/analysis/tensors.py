@@ -413,17 +413,18 @@ class Typing:
         """Names that ``expr`` uses the way only a tensor is used: the receiver of a tensor-only
         method (``x.clone()``, ``x.sum(dim=1)``, an op no other value has as a method:
         ``x.clamp(0, 1)``, also down a chain: ``x.pow(2).mean(-1, keepdim=True)``), an operand of ``@``, the input of a torch op (``torch.softmax(x, -1)``),
-        any operand of a matmul (``torch.matmul(x, y)``); in a file without numpy, the owner of
-        ``x.shape`` and what is indexed with a new axis (``x[:, None]``)."""
+        any operand of a matmul (``torch.matmul(x, y)``); in a file without numpy, triton or helion
+        (whose arrays do these too), the owner of ``x.shape`` and what is indexed with a new axis
+        (``x[:, None]``)."""
         view = self.view(expr)
         if view[0] == BINOP and view[3] == "@":
-            if not self.facts.imports_numpy:
+            if not self.facts.imports_arrays:
                 yield from self._names((view[1], view[2]))
         elif view[0] == ATTR:
-            if view[2] in SHAPE_ATTRIBUTES and not self.facts.imports_numpy:
+            if view[2] in SHAPE_ATTRIBUTES and not self.facts.imports_arrays:
                 yield from self._names((view[1],))
         elif view[0] == SUBSCRIPT:  # ``x[:, None]``: a new axis, which only an array takes
-            if not self.facts.imports_numpy and any(self.view(index)[0] == NONE for index in view[2]):
+            if not self.facts.imports_arrays and any(self.view(index)[0] == NONE for index in view[2]):
                 yield from self._names((view[1],))
         elif view[0] == CALL:
             callee = self.view(view[1])
@@ -434,7 +435,7 @@ class Typing:
                     yield from self._names(view[2] if name in MATMULS else view[2][:1])
             elif callee[0] == ATTR and (
                 self._tensor_only(callee[2])
-                or (callee[2] in _NUMPY_METHODS and not self.facts.imports_numpy)
+                or (callee[2] in _NUMPY_METHODS and not self.facts.imports_arrays)
                 or (callee[2] in _DIM_REDUCTIONS and ("dim" in view[3] or "keepdim" in view[3]))
             ):
                 yield from self._names((callee[1],))
@@ -448,7 +449,7 @@ class Typing:
                 callee = self.view(view[1])
                 if callee[0] != ATTR or not (
                     self._tensor_only(callee[2])
-                    or (not self.facts.imports_numpy and self.ops.op_class(callee[2]) is not None)
+                    or (not self.facts.imports_arrays and self.ops.op_class(callee[2]) is not None)
                 ):
                     break
                 view = self.view(callee[1])
