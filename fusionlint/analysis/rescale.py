@@ -20,7 +20,10 @@ from fusionlint.analysis.scope import Block, Scope, StatementRef, per_scope
 RESCALE_TEXT = re.compile(
     r"\s*(\w+)\s*(?:[*/]=(?!=)|\.(?:mul|div)_\s*\(|=\s*(?:\1\s*[*/]|[\w.]+\s*\*\s*\1\s*(?:#.*)?$))"
 )
-# The same, binding the scaled value to any name or returning it; the rescaled name is one of the groups.
+# ``name = name / s``, ``name *= s`` by a plain factor (a name, an attribute chain, a number)
+PLAIN_RESCALE_TEXT = re.compile(r"\s*(\w+)\s*(?:[*/]=|=\s*\1\s*[*/])\s*[\w.]+\s*(?:#.*)?$")
+# The same as RESCALE_TEXT, binding the scaled value to any name or returning it; the rescaled name is
+# one of the groups.
 _SCALED_TEXT = re.compile(
     r"\s*(?:(?:\w+\s*=|return\b)\s*(?:(\w+)\s*[*/](?![*/=])|[\w.]+\s*\*\s*(\w+)\s*(?:#.*)?$)"
     r"|(\w+)\s*[*/]=(?!=)|(\w+)\.(?:mul|div)_\s*\()"

@@ -10,7 +10,7 @@ import libcst as cst
 from fusionlint.analysis import Scope
 from fusionlint.analysis.nodes import children
 from fusionlint.analysis.numbers import int_literal
-from fusionlint.analysis.rescale import RESCALE_TEXT, rescaled_later, rescaled_below, zero_dim
+from fusionlint.analysis.rescale import PLAIN_RESCALE_TEXT, RESCALE_TEXT, rescaled_later, rescaled_below, zero_dim
 from fusionlint.analysis.strings import string_values
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
@@ -283,9 +283,9 @@ def f(x: torch.Tensor, w: torch.Tensor):
         if assigned is not None and _MATMUL_TEXT.search(text) is not None:  # scaled a few lines below
             if rescaled_below(assigned.group(1), block, index):
                 return True
-        if RESCALE_TEXT.match(text) is None:
-            return False
-        return index == 0 or any(  # first in an `if` arm, or after the `if` whose arm made the scores
+        if index == 0 and PLAIN_RESCALE_TEXT.match(text) is not None:  # first in an `if` arm
+            return True
+        return RESCALE_TEXT.match(text) is not None and any(  # scaled after the `if` whose arm made it
             block[earlier].lstrip().startswith("if ") for earlier in range(max(0, index - 3), index)
         )
 

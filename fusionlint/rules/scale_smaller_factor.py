@@ -12,7 +12,7 @@ from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
 from fusionlint.analysis.nodes import code_of, dotted_name, operations, same_expression
 from fusionlint.analysis.numbers import NumberNames
 from fusionlint.analysis.torch_calls import keepdim_reduction
-from fusionlint.analysis.rescale import RESCALE_TEXT, Rescale, mentions, rescaled_later, rescaled_below, zero_dim
+from fusionlint.analysis.rescale import PLAIN_RESCALE_TEXT, RESCALE_TEXT, Rescale, mentions, rescaled_later, rescaled_below, zero_dim
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
@@ -22,13 +22,14 @@ _SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.|\bkeepdim\b|norm")
 _PRODUCT_TEXT = re.compile(r"(?<![*/])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
 _ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*[\w\])]\s*\*(?![*=])")  # `name = a * b`, not `*args`
 _ASSIGNED_MATMUL = re.compile(r"\s*(\w+)\s*=[^=].*@")
-# a module's call, a linear or a matmul scaled: `self.b(h) * s`, `F.linear(t, w) / s`, `(t @ self.w) * s`,
-# `s * self.b(h)`; a module's call of another's (`self.b(self.a(x))`), where the statement holds a product
+# a module's output, a linear's or a matmul's, scaled by a plain factor (an attribute chain of `self` or
+# a config, a number): `y = self.b(h) * self.s`, `return s * F.linear(t, w)`, `(t @ self.w) / 2.0`
+_FACTOR = r"(?:self\.[\w.]+|[\w.]*config\.[\w.]+|\d[\d.e+-]*)"
+_OUTPUT = r"(?:self\.\w+|[\w.]*\blinear)\s*\("
 _SCALED_OUTPUT = re.compile(
-    r"(?:\bself\.\w+\s*\(|\blinear\s*\(|@)[^()]*\)\s*[*/](?![*/=])"
-    r"|(?<![*/])[*/]\s*(?:self\.\w+\s*\(|[\w.]*\blinear\s*\(|\([^()]*@)"
+    rf"^\s*(?:[\w.]+\s*=|return\b)\s*(?:{_FACTOR}\s*\*\s*{_OUTPUT}|{_OUTPUT}.*\)\s*[*/]\s*{_FACTOR}\s*(?:#.*)?$)"
+    rf"|\([^()]*@[^()]*\)\s*[*/]\s*{_FACTOR}"
 )
-_NESTED_MEMBER_CALLS = re.compile(r"\bself\.\w+\s*\(\s*self\.\w+\s*\(")
 _RANGES = frozenset({"torch.arange", "torch.linspace", "torch.logspace"})
 _NUMBER_CONSTANTS = frozenset({"math.pi", "math.tau", "math.e", "np.pi", "numpy.pi", "torch.pi"})
 _REDUCTIONS = ("sum", "mean", "norm", "amax", "amin", "std", "var", "logsumexp", "prod")
@@ -452,13 +453,15 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
             made = _ASSIGNED_MATMUL.match(code)
             if made is not None and _scaled_soon(made.group(1), block, index):  # `y = x @ self.w`, then `y = s * y`
                 return True
-            if _SCALED_OUTPUT.search(code) or (_NESTED_MEMBER_CALLS.search(code) and _PRODUCT_TEXT.search(code)):
+            if _SCALED_OUTPUT.search(code):  # `y = self.b(self.a(x)) * self.s`
                 return True
+        if index == 0 and PLAIN_RESCALE_TEXT.match(text) is not None:  # first in an `if` arm
+            return True
         rescaled = RESCALE_TEXT.match(text)
         if rescaled is None:
             return False
         made = re.compile(r"\s*%s\s*=[^=](?:.*\*|\s*self\.\w+\s*\()" % rescaled.group(1))  # a product, a module's output
-        return index == 0 or any(  # first in an `if` arm; made a few lines above, or in the arms of the `if` above
+        return any(  # made a few lines above, or in the arms of the `if` above
             (made.match(block[earlier]) and _SMALL_TEXT.search(block[earlier])) or block[earlier].lstrip().startswith("if ")
             for earlier in range(max(0, index - 5), index)
         )

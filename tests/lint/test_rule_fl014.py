@@ -242,11 +242,15 @@ TEXT_TESTS = {
     "a norm and a division in a comment": ("y = x * 2  # norm / dim", [False]),
     "code after a string holding a #": ('y = d["#"] * self.s * g', [True]),
     "floor divisions": ("self.window = (g[0] // self.p, g[1] // self.p)", [False]),
-    "a module's output scaled": ("y = self.b(self.a(x)) * s", [True]),
-    "a number times a module's output": ("y = s * self.b(x)", [True]),
-    "a tied embedding's logits scaled": ("y = F.linear(x, self.emb.weight) / s", [True]),
-    "a matmul with a module's tensor scaled": ("y = (x @ self.w) * s", [True]),
+    "a module's output scaled": ("y = self.b(self.a(x)) * self.s", [True]),
+    "a number times a module's output": ("y = 0.5 * self.b(x)", [True]),
+    "a tied embedding's logits scaled": ("y = F.linear(x, self.emb.weight) / self.config.s", [True]),
+    "a matmul with a module's tensor scaled": ("y = (x @ self.w) * self.s", [True]),
     "a module's output, no product": ("y = self.b(x)", [False]),
+    "a gated activation": ("y = self.act(x) * d", [False]),
+    "a module's outputs unpacked": ("y = torch.cat([x, *self.b(x)], dim=1)", [False]),
+    "first in a block, rescaled by an attribute": ("x = x / self.config.s", [True]),
+    "first in a block, rescaled by a reduction": ("x /= x.sum(-1, keepdim=True)", [False]),
 }
 
 
