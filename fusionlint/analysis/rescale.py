@@ -126,7 +126,7 @@ def _rescale(scope: Scope, ref: StatementRef, name: str) -> Rescale | None:
     in_place = _scaled_in_place(small, name)
     if in_place is not None:
         operator, factor = in_place
-        if mentions(factor, name) or (scope.is_tensor(factor) and not zero_dim(scope, factor)):
+        if not _scale_factor(scope, factor, name):
             return None
         return Rescale(ref, small, operator, factor, True)  # type: ignore[arg-type]
     if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
@@ -145,11 +145,19 @@ def _rescale(scope: Scope, ref: StatementRef, name: str) -> Rescale | None:
         factor = value.left
     else:
         return None
-    if mentions(factor, name) or (scope.is_tensor(factor) and not zero_dim(scope, factor)):
+    if not _scale_factor(scope, factor, name):
         return None
     if target != name and target is not None and scope.read_after(ref, name):
         return None  # the unscaled value is read again: both are kept
     return Rescale(ref, value, operator, factor, target == name)
+
+
+def _scale_factor(scope: Scope, factor: cst.BaseExpression, name: str) -> bool:
+    """A number or a 0-d tensor not made from ``name``; not a literal zero (``x * 0.0`` clears
+    ``x``: no scale to move)."""
+    if isinstance(factor, (cst.Integer, cst.Float)) and factor.evaluated_value == 0:
+        return False
+    return not mentions(factor, name) and (not scope.is_tensor(factor) or zero_dim(scope, factor))
 
 
 def _scaled_in_place(small: cst.BaseSmallStatement | None, name: str) -> tuple[cst.BaseBinaryOp, cst.BaseExpression] | None:

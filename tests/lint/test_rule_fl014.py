@@ -377,3 +377,17 @@ def dct_matrix(n_in: int, n_out: int) -> torch.Tensor:
     return torch.cos(math.pi / float(n_in) * (n + 0.5) * k)
 """
     assert positions(source) == []
+
+
+def test_a_product_cleared_by_zero_is_no_rescale():
+    source = """\
+import torch
+
+
+def f(t: torch.Tensor, freqs: torch.Tensor, keep: bool):
+    emb = t[:, None] * freqs[None, :]
+    if not keep:
+        emb = emb * 0.0
+    return emb
+"""
+    assert positions(source) == []
