@@ -353,8 +353,14 @@ class _Captured:
         # handed back as the call's own argument, as the jitted graph does: a parameter stays one
         self.passed = [next((j for j, a in enumerate(inputs) if a is o), None) if isinstance(o, torch.Tensor) else None
                        for o in outputs]
-        handed_out = [o for o, copy in zip(outputs, self.copy_out)
-                      if not copy and isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() not in in_place]
+        # a result the graph returns twice (a forward's output it also saves for backward) is
+        # handed out as one object twice, as the jitted graph does: a copied-out result's copy,
+        # whose requires_grad the backward's guards then see as they did when it recorded
+        self.repeats = [next((k for k in range(i) if outputs[k] is o), None) if isinstance(o, torch.Tensor) else None
+                        for i, o in enumerate(outputs)]
+        handed_out = [o for o, copy, k in zip(outputs, self.copy_out, self.repeats)
+                      if not copy and (k is None or not self.copy_out[k]) and isinstance(o, torch.Tensor)
+                      and o.untyped_storage().data_ptr() not in in_place]
         self.results = HeldResults(handed_out)
         self.handed_out = frozenset(o.untyped_storage().data_ptr() for o in handed_out)
         self.scratch = _scratch(outputs, self.copy_out, self.passed, inputs)
@@ -422,9 +428,11 @@ class _Captured:
             for i in self.copied:
                 self.inputs[i].copy_(args[i])
             self.graph.replay()
-            return type(self.outputs)(
-                o if not isinstance(o, torch.Tensor) else args[j] if j is not None else o.clone() if copy else o.detach()
-                for o, copy, j in zip(self.outputs, self.copy_out, self.passed))
+            results: list[Any] = []
+            for o, copy, j, k in zip(self.outputs, self.copy_out, self.passed, self.repeats):
+                results.append(o if not isinstance(o, torch.Tensor) else results[k] if k is not None else args[j]
+                               if j is not None else o.clone() if copy else o.detach())
+            return type(self.outputs)(results)
 
 
 def _scratch(outputs: Sequence[Any], copy_out: list[bool], passed: list[Optional[int]],
