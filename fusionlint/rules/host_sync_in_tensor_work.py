@@ -110,6 +110,8 @@ _CONDITIONAL_READ = re.compile(r".*\bif\s+(?:not\s+)?(\w+)\s+else\b")
 _FILTER_TEXT = re.compile(r"\bfor\s+(\w+)\s+in\s+[\w.]+\s+if\s+(?:not\s+)?\1\b")
 # the test of a conditional expression that compares (`a if lo <= sigma <= hi else b`)
 _CHOICE_TEST = re.compile(r"\bif\s+([^:]*?(?:[<>]=?|[!=]=)[^:]*?)\s+else\b")
+# `sigma = sigmas[i]`: a name given one element
+_ELEMENT_ASSIGNMENT = re.compile(r"\s*(\w+)\s*=\s*[\w.]+\[[^\]:]*\]\s*$")
 # a word _NAME_READ and _CONDITIONAL_READ need: searched first, it spares most statements their backtracking `.*`
 _NAME_READ_WORD = re.compile(r"(?:if|bool|float|int)\b")
 # `n = a * b`: arithmetic of two names, which tensors make a tensor
@@ -871,12 +873,12 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
         if "for" in text and _FILTER_TEXT.search(text):
             return True
         choice = _CHOICE_TEST.search(text) if "else" in text else None
-        if choice is not None and ("[" in choice.group(1) or any(
-            _assignments_of(word)[1].match(block[earlier])
-            for word in set(re.findall(r"[A-Za-z_]\w*", choice.group(1)))
-            for earlier in range(max(0, index - 4), index)
-        )):
-            return True  # `g if lo <= sigmas[i] <= hi else 0.0`, or `sigma = sigmas[i]` above it
+        if choice is not None:
+            if "[" in choice.group(1):
+                return True  # `g if lo <= sigmas[i] <= hi else 0.0`
+            elements = (_ELEMENT_ASSIGNMENT.match(block[earlier]) for earlier in range(max(0, index - 4), index))
+            if any(found and re.search(rf"\b{found.group(1)}\b", choice.group(1)) for found in elements):
+                return True  # `sigma = sigmas[i]` above it
         if "[" in text and _ELEMENT_WORK.search(text):
             return True
         read = _NAME_READ.match(text) or _CONDITIONAL_READ.match(text)
@@ -897,9 +899,9 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
             loop = _enclosing_loop(ref) if _in_working_loop(scope, ref) and not _runs_once(scope) else None
             for part in own_parts(statement):
                 test = isinstance(statement, (cst.If, cst.While)) and part is statement.test
-                if test and isinstance(statement, cst.If) and loop is None and _hot(scope) \
-                        and _branch_works(scope, statement) and not _needed_branch(scope, statement, ref) \
-                        and _tests_tensor_element(scope, scope.node, statement):
+                if test and isinstance(statement, cst.If) and loop is None and isinstance(part, cst.Comparison) \
+                        and _hot(scope) and _tests_tensor_element(scope, scope.node, statement) \
+                        and _branch_works(scope, statement) and not _needed_branch(scope, statement, ref):
                     yield Violation(part, message="a branch on an element of a tensor a step function does not "
                                     "change: each call launches a kernel and is a host sync that flushes the lazy "
                                     "stream; read the tensor once with `.tolist()` where it is made and compare "
