@@ -46,8 +46,9 @@ class ScalarFusedOp(Rule):
         anyway: the rewrite pays in eager only.
 
         Flagged, every operand known to be a tensor and every scale a number the code shows
-        (a literal, `math.sqrt(...)`, a parameter annotated `float`/`int` or a local assigned
-        only such values): `x + alpha * y` and `x - alpha * y`; `a * b + c` and `a * b * v +
+        (a literal, `math.sqrt(...)`, a parameter annotated `float`/`int`, a local assigned
+        only such values, a member the class assigns only such values: `self.eps = eps` of
+        `eps: float`): `x + alpha * y` and `x - alpha * y`; `a * b + c` and `a * b * v +
         c`; `a / b + c` and `a / b * v + c`; `a * b * c + d` (`torch.addcmul(d, a * b, c)`,
         one product kept); a sum of two products, `a * b + c * d` (`torch.addcmul(c * d, a,
         b)`: 3 kernels -> 2). The out-of-place fused ops broadcast all their operands together
@@ -64,7 +65,9 @@ class ScalarFusedOp(Rule):
         (end - start) * t`: no fused op adds a tensor to a number); a product of a batched matmul
         (FL012 reports `torch.baddbmm`); a sum inside attention that FL010 rewrites to
         `F.scaled_dot_product_attention`; a sum of one-number tensors (`loss + w * aux_loss`
-        of full reductions or losses: the kernel it saves writes one number).
+        of full reductions or losses: the kernel it saves writes one number); integer tensors
+        (`.long()`, `//`, `torch.arange`) where the fused op refuses them (`addcdiv`, a float
+        `alpha=`).
     """
     use_instead = "`torch.add(x, y, alpha=alpha)`, `torch.addcmul(c, a, b, value=v)`, `torch.addcdiv(c, a, b, value=v)`."
     fix_safety = FixSafety.UNSAFE
