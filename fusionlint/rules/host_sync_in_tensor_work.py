@@ -472,7 +472,7 @@ class Euler:
         gamma = 0.25 if 0.2 <= sigma <= 0.9 else 0.0
         return sample + out * (sigma * (gamma + 1))
 """,
-            at=((11, 24),),
+            at=((11, 25),),
             fixed=None,
             call="Euler(10).step(randn(16, 64), randn(16, 64), 2)",
             good="""\
