@@ -1300,15 +1300,14 @@ def _tests_tensor_element(scope: Scope, loop: cst.CSTNode | None, statement: cst
     iteration, where one ``.tolist()`` before the loop syncs once. Validation (an arm that raises)
     is left alone."""
     test = statement.test
-    if loop is None or not isinstance(test, cst.Comparison) or _raises_or_warns(statement):
+    if loop is None or not isinstance(test, cst.Comparison):
         return False
     if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
         return False
     operands = [test.left, *(c.comparator for c in test.comparisons)]
-    if isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) and scope.is_tensor(loop.iter):
-        if any(_element_value(operand, loop.target.value) for operand in operands):
-            return True
-    return _element_work(scope, loop, test)
+    element = isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) and scope.is_tensor(loop.iter) \
+        and any(_element_value(operand, loop.target.value) for operand in operands)
+    return (element or _element_work(scope, loop, test)) and not _raises_or_warns(statement)
 
 
 def _element_casts(scope: Scope, loop: cst.CSTNode, part: cst.CSTNode) -> Iterator[cst.Call]:
