@@ -114,8 +114,8 @@ _CHOICE_TEST = re.compile(r"\bif\s+([^:]*?(?:[<>]=?|[!=]=)[^:]*?)\s+else\b")
 _ELEMENT_ASSIGNMENT = re.compile(r"\s*(\w+)\s*=\s*[\w.]+\[[^\]:]*\]\s*$")
 # a word _NAME_READ and _CONDITIONAL_READ need: searched first, it spares most statements their backtracking `.*`
 _NAME_READ_WORD = re.compile(r"(?:if|bool|float|int)\b")
-# `n = a * b`: arithmetic of two names, which tensors make a tensor
-_ARITHMETIC_TEXT = re.compile(r"=[^=].*[\w)\]]\s*[-+*/]\s*[A-Za-z_(]")
+# `n = a * b`, `total = n * 2`: arithmetic, which a tensor operand makes a tensor
+_ARITHMETIC_TEXT = re.compile(r"=[^=].*[\w)\]]\s*[-+*/]\s*[\w(]")
 # `if sigmas[i] > 0:`, `int(boxes[i, 2] - boxes[i, 0])`: an element compared or computed with
 _OPERATOR = r"(?:[<>=!]=|[-<>+*/%])"
 _ELEMENT_WORK = re.compile(

@@ -233,8 +233,49 @@ def paste(masks: torch.Tensor, boxes: torch.Tensor):
         out.append(F.interpolate(masks[i][None], size=(h, int(w))))
     return out
 """,
+    "a count a loss computed, read by name in a branch whose arms do tensor work": """\
+import torch
+
+def masked_loss(err: torch.Tensor, target: torch.Tensor):
+    n = (target > 0).sum()
+    total = n * 2
+    if total > 0:
+        return err.sum() / total
+    return err.mean()
+""",
+    "arithmetic on tensor parameters read as a host number in forward": """\
+import torch
+
+class Scale(torch.nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor, w: torch.Tensor):
+        n = a * b
+        k = float(n)
+        return torch.tanh(w * k)
+""",
+    "a step function's sync with no work above it: the caller's work is pending": """\
+import torch
+
+class Sched:
+    def step(self, out: torch.Tensor, sample: torch.Tensor):
+        peak = float(out.abs().amax())
+        return sample - out / peak
+""",
+    "a scheduler's choice on an element of its schedule in a loop": """\
+import torch
+
+def sample(x: torch.Tensor, sigmas: torch.Tensor, w: torch.Tensor):
+    for i in range(4):
+        x = torch.tanh(x @ w)
+        gamma = 0.5 if sigmas[i] > 0.2 else 0.0
+        x = x * (1 + gamma)
+    return x
+""",
 }
 EXPECTED = {
+    "a count a loss computed, read by name in a branch whose arms do tensor work": [(6, 8)],
+    "arithmetic on tensor parameters read as a host number in forward": [(6, 13)],
+    "a step function's sync with no work above it: the caller's work is pending": [(5, 16)],
+    "a scheduler's choice on an element of its schedule in a loop": [(6, 24)],
     "a diffusion sampler's noise scale read by index and compared each step": [(6, 12)],
     "an element compared in a test whose arm only skips the iteration": [(6, 12)],
     "box sizes made by arithmetic on a box tensor's elements, in a loop": [(7, 13), (8, 13)],
@@ -621,6 +662,54 @@ class Net(torch.nn.Module):
                 continue
             x = torch.relu(x * 2)
         return x
+""",
+    "host draws from torch's RNG (LayerDrop, a coin flip)": """\
+import torch
+
+class Drop(torch.nn.Module):
+    def forward(self, x: torch.Tensor, layers: list, p: float):
+        for w in layers:
+            if torch.rand([]).item() < p:
+                continue
+            x = torch.tanh(x @ w)
+        return -x if torch.rand(1).item() < p else x
+""",
+    "a fast path that skips selections keeping every row": """\
+import torch
+
+class Edges(torch.nn.Module):
+    def forward(self, edge_index: torch.Tensor, weight: torch.Tensor):
+        mask = edge_index[0] != edge_index[1]
+        if not mask.all():
+            edge_index = edge_index[:, mask]
+            weight = weight[mask]
+        return torch.tanh(weight * 2), edge_index
+""",
+    "a read made a slice bound before the work": """\
+import torch
+
+def head(errors: torch.Tensor, thr: float):
+    h = torch.tanh(errors * 2)
+    last = int(torch.searchsorted(h, h.new_tensor(thr)).item())
+    return torch.relu(h[:last]) * 2
+""",
+    "arithmetic on a name of unknown type is no tensor": """\
+import torch
+
+def loss_fn(x: torch.Tensor, y: torch.Tensor, steps):
+    d = x - y
+    last = steps - 1
+    if last > 0:
+        d = d * 2
+    return d.mean()
+""",
+    "one element read outside a loop": """\
+import torch
+
+def crop(image: torch.Tensor, box: torch.Tensor):
+    h = torch.tanh(image * 2)
+    w = int(box[2] - box[0])
+    return h[:, :w] * 2
 """,
     "arithmetic on elements in __init__ (runs once)": """\
 import torch
