@@ -142,37 +142,38 @@ class HostSyncInTensorWork(Rule):
         Flagged: a sync whose operand is a tensor, when it sits in a loop whose body does tensor
         work, or when tensor work runs both before and after it and it is a branch whose arms
         do tensor work (`torch.where` can replace it), a scalar read in a step function
-        (`forward`, `*step`, `train*`, `fit`, `update`, a loss), or a value that goes back into tensor
-        work (`x / float(x.max())`) or decides such a branch (`found = m.any(-1).tolist()`,
+        (`forward`, `*step`, `train*`, `fit`, `update`, a loss), or a value that goes back into
+        tensor work (`x / float(x.max())`) or decides such a branch (`found = m.any(-1).tolist()`,
         then `if found[0]:`-style flags), and, in a working loop, a comparison of an element of
         a tensor the loop does not change (`for i in hits: if i == n:`, `sigma = sigmas[i]; if
         sigma > 0:`) or arithmetic on such elements made a host number (`int(boxes[i, 2] -
         boxes[i, 0])`): each iteration launches a kernel on 0-d tensors only to make a host value
         and syncs, where one `.tolist()` before the loop syncs once and launches nothing
         (torchvision's `paste_mask_in_image` does this per box: one `.tolist()` measured 50 -> 8
-        eager kernels for three boxes). Outside a loop the same holds where a function makes host
-        numbers of one tensor's elements more than once (`w = int(box[2] - box[0])`, `h = int(box[3]
-        - box[1])`: fusionrt 3 -> 1 kernels with one `box.tolist()`), and where a step function
-        called once per iteration of its caller's loop branches, around tensor work, on an element
-        of a tensor it does not change (a scheduler's `sigma = self.sigmas[i]; if sigma > 0.5:`:
-        a host copy made once where the schedule is made measured 3 -> 1 fusionrt writes), or picks
-        a number by one that goes on into tensor work (`gamma = g if lo <= sigma <= hi else 0.0`:
-        5 -> 1 writes; in a working loop such a choice syncs per iteration wherever it goes). A
-        comprehension over a tensor that tests each element (`[i for i in ids if i != blank]`, a
-        greedy CTC decoder) launches a kernel and syncs per element wherever it is: iterating
-        `ids.tolist()` measured 49 -> 3 fusionrt kernels for 50 frames.
+        eager kernels for three boxes). Outside a loop the same holds where a function makes
+        host numbers of one tensor's elements more than once (`w = int(box[2] - box[0])`,
+        `h = int(box[3] - box[1])`: fusionrt 3 -> 1 kernels with one `box.tolist()`), and where a
+        step function, called once per iteration of its caller's loop, branches around tensor
+        work on an element of a tensor it does not change (a scheduler's `sigma =
+        self.sigmas[i]; if sigma > 0.5:`: a host copy made once where the schedule is made
+        measured 3 -> 1 fusionrt writes), or picks a number by one that goes on into tensor work
+        (`gamma = g if lo <= sigma <= hi else 0.0`: 5 -> 1 writes; in a working loop such a
+        choice syncs per iteration wherever it goes). A comprehension over a tensor that tests
+        each element (`[i for i in ids if i != blank]`, a greedy CTC decoder) launches a kernel
+        and syncs per element wherever it is: iterating `ids.tolist()` measured 49 -> 3 fusionrt
+        kernels for 50 frames.
 
         For `bool`, `float`, `int`, `print` and conditions, the operand must itself compute
-        with a torch op (`x.sum()`, `(a > 0).any()`), or, in
-        a loop that does tensor work, be a local name that such ops compute (`denom =
-        m.sum()`, then `if denom > 0:`) or the element a `for` takes from a tensor (`for
-        sigma in sigmas: s = float(sigma)`), so a bare argument of unknown type is never taken
-        for a tensor. A step function counts as a working loop for names (`spread = h.abs().mean()`,
-        then `limit = float(spread)` in a `forward`; `count = valid.sum()`, then `if count == 0:`
-        in a loss: fusionrt 4 -> 3 and 5 -> 4 writes with the value kept on the device), and arithmetic
-        on a parameter annotated as a tensor computes one (`n = a * b`). Its caller has work pending
-        when it is called, so a sync there flushes that work too, even with no tensor work above
-        it in the function. `int(...)` made an index or a slice bound decides a shape (below).
+        with a torch op (`x.sum()`, `(a > 0).any()`), or, in a loop that does tensor work, be a
+        local name that such ops compute (`denom = m.sum()`, then `if denom > 0:`) or the
+        element a `for` takes from a tensor (`for sigma in sigmas: s = float(sigma)`), so a bare
+        argument of unknown type is never taken for a tensor. A step function counts as a
+        working loop for names (`spread = h.abs().mean()`, then `limit = float(spread)` in a
+        `forward`; `count = valid.sum()`, then `if count == 0:` in a loss: fusionrt 4 -> 3 and
+        5 -> 4 writes with the value kept on the device), and arithmetic on a parameter
+        annotated as a tensor computes one (`n = a * b`). Its caller has work pending when it
+        is called, so a sync there flushes that work too, even with no tensor work above it in
+        the function. `int(...)` made an index or a slice bound decides a shape (below).
 
         Selections by the data sync too: `nonzero`, `masked_select`, `torch.where(cond)` with one
         argument and indexing by a boolean mask (`x[mask]`, the mask a comparison or a name every
@@ -205,14 +206,15 @@ class HostSyncInTensorWork(Rule):
         masked write nothing may match (`if m.any(): x[m] = v`) or selections that would keep
         every row (`if not m.all(): x = x[m]`: each selection syncs on the mask anyway); a value
         that decides a shape (passed to `torch.zeros`, `range`, `split`, `view`..., or assigned to
-        a `*size*`/`num_*` name, or a `scale_factor`, or outside a working loop made an index or a
-        slice bound: `last = int(...)`, then `x[:last]`); a scalar read for host arithmetic after `.backward()` in the
-        same loop iteration (autograd ran the step's work: nothing is left to fuse); a hand-off to
-        host code (`.cpu()`, `.numpy()`, `.tolist()`) outside a step function's loop; code that runs
-        once or offline (`__init__`, `process*`, `plot*`, `visualize*`, (de)serialization, `read_*`,
-        `download*`); a number drawn from torch's RNG on the host device (`torch.rand(1).item() <
-        p`: no device work feeds it); an element read bare as a size (`x[i, : int(lengths[i])]`: no kernel to
-        save, and the work it sizes is written anyway). NumPy arrays, Python numbers,
+        a `*size*`/`num_*` name, or a `scale_factor`, or outside a working loop made an index or
+        a slice bound: `last = int(...)`, then `x[:last]`); a scalar read for host arithmetic
+        after `.backward()` in the same loop iteration (autograd ran the step's work: nothing is
+        left to fuse); a hand-off to host code (`.cpu()`, `.numpy()`, `.tolist()`) outside a
+        step function's loop; code that runs once or offline (`__init__`, `process*`, `plot*`,
+        `visualize*`, (de)serialization, `read_*`, `download*`); a number drawn from torch's RNG
+        on the host device (`torch.rand(1).item() < p`: no device work feeds it); an element
+        read bare as a size (`x[i, : int(lengths[i])]`: no kernel to save, and the work it sizes
+        is written anyway). NumPy arrays, Python numbers,
         `print(x.shape)` and identity tests (`if mask is None:`) are not syncs.
     """
     use_instead = """
@@ -887,8 +889,9 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
         if index == 0 and not text.lstrip().startswith(("if", "elif")):
             return True  # `float(t)` first in a block: `t` may be what a `for` above it takes from a tensor
         assigned, element = _assignments_of(read.group(1))
+        calls = _op_call_text(ops)
         return any(
-            (assigned.match(block[earlier]) and (_op_call_text(ops).search(block[earlier]) or _ARITHMETIC_TEXT.search(block[earlier])))
+            (assigned.match(block[earlier]) and (calls.search(block[earlier]) or _ARITHMETIC_TEXT.search(block[earlier])))
             or element.match(block[earlier])
             for earlier in range(max(0, index - 4), index)
         )
@@ -936,7 +939,7 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                         if _element_choice_costs(scope, ref, node, loop):
                             where = "the loop does not change, in a loop that does tensor work" if loop else \
                                 "a step function does not change"
-                            yield Violation(node.test, message=f"a choice on an element of a tensor {where}: "  # type: ignore[attr-defined]
+                            yield Violation(node.test, message=f"a choice on an element of a tensor {where}: "
                                             "each test launches a kernel and is a host sync that flushes the lazy "
                                             "stream; read the tensor once with `.tolist()` (before the loop, or "
                                             "where it is made) and compare host numbers")
@@ -1188,7 +1191,8 @@ def _has_table_op_call(scope: Scope, node: cst.CSTNode, seen: frozenset[str] | N
         if scope.ops.op_class(node.func.attr.value) is not None and scope.is_tensor(node):
             return True
     if isinstance(node, cst.BinaryOperation) and any(
-        isinstance(operand, cst.Name) and operand.value in _annotated_tensors(scope) for operand in (node.left, node.right)
+        isinstance(operand, cst.Name) and operand.value in _annotated_tensors(scope)
+        for operand in (node.left, node.right)
     ):
         return True
     if isinstance(node, cst.Name) and seen is not None and node.value not in seen:
@@ -1276,7 +1280,9 @@ def _element_choice_costs(scope: Scope, ref: StatementRef, choice: cst.IfExp, lo
     """Does a conditional expression testing an element sync where it costs: in a working loop (once
     per iteration), or in a step function when its value goes on into tensor work? A value that
     decides a shape or a loop exit, and an error's message, are needed on the host."""
-    if _runs_once(scope) or _in_failing_arm(ref) or _decides_exit(ref, choice) or _decides_shape(scope, ref, choice, "branch"):
+    if _runs_once(scope) or _in_failing_arm(ref) or _decides_exit(ref, choice):
+        return False
+    if _decides_shape(scope, ref, choice, "branch"):
         return False
     return loop is not None or (_hot(scope) and _flows_back(scope, ref, choice))
 
@@ -1288,9 +1294,11 @@ def _element_filters(scope: Scope, comp: cst.CompFor) -> Iterator[cst.BaseExpres
         return
     for condition in comp.ifs:
         test = condition.test
-        if isinstance(test, cst.Comparison) and not any(
+        if not isinstance(test, cst.Comparison) or any(
             isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons
-        ) and any(_element_value(operand, comp.target.value) for operand in (test.left, *(c.comparator for c in test.comparisons))):
+        ):
+            continue
+        if any(_element_value(operand, comp.target.value) for operand in (test.left, *(c.comparator for c in test.comparisons))):
             yield test
 
 
@@ -1325,7 +1333,7 @@ def _element_casts(scope: Scope, loop: cst.CSTNode, part: cst.CSTNode) -> Iterat
 def _element_cast(scope: Scope, loop: cst.CSTNode, node: cst.CSTNode) -> bool:
     """Is ``node`` ``int(...)``/``float(...)``/``bool(...)`` of arithmetic on elements of a tensor ``loop``
     does not change?"""
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("int", "float", "bool")):
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)) or node.func.value not in ("int", "float", "bool"):
         return False
     values = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
     if not (values and isinstance(values[0], cst.BinaryOperation) and _element_work(scope, loop, values[0])):
