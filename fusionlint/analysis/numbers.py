@@ -17,7 +17,8 @@ _NUMBER_CALLS = frozenset({"float", "int", "math.sqrt", "math.log", "math.exp", 
 
 class NumberNames:
     """Which local names surely hold numbers: parameters annotated ``float``/``int``, and locals
-    every assignment of which gives a number; and which ``self.<attr>`` (``member_holds_number``)."""
+    every assignment of which gives a number (a ``for`` over ``range`` included); and which
+    ``self.<attr>`` (``member_holds_number``)."""
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
@@ -37,7 +38,9 @@ class NumberNames:
             return known
         self.known[name] = False  # a name assigned from itself is not known to be a number
         values = [v for t, v in self.scope.assignments if isinstance(t, cst.Name) and t.value == name]
-        self.known[name] = bool(values) and all(self.is_number(v) for v in values)
+        iterables = [i for t, i in self.scope.loops if isinstance(t, cst.Name) and t.value == name]
+        self.known[name] = (bool(values or iterables) and all(self.is_number(v) for v in values)
+                            and all(isinstance(i, cst.Call) and dotted_name(i.func) == "range" for i in iterables))
         return self.known[name]
 
     def is_number(self, expr: cst.BaseExpression) -> bool:

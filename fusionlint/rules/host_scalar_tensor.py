@@ -65,14 +65,14 @@ class HostScalarTensor(Rule):
     pays_in = (EAGER,)
     fix_safety = FixSafety.UNSAFE
     fix_notes = """
-        A value read back is not fixed (the rewrite gives a host number where the code had a
-        tensor, and float32 rounding may differ from the host's float64 at a boundary). The fix
-        writes the function with `math` (where the file imports `math`; `sqrt` and
+        The fix writes the function with `math` (where the file imports `math`; `sqrt` and
         `rsqrt` as a power `n ** 0.5`, `n ** -0.5` otherwise). It is **unsafe**: the host
         computes in double precision, so `exp`, `log` and the like may differ from the float32
         kernel in the last place (a square root is correctly rounded either way), and `math`
         raises on a value out of its domain (`math.sqrt(-1)`, `math.log(0)`) where torch gives
-        `nan` or `-inf`.
+        `nan` or `-inf`. A value read back is not fixed (the rewrite gives a host number where
+        the code had a tensor, and float32 rounding may differ from the host's float64 at a
+        boundary).
     """
     examples = (
         Example(

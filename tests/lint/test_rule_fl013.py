@@ -156,3 +156,24 @@ def test_a_member_the_class_assigns_only_numbers_is_a_number():
     assert "return torch.add(x, y, alpha=self.eps), torch.add(x, y, alpha=self.init), x + self.scale * y, x + self.gamma * y\n" in result.source
     assert [f.line for f in result.findings] == [13, 13]  # dim and gamma may hold anything: no fix
     assert all("if it is a tensor" in f.message for f in result.findings)
+
+
+LOOP = """\
+import torch
+
+
+def ramp(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    total = x
+    for i in range(4):
+        total = total + torch.tanh(x * i + y)
+    for k in (0.5, y):
+        total = total + torch.tanh(x * k + y)
+    return total
+"""
+
+
+def test_a_loop_over_a_range_binds_a_number():
+    result = lint_source(LOOP, "m.py", FIX)
+    assert "torch.tanh(torch.add(y, x, alpha=i))" in result.source
+    assert "torch.tanh(x * k + y)" in result.source  # k may be a tensor: reported, no fix
+    assert [f.line for f in result.findings] == [9]
