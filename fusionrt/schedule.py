@@ -80,23 +80,34 @@ class _Planner:
                     block.add(node, canon, False)
                     self.owner[node] = block
 
-    def concrete_chain(self, node: Node) -> bool:
-        """``node`` computes from concrete data only, in at most ``MAX_RECOMPUTE_OPS`` ops, into
-        storage no other pending op writes (so its write may move ahead of theirs)."""
+    def floats(self, node: Node) -> bool:
+        """``node`` computes, in at most ``MAX_RECOMPUTE_OPS`` ops, from concrete data and from
+        values of kernels closed before the open one (which are then written), into storage no
+        other pending op writes (so its write may move ahead of theirs): each consumer computes
+        it, and a kernel of its own writes it, if it must be written, after those kernels."""
         if node.storage in self.shared_homes:
             return False
         ops = 0
         stack = [node]
+        earlier: list[Node] = []
         while stack:
             n = stack.pop()
             ops += 1
             if ops > cost.MAX_RECOMPUTE_OPS:
                 return False
             for use in tensor_uses(n.args):
-                if isinstance(use.src, View) or (isinstance(use.src, Node) and use.src not in self.floating):
+                src = use.src
+                if isinstance(src, View):
                     return False
-                if isinstance(use.src, Node):
-                    stack.append(use.src)
+                if src in self.floating:
+                    stack.append(src)
+                elif isinstance(src, Node):
+                    owner = self.owner.get(src)
+                    if owner is None or owner is self.open:
+                        return False
+                    earlier.append(src)
+        for src in earlier:
+            self.need(src, "consumed-later")
         return True
 
     def readable(self, block: Block, src: Any, m: IndexMap, phase: int,
@@ -296,7 +307,7 @@ class _Planner:
             if canon is None and block.dims is not None:
                 canon = IndexMap.squeeze_fit(block.space, node.shape, block.real_dims)
                 reduced = True
-            if canon is None and self.concrete_chain(node):
+            if canon is None and self.floats(node):
                 self.floating.add(node)  # does not close the open block: consumers recompute it
                 return
         uses = [(u, u.map.compose(canon)) for u in tensor_uses(node.args)] if canon else []
@@ -464,24 +475,40 @@ class _Planner:
         self._reasons = out
         return out
 
-    def side_blocks(self, reasons: dict[Node, str]) -> list[Block]:
-        """Floating producers that must be written and that no block adopted: one kernel per
-        shape, first in the plan (they read concrete data only)."""
-        blocks: dict[tuple[int, ...], Block] = {}
+    def ordered_blocks(self, reasons: dict[Node, str]) -> list[Block]:
+        """The blocks in plan order, with the floating producers that must be written and that
+        no block adopted: one kernel per shape and latest kernel they read, right after that
+        kernel (first in the plan for those reading concrete data only)."""
+        ordered = list(self.blocks)
+        sides: dict[tuple[tuple[int, ...], Optional[int]], Block] = {}
         for node in self.nodes:
             if node in self.floating and node in reasons and node not in self.owner:
-                block = blocks.get(node.shape)
+                after = max((self.blocks.index(b) for b in self._kernels_read(node)), default=None)
+                block = sides.get((node.shape, after))
                 if block is None:
-                    block = blocks[node.shape] = Block(node.shape)
+                    block = sides[node.shape, after] = Block(node.shape)
+                    ordered.insert(0 if after is None else ordered.index(self.blocks[after]) + 1, block)
                 block.add(node, IndexMap.identity(node.shape), False)
-        return list(blocks.values())
+        return ordered
+
+    def _kernels_read(self, node: Node) -> set[Block]:
+        """The blocks whose values a floating producer reads, through the floating ones."""
+        found: set[Block] = set()
+        stack = [node]
+        while stack:
+            for use in tensor_uses(stack.pop().args):
+                if use.src in self.floating:
+                    stack.append(use.src)
+                elif isinstance(use.src, Node):
+                    found.add(self.owner[use.src])
+        return found
 
     def build(self, choices: dict[Node, cost.Choice]) -> Plan:
         reasons = self.reasons()
         plan = Plan()
         index_of: dict[Node, int] = {}
         reads: list[set[Any]] = []  # per kernel: nodes and leaf storages it reads
-        for block in self.side_blocks(reasons) + self.blocks:
+        for block in self.ordered_blocks(reasons):
             outputs = tuple(n for n in block.nodes if n in reasons)
             if not outputs:
                 continue

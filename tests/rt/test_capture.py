@@ -77,6 +77,21 @@ def test_a_vector_norm_fuses_through_its_decomposition(executor, dtype):
     assert not report.fallbacks
 
 
+@pytest.mark.parametrize("executor", ["reference", "interpret"])
+def test_a_scale_computed_mid_norm_joins_the_norms_kernel(executor):
+    """F.normalize(x) * (gamma * scale) with gamma computed first: the scale of gamma runs in
+    the norm's kernel (two kernels, one written tensor), and the result is eager's."""
+    x, g = torch.randn(4, 64, 128), torch.randn(1)
+
+    def f(x, g):
+        gamma = g + 0.5
+        return torch.nn.functional.normalize(x, dim=-1) * (gamma * 11.3)
+
+    out, report = fusionrt.measure(f, x, g, executor=executor)
+    torch.testing.assert_close(out, f(x, g))
+    assert report.kernels == 2 and [w.shape for w in report.materialized] == [(1,), (4, 64, 128)]
+
+
 def test_tensors_that_require_grad_are_recorded():
     w = torch.randn(4, requires_grad=True)
     with fusionrt.lazy(executor="reference") as session:

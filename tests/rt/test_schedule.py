@@ -303,6 +303,34 @@ def test_a_floating_producer_that_must_be_written_gets_a_kernel_first():
     assert reasons(p) == [(wf.id, "alive"), (out.id, "output")]
 
 
+def test_a_small_value_of_an_earlier_kernel_scaled_mid_reduction_does_not_close_it():
+    """F.normalize(x) * (gamma * scale): the scale of gamma, a value the first kernel computes,
+    does not fit the reduction's space; it floats (gamma is written) and the reduction's kernel
+    computes it in its epilogue, instead of writing the normalized tensor for a third kernel."""
+    g = G()
+    x, w = leaf(64, 128), leaf(1)
+    gamma = g.pw("add", w, 0.0)
+    ss = g.sum(g.pw("pow", x, 2), 1)
+    normed = g.pw("div", x, g.pw("sqrt", ss), shape=(64, 128))
+    scale = g.pw("mul", gamma, 11.3)
+    out = g.pw("mul", normed, scale, shape=(64, 128))
+    p = plan(g.nodes, Flags(outputs=frozenset({out})))
+    assert [k.kind for k in p.kernels] == ["fused", "reduction"]
+    assert reasons(p) == [(gamma.id, "consumed-later"), (out.id, "output")]
+
+
+def test_a_floating_producer_reading_a_computed_value_is_written_after_its_kernel():
+    g = G()
+    x, w = leaf(4, 8), leaf(8)
+    wn = g.pw("neg", w)
+    a = g.pw("add", x, wn, shape=(4, 8))  # reads the open block's value at another shape: a new block
+    we = g.pw("exp", wn)  # floats: reads wn, of the kernel before a's
+    out = g.pw("add", a, we)
+    p = plan(g.nodes, Flags(alive={we: 1}, outputs=frozenset({out})))
+    assert [k.name for k in p.kernels] == ["neg", "exp", "add"]
+    assert reasons(p) == [(wn.id, "consumed-later"), (we.id, "alive"), (out.id, "output")]
+
+
 def test_cost_model_prefers_the_template_only_when_something_fuses():
     # K of 128: the product's bytes dominate, and fusing the epilogue saves writing and reading them
     work = dict(batch=1, m=16384, n=1024, k=128, dtype=BF16, operand_bytes=8 << 20,
