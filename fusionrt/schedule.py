@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -43,6 +43,7 @@ class _Planner:
         self.needs: dict[Node, str] = {}  # node -> view-break | consumed-later
         self.covered: set[Node] = set()  # alive writes hidden by a later write of the same region
         self.floating: set[Node] = set()  # concrete-data producers each consumer recomputes
+        self.floats_after: dict[Node, int] = {}  # a floating producer -> the last block it reads (-1: none)
         self.templates: dict[Node, FusedLaunch] = {}  # a template block's kernel, by its matmul
         # live storages more than one pending node writes: their writes keep program order. A
         # dead storage is nobody's home: the allocator may have handed its address to a later
@@ -80,35 +81,38 @@ class _Planner:
                     block.add(node, canon, False)
                     self.owner[node] = block
 
-    def floats(self, node: Node) -> bool:
-        """``node`` computes, in at most ``MAX_RECOMPUTE_OPS`` ops, from concrete data and from
-        values of kernels closed before the open one (which are then written), into storage no
-        other pending op writes (so its write may move ahead of theirs): each consumer computes
-        it, and a kernel of its own writes it, if it must be written, after those kernels."""
+    def floats(self, node: Node) -> Optional[int]:
+        """Where ``node`` may float, the index of the last block it reads (-1: none): it
+        computes, in at most ``MAX_RECOMPUTE_OPS`` ops, from concrete data and from values of
+        blocks closed before the open one (which are then written), into storage no other
+        pending op writes (so its write may move ahead of theirs). Each consumer computes it,
+        and a kernel of its own writes it, if it must be written, after that block."""
         if node.storage in self.shared_homes:
-            return False
-        ops = 0
+            return None
+        ops, after = 0, -1
         stack = [node]
         earlier: list[Node] = []
         while stack:
             n = stack.pop()
             ops += 1
             if ops > cost.MAX_RECOMPUTE_OPS:
-                return False
+                return None
             for use in tensor_uses(n.args):
                 src = use.src
                 if isinstance(src, View):
-                    return False
+                    return None
                 if src in self.floating:
+                    after = max(after, self.floats_after[src])
                     stack.append(src)
                 elif isinstance(src, Node):
                     owner = self.owner.get(src)
                     if owner is None or owner is self.open:
-                        return False
+                        return None
+                    after = max(after, self.blocks.index(owner))
                     earlier.append(src)
         for src in earlier:
             self.need(src, "consumed-later")
-        return True
+        return after
 
     def readable(self, block: Block, src: Any, m: IndexMap, phase: int,
                  recompute: bool = False) -> Optional[str]:
@@ -307,8 +311,10 @@ class _Planner:
             if canon is None and block.dims is not None:
                 canon = IndexMap.squeeze_fit(block.space, node.shape, block.real_dims)
                 reduced = True
-            if canon is None and self.floats(node):
-                self.floating.add(node)  # does not close the open block: consumers recompute it
+            after = self.floats(node) if canon is None else None
+            if after is not None:  # does not close the open block: consumers recompute it
+                self.floating.add(node)
+                self.floats_after[node] = after
                 return
         uses = [(u, u.map.compose(canon)) for u in tensor_uses(node.args)] if canon else []
         joined, view_broke = self.try_join(block, node, canon, uses)
@@ -477,31 +483,23 @@ class _Planner:
 
     def ordered_blocks(self, reasons: dict[Node, str]) -> list[Block]:
         """The blocks in plan order, with the floating producers that must be written and that
-        no block adopted: one kernel per shape and latest kernel they read, right after that
-        kernel (first in the plan for those reading concrete data only)."""
-        ordered = list(self.blocks)
-        sides: dict[tuple[tuple[int, ...], Optional[int]], Block] = {}
+        no block adopted: one kernel per shape and last block they read, right after that
+        block (first in the plan for those reading concrete data only)."""
+        sides: dict[tuple[tuple[int, ...], int], Block] = {}
         for node in self.nodes:
             if node in self.floating and node in reasons and node not in self.owner:
-                after = max((self.blocks.index(b) for b in self._kernels_read(node)), default=None)
-                block = sides.get((node.shape, after))
+                key = (node.shape, self.floats_after[node])
+                block = sides.get(key)
                 if block is None:
-                    block = sides[node.shape, after] = Block(node.shape)
-                    ordered.insert(0 if after is None else ordered.index(self.blocks[after]) + 1, block)
+                    block = sides[key] = Block(node.shape)
                 block.add(node, IndexMap.identity(node.shape), False)
+        following: dict[int, list[Block]] = defaultdict(list)
+        for (_, after), block in sides.items():
+            following[after].append(block)
+        ordered = list(following[-1])
+        for i, block in enumerate(self.blocks):
+            ordered += [block, *following[i]]
         return ordered
-
-    def _kernels_read(self, node: Node) -> set[Block]:
-        """The blocks whose values a floating producer reads, through the floating ones."""
-        found: set[Block] = set()
-        stack = [node]
-        while stack:
-            for use in tensor_uses(stack.pop().args):
-                if use.src in self.floating:
-                    stack.append(use.src)
-                elif isinstance(use.src, Node):
-                    found.add(self.owner[use.src])
-        return found
 
     def build(self, choices: dict[Node, cost.Choice]) -> Plan:
         reasons = self.reasons()
