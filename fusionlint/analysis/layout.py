@@ -8,7 +8,7 @@ import ast
 
 from fusionlint.analysis.facts import ModuleFacts
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, op_name
-from fusionlint.analysis.views import View, ast_view
+from fusionlint.analysis.views import View, ast_view, dotted_path
 from fusionlint.ops import ELEMENTWISE, VIEW, OpTables, op_tables
 
 # Views that fail on a tensor whose strides they cannot reshape, so a `.contiguous()` before them
@@ -23,6 +23,12 @@ READS_INTO_NEW = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "
 # make it contiguous themselves, so a `.contiguous()` before them saves nothing.
 STRIDE_FREE = frozenset({"sum", "nansum", "mean", "amax", "amin", "max", "min", "prod", "matmul", "mm", "bmm",
                          "einsum", "@", "linear", *(READS_INTO_NEW - {"fft", "ifft", "rfft", "irfft"})})
+# Runs the function it is handed on the arguments after it: ``checkpoint(self.block, x, mask)``
+# is ``self.block(x, mask)``, recomputed in the backward pass.
+CHECKPOINT = "torch.utils.checkpoint.checkpoint"
+# einops' ops read their input in any layout: ``rearrange`` hands back a view of it (or copies it,
+# as ``reshape`` would), the others read it into a new tensor.
+_EINOPS = frozenset({"einops.rearrange", "einops.repeat", "einops.reduce"})
 # Reads of the layout itself: their answer changes with it.
 _LAYOUT_QUERIES = frozenset({"stride", "is_contiguous", "data_ptr", "storage", "untyped_storage", "numpy"})
 FAST, SLOW = "fast", "slow"
@@ -34,7 +40,7 @@ def reads_strided(name: str, ops: OpTables | None = None) -> bool:
     return (ops or op_tables()).op_class(name) == ELEMENTWISE or name in STRIDE_FREE
 
 
-def callee_takes_any_layout(facts: ModuleFacts, class_name: str | None, view: View, func: object, position: int,
+def callee_takes_any_layout(facts: ModuleFacts, class_name: str | None, view: View, func: object, position: int | str,
                             fast: frozenset[str] = frozenset()) -> str | None:
     """Does ``func`` (a callee, in either syntax tree through ``view``) name a same-file function,
     or a same-file module's ``forward``, whose ``position``-th parameter takes any layout? FAST if
@@ -46,7 +52,7 @@ def callee_takes_any_layout(facts: ModuleFacts, class_name: str | None, view: Vi
     return None if callee is None else takes_any_layout(facts, callee[0], callee[1], position, fast)
 
 
-def elements_take_any_layout(facts: ModuleFacts, class_name: str, attr: str, position: int,
+def elements_take_any_layout(facts: ModuleFacts, class_name: str, attr: str, position: int | str,
                              fast: frozenset[str] = frozenset()) -> str | None:
     """``callee_takes_any_layout`` for the modules that ``self.<attr>``, a ``ModuleList`` or
     ``Sequential`` (built with its modules or appended them in the class), holds: the
@@ -69,6 +75,8 @@ def _element_classes(facts: ModuleFacts, class_name: str, attr: str) -> list[str
     found: list[ast.expr] = []
     for assign in facts.member_values(class_name, attr):
         call = assign.value
+        if isinstance(call, ast.Subscript) and _self_attr(call.value) == attr:
+            continue  # `self.layers = self.layers[:n]`: some of the same modules
         if not isinstance(call, ast.Call) or call.keywords or len(call.args) > 1 and facts.module_attr(
                 class_name, attr) != "sequential":
             return []
@@ -86,12 +94,26 @@ def _element_classes(facts: ModuleFacts, class_name: str, attr: str) -> list[str
             if added == "extend" or added == "append" and len(node.args) != 1:  # type: ignore[attr-defined]
                 return []
             if added == "append":
-                found.append(node.args[0])  # type: ignore[attr-defined]
+                found.append(_built(facts, class_name, node.args[0]))  # type: ignore[attr-defined]
     classes = [element.func.id for element in found
                if isinstance(element, ast.Call) and isinstance(element.func, ast.Name)]
     if len(classes) != len(found) or not all(facts.has_method(name, "forward") for name in classes):
         return []
     return classes
+
+
+def _built(facts: ModuleFacts, class_name: str, value: ast.expr) -> ast.expr:
+    """The call that builds ``value``: itself, or for a name (``layer`` of ``layer =
+    BasicLayer(...)`` then ``self.layers.append(layer)``) the value of the one assignment the
+    method around it makes to that name."""
+    method = facts.method_around(class_name, value) if isinstance(value, ast.Name) else None
+    if method is None:
+        return value
+    bound = [node for node in ast.walk(method) if isinstance(node, ast.Name) and node.id == value.id  # type: ignore[attr-defined]
+             and not isinstance(node.ctx, ast.Load)]
+    assigns = [node for node in ast.walk(method) if isinstance(node, ast.Assign) and len(node.targets) == 1
+               and isinstance(node.targets[0], ast.Name) and node.targets[0].id == value.id]  # type: ignore[attr-defined]
+    return assigns[0].value if len(bound) == 1 and len(assigns) == 1 else value
 
 
 def _added_to(node: ast.AST, attr: str) -> str | None:
@@ -105,6 +127,13 @@ def _added_to(node: ast.AST, attr: str) -> str | None:
     return func.attr if is_member else None
 
 
+def _self_attr(expr: ast.expr) -> str | None:
+    """``attr`` of ``self.attr``."""
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return expr.attr
+    return None
+
+
 def _hands_back(name: str) -> bool:
     """Does the op ``name`` hand back its input, or a view of it, that works in any layout (not
     ``.contiguous()``, nor a view that needs a contiguous input)?"""
@@ -113,7 +142,7 @@ def _hands_back(name: str) -> bool:
     return name in MAY_ALIAS or op_tables().op_class(name) == VIEW
 
 
-def takes_any_layout(facts: ModuleFacts, class_name: str | None, name: str, position: int,
+def takes_any_layout(facts: ModuleFacts, class_name: str | None, name: str, position: int | str,
                      fast: frozenset[str] = frozenset()) -> str | None:
     """``callee_takes_any_layout`` for the function ``name`` of ``class_name`` (None: top level),
     over every definition of it. Judged once; a call back into one being judged needs the layout."""
@@ -129,19 +158,18 @@ def takes_any_layout(facts: ModuleFacts, class_name: str | None, name: str, posi
 
 
 class _Body:
-    """One function: each node's parent, and per statement of its body the names it loads, the
-    name a plain ``name = value`` of it rebinds, and the names it updates with ``+=`` (in place)."""
+    """One function: each node's parent, the names it updates with ``+=`` (in place) or reads
+    in a closure, and the names its loops bind to the modules of a container of the class."""
 
     def __init__(self, facts: ModuleFacts, class_name: str | None,
                  function: ast.FunctionDef | ast.AsyncFunctionDef, fast: frozenset[str]) -> None:
         self.facts, self.class_name, self.function, self.fast = facts, class_name, function, fast
         self.parents: dict[int, ast.AST] = {}
-        self.loads: list[dict[str, list[ast.Name]]] = []
-        self.rebinds: list[str | None] = []
         self.updated: set[str] = set()
         self.in_closure: set[str] = set()
+        self.members: dict[str, str] = {}  # `layer` of `for layer in self.layers` -> "layers"
+        stores: dict[str, int] = {}
         for statement in function.body:
-            loads: dict[str, list[ast.Name]] = {}
             for node in ast.walk(statement):
                 for child in ast.iter_child_nodes(node):
                     self.parents[id(child)] = node
@@ -149,36 +177,82 @@ class _Body:
                     self.in_closure |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
                 elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                     self.updated.add(node.target.id)
-                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                    loads.setdefault(node.id, []).append(node)
-            self.loads.append(loads)
-            targets = statement.targets if isinstance(statement, ast.Assign) else []
-            self.rebinds.append(targets[0].id if len(targets) == 1 and isinstance(targets[0], ast.Name) else None)
+                elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                    stores[node.id] = stores.get(node.id, 0) + 1
+                elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+                    member = _self_attr(node.iter.value if isinstance(node.iter, ast.Subscript) else node.iter)
+                    if member is not None:
+                        self.members[node.target.id] = member
             self.parents[id(statement)] = function
+        self.members = {name: attr for name, attr in self.members.items() if stores.get(name) == 1}
 
-    def param_layout(self, position: int) -> str | None:
+    def param_layout(self, position: int | str) -> str | None:
+        """How the parameter at ``position`` (an index among the positional ones, or the name a
+        keyword argument gives) reads its tensor."""
         arguments = self.function.args
         params = [*arguments.posonlyargs, *arguments.args]
         if self.class_name is not None:
             params = params[1:]
+        if isinstance(position, str):
+            named = [p.arg for p in (*arguments.args, *arguments.kwonlyargs) if p.arg == position]
+            return self._reads_layout(named[0], self._flow(self.function.body, named[0])[0]) \
+                if named and named[0] != "self" else None
         if arguments.vararg is not None or position >= len(params):
             return None
-        return self._name_layout(params[position].arg, 0)
+        name = params[position].arg
+        return self._reads_layout(name, self._flow(self.function.body, name)[0])
 
-    def _name_layout(self, name: str, start: int) -> str | None:
-        """How the uses of ``name`` from the ``start``-th statement of the body read the tensor it
-        holds there: up to the statement that rebinds it (``x = self.norm(x)``), whose own
-        reads are the last, and after which it holds another tensor."""
-        if name in self.in_closure or name in self.updated:
+    def _reads_layout(self, name: str, reads: list[ast.Name] | None) -> str | None:
+        """How ``reads`` of ``name`` read the tensor it holds."""
+        if not reads or name in self.in_closure or name in self.updated:
             return None
-        verdicts = []
-        for index in range(start, len(self.loads)):
-            verdicts += [self._use_layout(use) for use in self.loads[index].get(name, ())]
-            if self.rebinds[index] == name:
-                break
-        if not verdicts or None in verdicts:
-            return None
-        return FAST if FAST in verdicts else SLOW
+        verdicts = [self._use_layout(use) for use in reads]
+        return None if None in verdicts else FAST if FAST in verdicts else SLOW
+
+    def _flow(self, statements: list[ast.stmt], name: str) -> tuple[list[ast.Name], bool]:
+        """The reads of ``name`` that the value it holds before ``statements`` may reach in
+        them, and whether they surely bind it anew: a statement's own reads come before its
+        binding (``x = self.norm(x)``), an ``if`` binds it where every branch does, a loop
+        over the class's ``ModuleList`` where its body does (a model's stack of layers is not
+        empty). A loop's body is read once: the value comes back to its top only where the
+        body binds it, and then it is another value. A ``try`` is read whole."""
+        reads: list[ast.Name] = []
+        for statement in statements:
+            if isinstance(statement, ast.If):
+                reads += _loads(statement.test, name)
+                body, in_body = self._flow(statement.body, name)
+                orelse, in_orelse = self._flow(statement.orelse, name)
+                reads += body + orelse
+                if in_body and in_orelse:
+                    return reads, True
+            elif isinstance(statement, (ast.For, ast.AsyncFor, ast.While)):
+                head = statement.test if isinstance(statement, ast.While) else statement.iter
+                reads += _loads(head, name)
+                if not isinstance(statement, ast.While) and name in _stores(statement.target):
+                    return reads, False  # the loop's own name from here: nothing to follow
+                body, in_body = self._flow(statement.body, name)
+                reads += body + self._flow(statement.orelse, name)[0]
+                if in_body and self._over_layers(statement):
+                    return reads, True
+            elif isinstance(statement, (ast.With, ast.AsyncWith)):
+                reads += [use for item in statement.items for use in _loads(item.context_expr, name)]
+                body, in_body = self._flow(statement.body, name)
+                reads += body
+                if in_body:
+                    return reads, True
+            else:
+                reads += _loads(statement, name)
+                if not isinstance(statement, ast.Try) and name in _stores(statement):
+                    return reads, True
+        return reads, False
+
+    def _over_layers(self, loop: ast.stmt) -> bool:
+        """``for layer in self.layers`` (or a slice of it), ``self.layers`` a ``ModuleList`` or
+        ``Sequential`` of the class, without an ``else``."""
+        if not isinstance(loop, ast.For) or loop.orelse or self.class_name is None:
+            return False
+        member = _self_attr(loop.iter.value if isinstance(loop.iter, ast.Subscript) else loop.iter)
+        return member is not None and self.facts.module_attr(self.class_name, member) in ("list", "sequential")
 
     def _use_layout(self, use: ast.Name) -> str | None:
         node: ast.AST = use
@@ -207,6 +281,8 @@ class _Body:
                 return self._method_layout(parent)
             if isinstance(parent, ast.Call) and node in parent.args:
                 return self._argument_layout(parent, parent.args.index(node))  # type: ignore[arg-type]
+            if isinstance(parent, ast.keyword) and parent.arg is not None:
+                return self._keyword_layout(self.parents.get(id(parent)), parent.arg)  # type: ignore[arg-type]
             if isinstance(parent, ast.Assign) and parent.value is node:
                 return self._assigned_layout(parent)
             if isinstance(parent, ast.Expr):
@@ -235,6 +311,11 @@ class _Body:
         callee, ``x`` its ``position``-th positional argument."""
         if any(keyword.arg == "out" for keyword in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
             return None
+        canonical = self.facts.canonical(dotted_path(ast_view, call.func) or "")
+        if canonical == CHECKPOINT:
+            return self._callee_layout(call.args[0], position - 1) if position > 0 else None
+        if canonical in _EINOPS:  # `rearrange(x, "b c h w -> b h w c")` is a view, or a reshape's copy
+            return None if position else self._use_layout(call) if canonical == "einops.rearrange" else FAST
         name = op_name(self.facts, self.class_name, call)
         if name is not None:
             if _hands_back(name):
@@ -243,7 +324,29 @@ class _Body:
         method = self._other_tensor_method(call.func)
         if method is not None:  # `y.type_as(x)` reads its dtype, `y.expand_as(x)` its shape
             return SLOW if method in MAY_ALIAS or op_tables().op_class(method) == VIEW else self._op_layout(method)
-        return callee_takes_any_layout(self.facts, self.class_name, ast_view, call.func, position, self.fast)
+        return self._callee_layout(call.func, position)
+
+    def _keyword_layout(self, call: ast.Call, keyword: str) -> str | None:
+        """``self.attn(hidden_states=x)``: only a same-file callee's parameter of that name is
+        known (a torch op's keyword may be ``out=``, or an index)."""
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        if op_name(self.facts, self.class_name, call) is not None or self._other_tensor_method(call.func) is not None:
+            return None
+        if self.facts.canonical(dotted_path(ast_view, call.func) or "") == CHECKPOINT:
+            return self._callee_layout(call.args[0], keyword) if call.args else None
+        return self._callee_layout(call.func, keyword)
+
+    def _callee_layout(self, func: ast.expr, position: int | str) -> str | None:
+        """How the same-file callee ``func`` takes its ``position``-th argument: a function, a
+        module's ``forward``, or each module of a container held by the class (``self.layers[i]``,
+        ``layer`` of ``for layer in self.layers``)."""
+        member = self.members.get(func.id) if isinstance(func, ast.Name) else \
+            _self_attr(func.value) if isinstance(func, ast.Subscript) else None
+        if member is not None and self.class_name is not None \
+                and self.facts.module_attr(self.class_name, member) == "list":
+            return elements_take_any_layout(self.facts, self.class_name, member, position, self.fast)
+        return callee_takes_any_layout(self.facts, self.class_name, ast_view, func, position, self.fast)
 
     def _other_tensor_method(self, func: ast.expr) -> str | None:
         """The name of ``y.add`` in ``y.add(x)``: a known op's method (not in place) of a value
@@ -267,8 +370,35 @@ class _Body:
 
     def _assigned_layout(self, assign: ast.Assign) -> str | None:
         """``h = x``, ``x = x.transpose(1, 2)``: the name bound holds the tensor, or a view of
-        it, from the next statement on: its uses decide. Only for a statement of the body."""
-        statement = self.parents.get(id(assign))
-        if statement is not self.function or len(assign.targets) != 1 or not isinstance(assign.targets[0], ast.Name):
+        it, from the next statement on: the reads it reaches decide, in its block and then
+        after the statements around it (``if dims == 5: x = rearrange(x, ...)``). Unknown in
+        a loop's body, whose top it may reach again, or a ``try``'s."""
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0], ast.Name):
             return None
-        return self._name_layout(assign.targets[0].id, self.function.body.index(assign) + 1)
+        name = assign.targets[0].id
+        reads: list[ast.Name] = []
+        statement: ast.AST = assign
+        while statement is not self.function:
+            owner = self.parents.get(id(statement))
+            if not isinstance(owner, (ast.If, ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef)):
+                return None
+            block = next(b for b in (owner.body, getattr(owner, "orelse", [])) if _holds(b, statement))
+            later, bound = self._flow(block[[id(s) for s in block].index(id(statement)) + 1:], name)
+            reads += later
+            if bound:
+                break
+            statement = owner
+        return self._reads_layout(name, reads)
+
+
+def _holds(block: list[ast.stmt], statement: ast.AST) -> bool:
+    return any(s is statement for s in block)
+
+
+def _loads(node: ast.AST, name: str) -> list[ast.Name]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+
+
+def _stores(node: ast.AST) -> set[str]:
+    """The names a simple statement (or a loop's target) binds."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}

@@ -16,17 +16,17 @@ from fusionlint.analysis import (
     Scope, Site, StatementRef, bound_names, children, is_method_call, names_of, per_scope, reaching_assignment,
     root_name,
 )
-from fusionlint.analysis.facts import ACTIVATION_REGISTRIES
+from fusionlint.analysis.facts import ACTIVATION_REGISTRIES, built_in_place
 from fusionlint.analysis.fresh import returns_new
 from fusionlint.analysis.layout import (
-    FAST, NEEDS_CONTIGUOUS, READS_INTO_NEW, callee_takes_any_layout, elements_take_any_layout, reads_strided,
+    CHECKPOINT, FAST, NEEDS_CONTIGUOUS, READS_INTO_NEW, callee_takes_any_layout, elements_take_any_layout, reads_strided,
 )
 from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.numbers import int_literal
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
 from fusionlint.analysis.views import ast_view, cst_view, dotted_path
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
-from fusionlint.ops import COMPUTE, ELEMENTWISE, VIEW, VIEW_ATTRIBUTES, OpTables
+from fusionlint.ops import COMPUTE, ELEMENTWISE, NN_MODULE_OPS, VIEW, VIEW_ATTRIBUTES, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 
 _INITIALIZES = re.compile(r"_?(?:init|initialize)_\w*(?:weights?|buffers?)|reset_parameters")
@@ -95,7 +95,9 @@ class RedundantCopy(Rule):
         since: `residual = h` then `h = self.norm(h)`; what those after the copy's last read
         do cannot reach it:
         Gemma 3n's `first = corrected[i].clone()`, read by `self.altup.scale_corrected_output`
-        and a linear layer before `corrected[1:] += ...`), and the source is only read too. A
+        and a linear layer before `corrected[1:] += ...`), and the source is only read too (also
+        by a same-file function that only reads it, or by a `torch.nn` module the class builds
+        only when asked: `self.talking_heads = nn.Conv2d(h, h, 1) if talking_heads else None`). A
         copy that is returned (as it is, through a view, or through its name) is flagged too
         when the function made its source (an op result, the output of a `torch.nn` module
         such as `nn.Linear` or of a same-file module or function that returns a tensor it
@@ -139,13 +141,17 @@ class RedundantCopy(Rule):
         cannot it copies the view itself: no worse), data movement (`torch.cat`, `F.pad`,
         `flip`, `index_select`, which copy their input in any layout anyway: a permuted
         attention context concatenated, fusionrt and eager 3 -> 2 writes and kernels), and a
-        same-file function or module (`self.block(h)`; each module of a `ModuleList` called as
-        `self.layers[i](h)` or in `for layer in self.layers`, the first of a `Sequential`) whose
-        body reads that parameter only with such ops, through views, casts and names bound to it,
-        never viewing it with `.view()`, writing it in place, storing it or handing it back
-        (`analysis.layout`; fusionrt 3 -> 1 writes and kernels, eager 4 -> 3, for a transposed
-        input to a matmul and an add), or with a convolution that reads the copied view as it is
-        (a reassemble stage's 1x1 projection of channels-last tokens permuted channels-first). The uses
+        same-file function or module (`self.block(h)`, `self.attn(hidden=h)` by keyword,
+        `checkpoint(self.block, h)`; each module of a `ModuleList` called as `self.layers[i](h)`
+        or in `for layer in self.layers`, the first of a `Sequential`) whose body reads that
+        parameter only with such ops, through views, casts, `rearrange` and names bound to it
+        (in a branch too: `if dims == 5: x = rearrange(x, ...)`, its reads followed until the
+        name is surely bound anew; a loop over the class's `ModuleList` whose body binds it
+        does, a model's stack of layers being never empty), never viewing it with `.view()`,
+        writing it in place, storing it or handing it back (`analysis.layout`; fusionrt 3 -> 1
+        writes and kernels, eager 4 -> 3, for a transposed input to a matmul and an add), or
+        with a convolution that reads the copied view as it is (a reassemble stage's 1x1
+        projection of channels-last tokens permuted channels-first). The uses
         of a copy are those that may run after it: an `if` that tests the opposite of the one
         the copy is made under (`if dims == 3:` after the body of `if dims == 2:`, the 2-d and
         3-d paths of one module) is not one.
@@ -1078,7 +1084,7 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
                 return _MADE  # indexing by a tensor gathers into a new tensor
             expr = expr.value
             continue
-        op = scope.op(expr) or scope.module_op(expr)  # `self.fc(x)` of an `nn.Linear` makes a tensor
+        op = scope.op(expr) or _module_op(scope, expr)  # `self.fc(x)` of an `nn.Linear` makes a tensor
         if op is None:
             break
         name, kind, operand = op
@@ -1400,7 +1406,7 @@ def _made_anew_between(scope: Scope, name: str, start: int | None, end: int | No
 def _makes_new(scope: Scope, value: cst.BaseExpression) -> bool:
     """Is ``value`` a new tensor the function makes: not a view, an index or an op that may hand
     back its input (``self.dropout(h)`` is ``h`` in eval mode, ``h.float()`` may be ``h``)?"""
-    op = scope.op(value) or scope.module_op(value)
+    op = scope.op(value) or _module_op(scope, value)
     if isinstance(value, cst.Subscript) or op is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
         return False
     return _fresh(scope, value, None)
@@ -1588,15 +1594,20 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 continue
             known = scope.ops.op_class(name) is not None or name in READS_INTO_NEW
             return known and reading.read(fast=reads_strided(name, scope.ops))
+        if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is not None \
+                and parent.keyword.value != "out" and role != "source" and not reading.strided \
+                and scope.op(after) is None and _module_op(scope, after) is None:
+            layout = _same_file_callee_layout(scope, after, parent, reading.convolved)  # `self.attn(hidden=x)`
+            return reading.read(fast=layout == FAST) if layout is not None else _handed_out(scope, parent, role, reading)
         if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is None:
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
                 return False
-            op = scope.op(after) or scope.module_op(after)
+            op = scope.op(after) or _module_op(scope, after)
             if op is None and "conv2d" in reading.convolved and _conv_layer(scope, after, parent):
                 op = ("conv2d", COMPUTE, parent.value)
             if op is None and _registry_activation(after, parent):
                 op = ("activation", ELEMENTWISE, parent.value)
-            if op is None and reading.strided and role != "source" and _read_by_same_file_callee(scope, after, parent):
+            if op is None and reading.strided and _read_by_same_file_callee(scope, after, parent):
                 return reading.read()
             layout = _same_file_callee_layout(scope, after, parent, reading.convolved) \
                 if op is None and role != "source" else None
@@ -1628,6 +1639,31 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             return reading.read()
         return _handed_out(scope, parent, role, reading)
     return False
+
+
+def _module_op(scope: Scope, call: cst.CSTNode) -> tuple[str, str | None, cst.BaseExpression | None] | None:
+    """``scope.module_op``, also of a module that the class builds only when asked and sets to
+    None otherwise (``self.talking_heads = nn.Conv2d(h, h, 1) if talking_heads else None``,
+    called under ``if exists(self.talking_heads):``): where it is called, it is that module."""
+    found = scope.module_op(call)
+    if found is not None or not isinstance(call, cst.Call) or scope.class_name is None:
+        return found
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self") \
+            or not call.args or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    classes = set()
+    for assign in scope.facts.member_values(scope.class_name, func.attr.value):
+        value = assign.value
+        if isinstance(value, ast.IfExp):
+            branches = [b for b in (value.body, value.orelse) if not (isinstance(b, ast.Constant) and b.value is None)]
+            value = branches[0] if len(branches) == 1 else value
+        if not isinstance(value, ast.Call) or built_in_place(value):
+            return None
+        classes.add(scope.facts.canonical(dotted_path(ast_view, value.func) or ""))
+    canonical = classes.pop() if len(classes) == 1 else None
+    name = NN_MODULE_OPS.get(canonical.rpartition(".")[2]) if canonical and canonical.startswith("torch.nn.") else None
+    return (name, scope.ops.op_class(name), call.args[0].value) if name else None
 
 
 def _registry_activation(call: cst.Call, arg: cst.Arg) -> bool:
@@ -1673,8 +1709,9 @@ def _read_by_same_file_callee(scope: Scope, call: cst.Call, arg: cst.Arg) -> boo
     """``self.altup.scale_corrected_output(copy)``: a same-file function that only reads the
     argument and hands back a new tensor (``analysis.purity``). Not for a ``.contiguous()``
     copy: the callee may need the layout."""
-    position = _position(call, arg)
-    return position is not None and callee_only_reads(scope.facts, scope.class_name, cst_view, call.func, position)
+    called = _called(scope, call, arg)
+    return called is not None and isinstance(called[1], int) \
+        and callee_only_reads(scope.facts, scope.class_name, cst_view, *called)  # type: ignore[arg-type]
 
 
 def _same_file_callee_layout(scope: Scope, call: cst.Call, arg: cst.Arg, fast: frozenset[str]) -> str | None:
@@ -1683,13 +1720,14 @@ def _same_file_callee_layout(scope: Scope, call: cst.Call, arg: cst.Arg, fast: f
     ``Sequential``) that takes the argument in any layout (``analysis.layout``): FAST or SLOW,
     as its uses read a strided tensor (the convolutions of ``fast`` read it as it is); None if
     one needs the layout or the callee is not known."""
-    position = _position(call, arg)
-    if position is None:
+    called = _called(scope, call, arg)
+    if called is None:
         return None
-    member = _container_member(scope, call.func)
+    func, position = called
+    member = _container_member(scope, func)
     if member is not None:
         return elements_take_any_layout(scope.facts, scope.class_name, member, position, fast)  # type: ignore[arg-type]
-    return callee_takes_any_layout(scope.facts, scope.class_name, cst_view, call.func, position, fast)
+    return callee_takes_any_layout(scope.facts, scope.class_name, cst_view, func, position, fast)
 
 
 def _container_member(scope: Scope, func: cst.BaseExpression) -> str | None:
@@ -1724,12 +1762,23 @@ def _self_member(scope: Scope, expr: cst.BaseExpression, kind: str) -> str | Non
     return attr if scope.facts.module_attr(scope.class_name, attr) == kind else None  # type: ignore[arg-type]
 
 
-def _position(call: cst.Call, arg: cst.Arg) -> int | None:
-    """The index of ``arg`` among the call's positional arguments (None after a ``*args``)."""
+def _called(scope: Scope, call: cst.Call, arg: cst.Arg) -> tuple[cst.BaseExpression, int | str] | None:
+    """(the callee, the index of ``arg`` among its positional arguments, or its keyword) of
+    ``call``; for ``checkpoint(self.block, x)``, which runs ``self.block(x)``, the function it
+    is handed. None after a ``*args`` or with a ``**kwargs``, or for the function a checkpoint
+    is handed."""
     positional = [a for a in call.args if a.keyword is None and not a.star]
-    if any(a.star for a in call.args) or arg not in positional:
+    if any(a.star for a in call.args):
         return None
-    return positional.index(arg)
+    if arg.keyword is not None:
+        func = positional[0].value if positional and scope.torch_name(call.func) == CHECKPOINT else call.func
+        return func, arg.keyword.value
+    if arg not in positional:
+        return None
+    position = positional.index(arg)
+    if scope.torch_name(call.func) != CHECKPOINT:
+        return call.func, position
+    return (positional[0].value, position - 1) if position > 0 else None
 
 
 def _handed_out(scope: Scope, parent: cst.CSTNode, role: str, reading: _Reading) -> bool:
@@ -1845,7 +1894,7 @@ def _uses_until_rebound(scope: Scope, assign: cst.Assign, name: str) -> list[cst
                     _excludes(scope, test, later.test) for test in holding):
                 continue
             found += [node for node in _name_nodes(later, name) if id(node) in reads]
-            if name in names_of(later)[1]:
+            if name in names_of(later)[1] or _layers_rebind(scope, later, name):
                 return found
         if block is scope.node.body:
             return found
@@ -1858,6 +1907,37 @@ def _uses_until_rebound(scope: Scope, assign: cst.Assign, name: str) -> list[cst
             statement = parents.get(id(statement))
         if not isinstance(statement, (cst.If, cst.With)):
             return []
+
+
+def _layers_rebind(scope: Scope, statement: cst.CSTNode, name: str) -> bool:
+    """``for layer in self.layers: x = layer(x)``: a loop over the modules of a ``ModuleList``
+    or ``Sequential`` whose body binds ``name`` on every path (an ``if`` and its ``else`` both
+    do). A model's stack of layers is not empty, so after the loop ``name`` holds a value
+    the loop made."""
+    if not (isinstance(statement, cst.For) and statement.orelse is None) or scope.class_name is None:
+        return False
+    loop = statement.iter.value if isinstance(statement.iter, cst.Subscript) else statement.iter
+    if _self_member(scope, loop, "list") is None and _self_member(scope, loop, "sequential") is None:
+        return False
+    return _binds_surely(statement.body, name)
+
+
+def _binds_surely(block: cst.BaseSuite, name: str) -> bool:
+    """Does every path through ``block`` bind ``name`` (a plain statement of it, or an ``if``
+    whose every branch does)?"""
+    for statement in getattr(block, "body", ()):
+        if isinstance(statement, cst.SimpleStatementLine) and name in names_of(statement)[1]:
+            return True
+        if isinstance(statement, cst.If) and _branches_bind(statement, name):
+            return True
+    return False
+
+
+def _branches_bind(statement: cst.If, name: str) -> bool:
+    orelse = statement.orelse
+    return _binds_surely(statement.body, name) and (
+        isinstance(orelse, cst.Else) and _binds_surely(orelse.body, name)
+        or isinstance(orelse, cst.If) and _branches_bind(orelse, name))
 
 
 def _excludes(scope: Scope, held: cst.BaseExpression, test: cst.BaseExpression) -> bool:

@@ -582,8 +582,95 @@ class Tokens(Encoder):
         x = super().forward(x.flatten(2).permute(0, 2, 1))
         return x.permute(0, 2, 1).view([-1, c, h, w]).contiguous()
 """,
+    "a clone whose source a module built only when asked and a same-file function only read": """\
+import torch
+import torch.nn as nn
+
+
+def softclamp(t: torch.Tensor, value: float) -> torch.Tensor:
+    return (t / value).tanh() * value
+
+
+class Attend(nn.Module):
+    def __init__(self, heads: int, talking: bool) -> None:
+        super().__init__()
+        self.talking = nn.Conv2d(heads, heads, 1) if talking else None
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        sim = q @ k.transpose(-1, -2)
+        before = sim.clone()
+        if self.talking is not None:
+            sim = sim + self.talking(sim)
+        sim = softclamp(sim, 50.0)
+        return sim.softmax(-1) * before
+""",
+    "a transposed copy read by a ModuleList's blocks, checkpointed or called with keywords": """\
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Block(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return x + self.fc(x) * mask
+
+
+class Stack(nn.Module):
+    def __init__(self, d: int, n: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.checkpointing = False
+
+    def prune(self, n: int) -> None:
+        self.blocks = self.blocks[:n]
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = x.transpose(0, 1).contiguous()
+        for block in self.blocks:
+            if self.checkpointing:
+                x = checkpoint(block, x, mask, use_reentrant=False)
+            else:
+                x = block(x, mask=mask)
+        return x.transpose(0, 1)
+""",
+    "a transposed copy passed by keyword to a listed module that transposes it back in a branch": """\
+import torch
+import torch.nn as nn
+
+
+class Mixer(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, hidden: torch.Tensor, channels_first: bool = False) -> torch.Tensor:
+        if channels_first:
+            hidden = hidden.transpose(1, 2)
+        out = self.fc(hidden)
+        return out + hidden
+
+
+class Layer(nn.Module):
+    def __init__(self, d: int, n: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList()
+        for _ in range(n):
+            layer = Mixer(d)
+            self.layers.append(layer)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.layers[0](hidden=x.transpose(1, 2).contiguous(), channels_first=True)
+        return h
+""",
 }
 EXPECTED = {
+    "a clone whose source a module built only when asked and a same-file function only read": [(16, 18)],
+    "a transposed copy read by a ModuleList's blocks, checkpointed or called with keywords": [(25, 13)],
+    "a transposed copy passed by keyword to a listed module that transposes it back in a branch": [(26, 35)],
     "repeats of the dimensions of size 1 a view names": [(5, 29), (9, 20)],
     "copies in branches for 2-d and 3-d data, each read by the convolution after both": [(14, 17), (16, 17)],
     "copies bound to annotated names": [(7, 23), (13, 23)],
@@ -1306,6 +1393,69 @@ class Block(nn.Module):
         z = h.t().contiguous()
         kept.mul_(2)
         return y @ w + residual, z.sum() + kept.sum()
+""",
+    "a copy checkpointed into, or passed by keyword to, a block that may view it": """\
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Block(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, flat: bool = False) -> torch.Tensor:
+        if flat:
+            x = x.view(-1, x.shape[-1])
+        return x + self.fc(x)
+
+
+class Stack(nn.Module):
+    def __init__(self, d: int, n: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.transpose(0, 1).contiguous()
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x
+
+    def keyword(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks[0](x=x.transpose(0, 1).contiguous(), flat=True)
+""",
+    "a clone whose source an in-place module, an injected module or an unknown list of blocks may write": """\
+import torch
+import torch.nn as nn
+
+
+class Attend(nn.Module):
+    def __init__(self, heads: int, act: bool, cope=None) -> None:
+        super().__init__()
+        self.act = nn.ReLU(inplace=True) if act else None
+        self.cope = cope
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        sim = q @ k.transpose(-1, -2)
+        before = sim.clone()
+        if self.act is not None:
+            sim = self.act(sim)
+        return sim.softmax(-1) * before
+
+    def other(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        sim = q @ k.transpose(-1, -2)
+        before = sim.clone()
+        if self.cope is not None:
+            sim = sim + self.cope(q, sim)
+        return sim.softmax(-1) * before
+
+
+def stack(x: torch.Tensor, blocks: list) -> torch.Tensor:
+    x = x.transpose(0, 1).contiguous()
+    for block in blocks:
+        x = block(x)
+    return x
 """,
 }
 
