@@ -12,7 +12,7 @@ import functools
 import os
 import sys
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import torch
 from torch._decomp import decomposition_table
@@ -56,6 +56,10 @@ SYNC_METHODS = {
     torch.Tensor.__repr__: "print", torch.Tensor.__format__: "print", torch.Tensor.data_ptr: "sync",
     torch.Tensor.__dlpack__: "sync",
 }
+# Constructors that copy data given as (nested) lists -> the argument holding it. A tensor
+# inside such a list is read element by element in C++, without dispatch: a pending one would
+# be read before it is computed.
+DATA_CONSTRUCTORS = {torch.tensor: 0, torch.as_tensor: 0, torch.asarray: 0, torch.Tensor.new_tensor: 1}
 # Tensor methods that reach a tensor's memory without dispatch -> (flush reason, whether they
 # only read it). They flush only when that memory is still owed a pending write (or, for those
 # that change it, when a pending op still reads it), so code that merely pickles or copies
@@ -126,6 +130,16 @@ class SyncCapture(TorchFunctionMode):
         if session.passthrough:
             return func(*args, **kwargs)
         reason = SYNC_METHODS.get(func)
+        if reason is None and func in DATA_CONSTRUCTORS:
+            position = DATA_CONSTRUCTORS[func]
+            data = args[position] if len(args) > position else kwargs.get("data", kwargs.get("obj"))
+            elements = list(_tensors_in_lists(data)) if isinstance(data, (list, tuple)) else []
+            if not elements:
+                return func(*args, **kwargs)
+            with session.lock:
+                session.flush("item", user_source(), sync=elements)
+                with session.eager():
+                    return func(*args, **kwargs)
         if reason is None:
             memory = MEMORY_METHODS.get(func)
             if memory is None:
@@ -140,6 +154,24 @@ class SyncCapture(TorchFunctionMode):
             session.flush(reason, user_source(), sync=[a for a in args[:2] if isinstance(a, torch.Tensor)])
             with session.eager():
                 return func(*args, **kwargs)
+
+
+def _data_read_by_factory(name: str, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The tensors whose values a factory reads (``linspace``'s 0-d ends, ``normal``'s means):
+    all of its tensor arguments but the one a ``*_like`` or ``new_*`` factory takes its shape from."""
+    tensors = _tensors_in(args, kwargs)
+    if name.endswith("_like") or name.startswith("new_"):
+        tensors = [t for t in tensors if t is not args[0]]
+    return tensors
+
+
+def _tensors_in_lists(data: Any) -> Iterator[torch.Tensor]:
+    """The tensors among the items of nested lists and tuples."""
+    for item in data:
+        if isinstance(item, torch.Tensor):
+            yield item
+        elif isinstance(item, (list, tuple)):
+            yield from _tensors_in_lists(item)
 
 
 class SavedForBackward(torch.autograd.graph.saved_tensors_hooks):
@@ -213,6 +245,8 @@ class DispatchCapture(TorchDispatchMode):
         if kind == "marker":
             return func(*args, **kwargs)  # a profiler range: it touches no tensor
         if kind == "factory":
+            if any(session.binding(t) is not None for t in _data_read_by_factory(name, args, kwargs)):
+                return self.fallback(func, args, kwargs, user_source(), "reads a pending tensor's values")
             out = func(*args, **kwargs)  # concrete at once; identical in eager (not counted)
             session.ran_eagerly(func, args, kwargs, out, factory=True)
             return out

@@ -34,6 +34,28 @@ def test_host_syncs_flush_with_their_reason_and_line():
     assert session.report.materialized[0].reason == "sync"
 
 
+# Each builds a tensor from the values of pending 0-d tensors, which C++ reads without dispatch.
+_READ_BY_VALUE = {
+    "tensor of a list": lambda x, y: torch.tensor([y, x[1] * 3]),
+    "nested lists": lambda x, y: torch.tensor([[y, 1.0], [2.0, y]]),
+    "a tuple": lambda x, y: torch.as_tensor((y, y + 1)),
+    "asarray": lambda x, y: torch.asarray([y]),
+    "new_tensor": lambda x, y: x.new_tensor([y, y * y]),
+    "keyword data": lambda x, y: torch.tensor(data=[y]),
+    "linspace to a tensor end": lambda x, y: torch.linspace(0, y, 5),
+    "normal around a tensor": lambda x, y: torch.normal(x * y, 0.0),
+}
+
+
+@pytest.mark.parametrize("build", _READ_BY_VALUE.values(), ids=_READ_BY_VALUE.keys())
+def test_tensors_built_from_pending_values_read_them_computed(build):
+    x = torch.randn(6)
+    expected = build(x, x[0] * 2)
+    with fusionrt.lazy(executor="reference"):
+        got = build(x, x[0] * 2)
+    torch.testing.assert_close(got, expected)
+
+
 def test_pending_bound_flushes():
     x = torch.randn(8)
     with fusionrt.lazy(executor="reference", max_pending=3) as session:
