@@ -11,7 +11,7 @@ import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
 from fusionlint.analysis.numbers import NumberNames
-from fusionlint.analysis.nodes import Walker, code_of, factors_of, operations, reaching_assignment
+from fusionlint.analysis.nodes import Walker, bound_names, code_of, factors_of, operations, reaching_assignment
 from fusionlint.analysis.rescale import zero_dim
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
@@ -65,8 +65,12 @@ class ScalarFusedOp(Rule):
         (end - start) * t`: no fused op adds a tensor to a number); a product of a batched matmul
         (FL012 reports `torch.baddbmm`); a sum inside attention that FL010 rewrites to
         `F.scaled_dot_product_attention`; a sum of one-number tensors (`loss + w * aux_loss`
-        of full reductions or losses: the kernel it saves writes one number); integer tensors
-        (`.long()`, `//`, `torch.arange`) where the fused op refuses them (`addcdiv`, a float
+        of full reductions, losses, or names and members that name a loss: the kernel it saves
+        writes one number); index arithmetic on integer tensors (`winners // k * size + index`,
+        `batch * num_nodes + row`: every tensor operand shows integer work, through the names
+        it is bound to: `.long()`, `//`, `rounding_mode=`, `torch.arange`, the indices of
+        `topk`/`sort`/`max` unpacked, a `torch.LongTensor` parameter), where the kernel saved
+        writes a small index tensor and the fused ops refuse some forms (`addcdiv`, a float
         `alpha=`).
     """
     use_instead = "`torch.add(x, y, alpha=alpha)`, `torch.addcmul(c, a, b, value=v)`, `torch.addcdiv(c, a, b, value=v)`."
@@ -292,10 +296,11 @@ def _either_message(rewrite: _Rewrite) -> str:
 def _rewrite(scope: Scope, numbers: NumberNames, ref: StatementRef, total: cst.BinaryOperation) -> _Rewrite | None:
     """The fused op that computes ``total``, or None; one that depends on an operand of unknown
     kind only when no side of the sum has one of its own. None for a sum of one-number tensors
-    (``loss + w * aux_loss``): the kernel it saves writes one number."""
+    (``loss + w * aux_loss``): the kernel it saves writes one number; and for index arithmetic
+    on integer tensors."""
     add = isinstance(total.operator, cst.Add)
     sides = ((total.left, total.right), (total.right, total.left)) if add else ((total.right, total.left),)
-    either = None
+    found = None
     for term, other in sides:
         if not _is_product(term) or not scope.is_tensor(other) or _is_batched_product(scope, term):
             continue
@@ -303,10 +308,11 @@ def _rewrite(scope: Scope, numbers: NumberNames, ref: StatementRef, total: cst.B
             return None
         fused = _known(scope, numbers, term, other, add)
         if fused is not None:
-            return None if _refused_on_integers(scope, ref, total, fused) else _Rewrite(fused)
-        if either is None and add:
-            either = _of_unknown_kind(scope, numbers, term, other)
-    return either
+            found = None if _refused_on_integers(scope, ref, fused) else _Rewrite(fused)
+            break
+        if found is None and add:
+            found = _of_unknown_kind(scope, numbers, term, other)
+    return None if found is None or _integer_sum(scope, numbers, ref, total) else found
 
 
 def _known(scope: Scope, numbers: NumberNames, term: cst.BinaryOperation, other: cst.BaseExpression,
@@ -359,6 +365,14 @@ def _may_be_number(scope: Scope, numbers: NumberNames, expr: cst.BaseExpression)
     return False
 
 
+_LOSS_NAME = re.compile(r"(?:^|_)loss(?:$|_)", re.IGNORECASE)
+
+
+def _names_a_loss(expr: cst.BaseExpression) -> bool:
+    name = expr.value if isinstance(expr, cst.Name) else expr.attr.value if isinstance(expr, cst.Attribute) else None
+    return name is not None and _LOSS_NAME.search(name) is not None
+
+
 _FULL_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "norm", "prod", "std", "var"})
 _LOSSES = frozenset({"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"})
 
@@ -366,8 +380,10 @@ _LOSSES = frozenset({"cross_entropy", "binary_cross_entropy", "binary_cross_entr
 def _one_number(scope: Scope, numbers: NumberNames, ref: StatementRef, expr: cst.BaseExpression, depth: int = 0) -> bool:
     """Is ``expr``, at ``ref``, a tensor of one number (a loss, a full reduction, ``torch.tensor(v)``)
     or arithmetic of those and values the code shows no tensor? A name counts by the value that
-    surely reaches ``ref``, else by every value the scope assigns it."""
-    if numbers.is_number(expr) or zero_dim(scope, expr):
+    surely reaches ``ref``, else by every value the scope assigns it; a name or member that names
+    a loss (``aux_loss``, ``cache.attn_z_loss``; not ``losses``) holds one, as losses do once
+    reduced, whatever the code shows of its value."""
+    if numbers.is_number(expr) or zero_dim(scope, expr) or _names_a_loss(expr):
         return True
     if isinstance(expr, cst.BinaryOperation):  # a side the code shows no tensor scales the number
         sides = (expr.left, expr.right)
@@ -401,28 +417,107 @@ _INTEGER_FUNCTIONS = frozenset({
     "torch.searchsorted", "torch.bucketize", "torch.randperm",
 })
 _INTEGER_DTYPES = frozenset({"torch.long", "torch.int", "torch.int64", "torch.int32", "torch.int16", "torch.int8", "torch.uint8"})
+_INTEGER_ANNOTATIONS = frozenset({"torch.LongTensor", "torch.IntTensor", "torch.BoolTensor"})
+# Calls whose second output is indices: ``values, index = x.topk(k)``.
+_WITH_INDICES = frozenset({"topk", "sort", "max", "min", "kthvalue", "mode", "median", "cummax", "cummin"})
+_FLOAT_CASTS = frozenset({"float", "half", "double", "bfloat16", "type_as"})
 
 
-def _refused_on_integers(scope: Scope, ref: StatementRef, total: cst.BinaryOperation, fused: _Fused) -> bool:
-    """Would the fused op refuse the integer tensors ``total`` shows: ``addcdiv`` (``/`` divides
+def _is_dtype(scope: Scope, arg: cst.Arg) -> bool:
+    """A dtype argument of ``.to()``: ``dtype=``, a ``torch.<dtype>``, ``x.dtype``, a name ending in ``dtype``."""
+    if arg.keyword is not None:
+        return arg.keyword.value == "dtype"
+    name = scope.torch_name(arg.value)
+    if name is not None:
+        return not name.endswith("device")
+    return code_of(arg.value).endswith("dtype")
+
+
+def _refused_on_integers(scope: Scope, ref: StatementRef, fused: _Fused) -> bool:
+    """Would the fused op refuse the integer tensors it is given: ``addcdiv`` (``/`` divides
     integers as floats), a float ``alpha=``/``value=``?"""
-    if fused.func != "torch.addcdiv" and not isinstance(fused.value, cst.Float):
-        return False
-    return _integer(scope, ref, total)
+    if fused.func == "torch.addcdiv":
+        return any(_integer(scope, ref, arg) for arg in fused.args[1:])
+    return isinstance(fused.value, cst.Float) and any(_integer(scope, ref, arg) for arg in fused.args)
+
+
+def _integer_sum(scope: Scope, numbers: NumberNames, ref: StatementRef, total: cst.BinaryOperation) -> bool:
+    """Is ``total`` index arithmetic on integer tensors: every tensor among its operands (of its
+    sums and products) shows integer work (``_integer``), one at least, and no operand is a
+    float literal or a true division? One float operand makes the result a float."""
+    shown = False
+    for operand in _operands(total):
+        if isinstance(operand, cst.Float) or isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, cst.Divide):
+            return False
+        if numbers.is_number(operand):
+            continue
+        if _integer(scope, ref, operand):
+            shown = True
+        elif scope.is_tensor(operand):
+            return False
+    return shown
+
+
+def _operands(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply)):
+        return [*_operands(expr.left), *_operands(expr.right)]
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return _operands(expr.expression)
+    return [expr]
 
 
 def _integer(scope: Scope, ref: StatementRef, expr: cst.BaseExpression, depth: int = 0) -> bool:
-    """Does ``expr`` show integer tensor work: a floor division, ``.long()``, an index-making
-    call (``torch.arange``, ``argsort``, ``nonzero``), a cast to an integer dtype, or a name
-    whose value reaching ``ref`` shows it?"""
+    """Does ``expr`` show integer tensor work: a floor division (``//``, ``rounding_mode=``),
+    ``.long()``, an index-making call (``torch.arange``, ``argsort``, ``nonzero``), a cast to an
+    integer dtype, or a name that holds such a value: the value reaching ``ref`` shows it (else
+    every value the scope assigns the name does), the indices of ``topk``/``sort``/``max`` unpacked
+    (``values, index = x.topk(k)``), a parameter annotated ``torch.LongTensor``? A true division
+    or a cast to a float dtype ends the search below it: its result is a float."""
     found = _IntegerWork(scope)
     found.walk(expr)
     if found.integer:
         return True
-    for name in found.names if depth < 2 else ():
-        reaching = reaching_assignment(ref, name)
-        if reaching is not None and _integer(scope, reaching[0], reaching[1], depth + 1):
+    for name in found.names if depth < 3 else ():
+        if _integer_name(scope, ref, name, depth):
             return True
+    return False
+
+
+def _integer_name(scope: Scope, ref: StatementRef, name: str, depth: int) -> bool:
+    reaching = reaching_assignment(ref, name)
+    if reaching is not None:
+        return _integer(scope, reaching[0], reaching[1], depth + 1)
+    values = []
+    for target, value in scope.assignments:
+        if isinstance(target, cst.Name) and target.value == name:
+            values.append(value)
+        elif isinstance(target, (cst.Tuple, cst.List)) and name in bound_names(target):
+            if not _indices_of(scope, target, value, name):
+                return False
+    if values:
+        return all(_integer(scope, ref, value, depth + 1) for value in values)
+    return _integer_parameter(scope, name) or any(
+        isinstance(target, (cst.Tuple, cst.List)) and name in bound_names(target) for target, _ in scope.assignments)
+
+
+def _indices_of(scope: Scope, target: cst.Tuple | cst.List, value: cst.BaseExpression, name: str) -> bool:
+    """Is ``name`` the second of two names unpacked from a call that returns values and indices?"""
+    elements = target.elements
+    if len(elements) != 2 or not isinstance(elements[1].value, cst.Name) or elements[1].value.value != name:
+        return False
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+        return False
+    return value.func.attr.value in _WITH_INDICES and (scope.torch_name(value.func) is None
+                                                       or scope.torch_name(value.func) == f"torch.{value.func.attr.value}")
+
+
+def _integer_parameter(scope: Scope, name: str) -> bool:
+    node = scope.node
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
+        if param.name.value == name and param.annotation is not None:
+            return scope.torch_name(param.annotation.annotation) in _INTEGER_ANNOTATIONS
     return False
 
 
@@ -432,27 +527,45 @@ class _IntegerWork(Walker):
         self.integer = False
         self.names: set[str] = set()
 
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
         self.integer |= isinstance(node.operator, cst.FloorDivide)
+        return not isinstance(node.operator, cst.Divide)  # ``/`` gives floats
 
     def visit_Subscript(self, node: cst.Subscript) -> bool:
         self.walk(node.value)  # what indexes a value tells nothing of its dtype
         return False
+
+    def visit_Comparison(self, node: cst.Comparison) -> bool:
+        return False  # a mask: what it compares tells nothing of the dtype it is used as
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
 
     def visit_Call(self, node: cst.Call) -> bool:
         scope = self.scope
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in _INTEGER_METHODS:
+        func = node.func
+        torch_name = scope.torch_name(func)
+        method = func.attr.value if isinstance(func, cst.Attribute) and torch_name is None else None
+        if method in _FLOAT_CASTS:
+            return False
+        if any(scope.torch_name(arg.value) in _INTEGER_DTYPES for arg in node.args):
             self.integer = True
-        elif scope.torch_name(node.func) in _INTEGER_FUNCTIONS:
+            return False
+        if method in ("to", "type") and any(_is_dtype(scope, arg) for arg in node.args):
+            return False  # a cast to a dtype that is not an integer one the code names
+        if method in _INTEGER_METHODS:
+            self.integer = True
+        elif torch_name in _INTEGER_FUNCTIONS:
             self.integer |= not any(arg.keyword is not None and arg.keyword.value == "dtype" for arg in node.args)
-        self.integer |= any(scope.torch_name(arg.value) in _INTEGER_DTYPES for arg in node.args)
-        # the result's dtype follows the receiver or the first operand, not an index (``x.gather(1, i)``)
-        if isinstance(node.func, cst.Attribute):
-            self.walk(node.func.value)
-        elif node.args:
+        self.integer |= any(arg.keyword is not None and arg.keyword.value == "rounding_mode" for arg in node.args)
+        # the result's dtype follows the receiver or a torch function's first operand, not an index
+        # (``x.gather(1, i)``); ``torch.where(c, a, b)``'s follows ``a`` and ``b``
+        if method is not None:
+            self.walk(func.value)  # type: ignore[union-attr]
+        elif torch_name == "torch.where":
+            for arg in node.args[1:3]:
+                self.walk(arg.value)
+        elif torch_name is not None and node.args:  # a function of another file or this one tells nothing
             self.walk(node.args[0].value)
         return False
 

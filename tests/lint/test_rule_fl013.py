@@ -60,7 +60,7 @@ def test_flagged_and_fused(body, rewritten):
         ("    k = 0.1\n    k = n\n    return x + k * y\n", "k"),  # a name that is not always a number
         ("    return x + y * n[0]\n", "n[0]"),
         ("    return x * (1 + n) + y\n", "1 + n"),
-        ("    return x.long() * n + y.long()\n", "n"),  # integer tensors take an integer alpha
+        ("    i = x.long()\n    return i.float() * n + y\n", "n"),  # a float cast: the integer work is below it
     ],
 )
 def test_flagged_without_a_fix_where_the_scale_may_be_either(body, scale):
@@ -86,6 +86,13 @@ def test_flagged_without_a_fix_where_the_scale_may_be_either(body, scale):
         "    aux = y.sum()\n    aux = aux + x.mean()\n    return aux * 0.1 + x.sum()\n",
         "    return x.long() + y.long() * 0.5\n",  # integer tensors: alpha= refuses a float
         "    i = x // 2\n    return i / y + z\n",  # addcdiv refuses integer tensors
+        # index arithmetic on integer tensors: a cast, indices unpacked, a range, a floor division
+        "    return x.long() * n + y.long()\n",
+        "    _, order = x.sort(dim=-1)\n    return n * torch.arange(4)[:, None] + order[:, :2]\n",
+        "    values, winners = x.topk(3, dim=1)\n    return winners // 3 * n + y.long().gather(1, winners)\n",
+        "    q = torch.div(x, n, rounding_mode='floor')\n    return y.long() - q * n\n",
+        # a sum of losses, named so: one number each
+        "    loss = x.mean(-1)\n    cont_loss = y[z > 0].mean()\n    return loss + cont_loss * s\n",
     ],
 )
 def test_silent(body):
