@@ -16,6 +16,7 @@ from fusionlint.rules.layer_norm_by_hand import LayerNormByHand
 from fusionlint.rules.lerp_by_hand import LerpByHand
 from fusionlint.rules.manual_attention import ManualAttention
 from fusionlint.rules.matmul_bias import MatmulBias
+from fusionlint.rules.min_max_one_output import MinMaxOneOutput
 from fusionlint.rules.norm_before_select import NormBeforeSelect
 from fusionlint.rules.reduce_before_compute import ReduceBeforeCompute
 from fusionlint.rules.rotate_half_copy import RotateHalfCopy
@@ -55,6 +56,7 @@ _RULES: tuple[type[Rule], ...] = (
     NormBeforeSelect,
     HostScalarTensor,
     CopyUpdatedBySlices,
+    MinMaxOneOutput,
     SyntaxErrorRule,
 )
 
