@@ -12,7 +12,7 @@ import functools
 import os
 import sys
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import torch
 from torch._decomp import decomposition_table
@@ -42,6 +42,7 @@ DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int3
 DECOMPOSED_ALWAYS = frozenset({torch.ops.aten.linalg_vector_norm.default})
 EXTERN_KINDS = {"mm": "matmul", "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul",
                 "convolution": "conv", "cat": "copy"}
+_MATMULS = {"mm", "bmm", "addmm", "baddbmm"}  # their in-place and out= forms: the product, copied home
 FACTORY_OPS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like",
                "full", "full_like", "arange", "rand", "rand_like", "randn", "randn_like", "randint",
                "randint_like", "scalar_tensor", "linspace", "eye", "tensor", "lift_fresh",
@@ -154,6 +155,10 @@ class SyncCapture(TorchFunctionMode):
             session.flush(reason, user_source(), sync=[a for a in args[:2] if isinstance(a, torch.Tensor)])
             with session.eager():
                 return func(*args, **kwargs)
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def _data_read_by_factory(name: str, args: tuple, kwargs: dict) -> list[torch.Tensor]:
@@ -427,17 +432,26 @@ class DispatchCapture(TorchDispatchMode):
             target = kwargs.pop("out")
             functional = func._overloadpacket
             base = functional.__name__
-            if not isinstance(target, torch.Tensor) or base not in POINTWISE_OPS | REDUCTION_OPS:
+            if not isinstance(target, torch.Tensor) or base not in POINTWISE_OPS | REDUCTION_OPS | _MATMULS:
                 raise _Unsupported("out= of this op")
+            if base in _MATMULS and any(_same_storage(target, a) for a in args if isinstance(a, torch.Tensor)):
+                raise _Unsupported("product reading the memory it writes")
             (shape, _, dtype), = _infer(functional, args, kwargs)
             if tuple(shape) != tuple(target.shape):
                 raise _Unsupported("out= that eager resizes")
             if dtype != target.dtype:  # eager computes in out's dtype, or refuses: it decides
                 raise _Unsupported("out= of another dtype")
-            value = (self.pointwise if base in POINTWISE_OPS else self.reduction)(
-                functional, base, args, kwargs, source)
-            return self.inplace(aten.copy_.default, "copy_", (target, value), {}, source)
+            record = self.pointwise if base in POINTWISE_OPS else self.reduction if base in REDUCTION_OPS else self.extern
+            return self._computed_home(lambda: record(functional, base, args, kwargs, source), target, source)
         base = name[:-1] if name.endswith("_") else name
+        if base in _MATMULS:  # ``w.addmm_(a, b)``: the product, then copied home as ``w += a @ b`` is
+            if any(_same_storage(target, a) for a in args[1:] if isinstance(a, torch.Tensor)):
+                raise _Unsupported("product reading the memory it writes")  # eager's result depends on its loop order
+            functional = getattr(aten, base).default
+            (shape, _, dtype), = _infer(functional, args, kwargs)
+            if tuple(shape) != tuple(target.shape) or dtype != target.dtype:
+                raise _Unsupported("in-place result does not fit its target")
+            return self._computed_home(lambda: self.extern(functional, base, args, kwargs, source), target, source)
         if base == "copy":
             src = args[1]
             op, fargs, fkw = ("clone", (src,), {}) if src.dtype == target.dtype else \
@@ -464,6 +478,14 @@ class DispatchCapture(TorchDispatchMode):
                           for a in fargs)
         session.node("pointwise", op, node_args, target, source, attrs=_attrs(op, fkw),
                      record=name, in_place=True)
+        return target
+
+    def _computed_home(self, compute: Callable[[], torch.Tensor], target: torch.Tensor, source: str) -> torch.Tensor:
+        """The functional op's value copied into ``target``: one op in eager, which writes it there."""
+        session = self.session
+        with session.decomposition():
+            self.inplace(aten.copy_.default, "copy_", (target, compute()), {}, source)
+        session.count_eager([target])
         return target
 
     def identity(self, func, name: str, args: tuple, kwargs: dict, source: str) -> Any:

@@ -257,6 +257,37 @@ def test_out_that_eager_resizes_and_out_that_eager_rejects():
     run_both(overlapping_out, rand(7, 3))  # raises eager's own error (the fallback kept out=)
 
 
+def test_matmuls_in_place_and_into_out_are_the_product_copied_home():
+    def merge(w, b, a):  # a low-rank update merged into a weight, as adapters do
+        w = w.clone()
+        w.addmm_(b * 2, a * 3, beta=0.5, alpha=-2.0)
+        return w
+
+    def batched(w, b, a):
+        w = w.clone()
+        w.baddbmm_(b.unsqueeze(0).expand(3, -1, -1), a.unsqueeze(0).expand(3, -1, -1), alpha=0.25)
+        return w
+
+    def into_out(w, b, a):
+        out = torch.empty(b.shape[0], a.shape[1])
+        torch.mm(b, a * 2, out=out)
+        return out + w
+
+    def reads_its_target(w, b, a):
+        w = w.clone()
+        w.addmm_(w, w * 2)
+        return w
+
+    w, b, a = rand(6, 6), rand(6, 4), rand(4, 6)
+    for prog, target in ((merge, w), (batched, rand(3, 6, 6)), (into_out, w)):
+        report = run_both(prog, target, b, a)
+        assert not report.fallbacks, (prog.__name__, report.fallbacks)
+    # eager's product into one of its own operands depends on its loop order (and on the size): eager runs it
+    assert [f.op for f in run_both(reads_its_target, w, b, a).fallbacks] == ["addmm_"]
+    report = run_both(merge, w, b, a)
+    assert report.kernels == 2 and report.eager_kernels == 4  # two scales, clone, addmm_ (one eager op)
+
+
 def test_a_bitcast_view_of_a_pending_tensor():
     def prog(x):
         y = x * 2
