@@ -444,14 +444,8 @@ class DispatchCapture(TorchDispatchMode):
             record = self.pointwise if base in POINTWISE_OPS else self.reduction if base in REDUCTION_OPS else self.extern
             return self._computed_home(lambda: record(functional, base, args, kwargs, source), target, source)
         base = name[:-1] if name.endswith("_") else name
-        if base in _MATMULS:  # ``w.addmm_(a, b)``: the product, then copied home as ``w += a @ b`` is
-            if any(_same_storage(target, a) for a in args[1:] if isinstance(a, torch.Tensor)):
-                raise _Unsupported("product reading the memory it writes")  # eager's result depends on its loop order
-            functional = getattr(aten, base).default
-            (shape, _, dtype), = _infer(functional, args, kwargs)
-            if tuple(shape) != tuple(target.shape) or dtype != target.dtype:
-                raise _Unsupported("in-place result does not fit its target")
-            return self._computed_home(lambda: self.extern(functional, base, args, kwargs, source), target, source)
+        if base in _MATMULS:
+            return self._update_by_product(base, args, kwargs, target, source)
         if base == "copy":
             src = args[1]
             op, fargs, fkw = ("clone", (src,), {}) if src.dtype == target.dtype else \
@@ -478,6 +472,33 @@ class DispatchCapture(TorchDispatchMode):
                           for a in fargs)
         session.node("pointwise", op, node_args, target, source, attrs=_attrs(op, fkw),
                      record=name, in_place=True)
+        return target
+
+    def _update_by_product(self, base: str, args: tuple, kwargs: dict, target: torch.Tensor, source: str) -> torch.Tensor:
+        """``w.addmm_(a, b, beta=, alpha=)`` as ``w *= beta; w += alpha * (a @ b)`` (with beta 0, ``w`` is
+        not read, as eager ignores its NaNs): the update fuses into the product's epilogue, as
+        ``w += a @ b`` does; one op in eager."""
+        if any(_same_storage(target, a) for a in args[1:] if isinstance(a, torch.Tensor)):
+            raise _Unsupported("product reading the memory it writes")  # eager's result depends on its loop order
+        (shape, _, dtype), = _infer(getattr(aten, base).default, args, kwargs)
+        if tuple(shape) != tuple(target.shape) or dtype != target.dtype:
+            raise _Unsupported("in-place result does not fit its target")
+        product = aten.mm.default if base == "addmm" else aten.bmm.default
+        beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+        session = self.session
+        with session.decomposition():
+            value = self.extern(product, product._overloadpacket.__name__, args[1:3], {}, source)
+            update = {"alpha": alpha} if alpha != 1 else {}
+            if beta == 1:
+                self.inplace(aten.add_.Tensor, "add_", (target, value), update, source)
+            else:
+                if beta == 0:
+                    new = self.pointwise(aten.mul, "mul", (value, alpha), {}, source) if alpha != 1 else value
+                else:
+                    kept = self.pointwise(aten.mul, "mul", (target, beta), {}, source)
+                    new = self.pointwise(aten.add, "add", (kept, value), update, source)
+                self.inplace(aten.copy_.default, "copy_", (target, new), {}, source)
+        session.count_eager([target])
         return target
 
     def _computed_home(self, compute: Callable[[], torch.Tensor], target: torch.Tensor, source: str) -> torch.Tensor:

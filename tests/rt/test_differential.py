@@ -284,8 +284,20 @@ def test_matmuls_in_place_and_into_out_are_the_product_copied_home():
         assert not report.fallbacks, (prog.__name__, report.fallbacks)
     # eager's product into one of its own operands depends on its loop order (and on the size): eager runs it
     assert [f.op for f in run_both(reads_its_target, w, b, a).fallbacks] == ["addmm_"]
-    report = run_both(merge, w, b, a)
-    assert report.kernels == 2 and report.eager_kernels == 4  # two scales, clone, addmm_ (one eager op)
+    def merge_into_input(w, b, a):
+        w.addmm_(b * 2, a * 3)
+        return w
+
+    def beta_zero_ignores_nan(w, b, a):
+        w = w.clone()
+        w[0, 0] = float("nan")
+        w.addmm_(b, a, beta=0, alpha=2)
+        return w
+
+    report = run_both(beta_zero_ignores_nan, w, b, a)
+    assert not report.fallbacks
+    report = run_both(merge_into_input, w, b, a)  # as w += (b * 2) @ (a * 3): the update is the product's epilogue
+    assert report.kernels == 1 and report.eager_kernels == 3
 
 
 def test_a_bitcast_view_of_a_pending_tensor():
