@@ -71,28 +71,57 @@ class _Body:
             value is not None and self._new(value, frozenset(), at) for value, at in self.returns
         )
 
-    def _reaching(self, name: str, at: int) -> tuple[ast.expr, int] | None:
-        """The value of the last ``name = value`` among the body's statements before the
-        ``at``-th, with its index, if it surely reaches it (no compound statement between binds
-        ``name``); None if unknown."""
-        for i in range(at - 1, -1, -1):
-            statement = self.body[i]
-            stores = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-            if name not in stores:
-                continue
-            targets = statement.targets if isinstance(statement, ast.Assign) else []
-            if len(targets) == 1 and isinstance(targets[0], ast.Name) and targets[0].id == name:
-                return statement.value, i  # type: ignore[union-attr]
-            return None
-        return None
+    def _reaching(self, name: str, at: int) -> list[tuple[ast.expr | None, int | None]] | None:
+        """The values of the ``name = value`` assignments that may reach the body's ``at``-th
+        statement, each with the index of its statement where it is one of the body's (None
+        for the value on entry: the argument of a parameter); None if unknown (a name bound
+        otherwise: unpacked, by a loop, a ``with``, in a ``try``)."""
+        return self._flow(self.body[:at], name, [(None, None)])
+
+    def _flow(self, statements: list[ast.stmt], name: str, values: list[tuple[ast.expr | None, int | None]]
+              ) -> list[tuple[ast.expr | None, int | None]] | None:
+        for statement in statements:
+            if isinstance(statement, ast.If):
+                body = self._flow(statement.body, name, values)
+                orelse = self._flow(statement.orelse, name, values)
+                if body is None or orelse is None:
+                    return None
+                values = body + [value for value in orelse if value not in body]
+            elif isinstance(statement, (ast.For, ast.While)):
+                if isinstance(statement, ast.For) and name in _stores(statement.target):
+                    return None
+                body = self._flow(statement.body, name, values)
+                if body is None:
+                    return None
+                values = values + [value for value in body if value not in values]  # the loop may not run
+                orelse = self._flow(statement.orelse, name, values)
+                if orelse is None:
+                    return None
+                values = orelse
+            elif isinstance(statement, ast.With) and not any(
+                    item.optional_vars is not None and name in _stores(item.optional_vars) for item in statement.items):
+                body = self._flow(statement.body, name, values)
+                if body is None:
+                    return None
+                values = body
+            elif name in _stores(statement):
+                targets = statement.targets if isinstance(statement, ast.Assign) else \
+                    [statement.target] if isinstance(statement, ast.AnnAssign) and statement.value is not None else []
+                if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+                    return None
+                index = next((i for i, top in enumerate(self.body) if top is statement), None)
+                values = [(statement.value, index)]  # type: ignore[union-attr]
+        return values
 
     def _new(self, expr: ast.expr, seen: frozenset[str], at: int | None = None) -> bool:
         """``at``: the index of the body's statement that holds ``expr``, where known."""
         if isinstance(expr, ast.Name):
             name = expr.id
             reaching = self._reaching(name, at) if at is not None else None
-            if reaching is not None:
-                return self._new(reaching[0], seen, reaching[1])
+            if reaching is not None:  # unbound on entry, unless a parameter: no value comes from there
+                values = [(value, i) for value, i in reaching if value is not None]
+                return bool(values) and not (name in self.params and len(values) < len(reaching)) and all(
+                    self._new(value, seen if i is not None else seen | {name}, i) for value, i in values)
             if name in seen:
                 return True  # its other values decide
             if name in self.params or name in self.unknown or name not in self.values:
@@ -109,12 +138,14 @@ class _Body:
         return False
 
     def _new_call(self, call: ast.Call, seen: frozenset[str], at: int | None) -> bool:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "contiguous" and not call.args and _strided_view(func.value):
+            return True  # a copy of a strided view: it is no alias
         kind = op_kind(self.facts, self.class_name, call)
         if kind == "new":
             return True
         if kind == "alias":
             return bool(call.args) and self._new(call.args[0], seen, at)
-        func = call.func
         if isinstance(func, ast.Attribute) and not (isinstance(func.value, ast.Name) and func.value.id == "self"):
             method = func.attr
             if method in MAY_ALIAS or method.endswith("_") or op_tables().op_class(method) == VIEW:
@@ -128,3 +159,20 @@ class _Body:
         """A known op's name called on a value that is not a module (``np.exp(x)``, ``math.sqrt``)."""
         receiver = func.value
         return not (isinstance(receiver, ast.Name) and receiver.id in self.facts.imported)
+
+
+# Views that leave a tensor strided: ``.contiguous()`` of one copies it.
+_STRIDED = frozenset({"t", "transpose", "swapaxes", "swapdims", "permute", "movedim", "moveaxis", "expand", "expand_as",
+                      "narrow", "diagonal", "unfold"})
+
+
+def _strided_view(expr: ast.expr) -> bool:
+    """``x.permute(...)``, ``x.transpose(1, 2)``, ``x.mT``: a view whose elements are not laid out
+    in order."""
+    if isinstance(expr, ast.Attribute):
+        return expr.attr in ("T", "mT", "H", "mH")
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _STRIDED
+
+
+def _stores(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}

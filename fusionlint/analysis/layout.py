@@ -32,6 +32,25 @@ _EINOPS = frozenset({"einops.rearrange", "einops.repeat", "einops.reduce"})
 # Reads of the layout itself: their answer changes with it.
 _LAYOUT_QUERIES = frozenset({"stride", "is_contiguous", "data_ptr", "storage", "untyped_storage", "numpy"})
 FAST, SLOW = "fast", "slow"
+# The same, where the callee may also return the tensor (or a view of it): ``DropPath``, an
+# identity when not training, ``return x.transpose(1, 2)``. Its caller reads the call's result
+# as the tensor too.
+FAST_BACK, SLOW_BACK = "fast, handed back", "slow, handed back"
+
+
+def combine(verdicts: list[str | None]) -> str | None:
+    """One verdict for several uses: None if any needs the layout; FAST if any reads the strided
+    tensor as fast as a copy; handed back if any returns it."""
+    if not verdicts or None in verdicts:
+        return None
+    fast = any(v in (FAST, FAST_BACK) for v in verdicts)
+    if any(v in (FAST_BACK, SLOW_BACK) for v in verdicts):
+        return FAST_BACK if fast else SLOW_BACK
+    return FAST if fast else SLOW
+
+
+def handed_back(verdict: str | None) -> bool:
+    return verdict in (FAST_BACK, SLOW_BACK)
 
 
 def reads_strided(name: str, ops: OpTables | None = None) -> bool:
@@ -65,7 +84,7 @@ def elements_take_any_layout(facts: ModuleFacts, class_name: str, attr: str, pos
     if not classes:
         return None
     verdicts = [takes_any_layout(facts, element, "forward", position, fast) for element in classes]
-    return None if None in verdicts else FAST if FAST in verdicts else SLOW
+    return combine(verdicts)
 
 
 def _element_classes(facts: ModuleFacts, class_name: str, attr: str) -> list[str]:
@@ -152,7 +171,7 @@ def takes_any_layout(facts: ModuleFacts, class_name: str | None, name: str, posi
     facts.any_layout[key] = None
     functions = facts.functions.get(name, []) if class_name is None else facts.methods(class_name, name)
     verdicts = [_Body(facts, class_name, function, fast).param_layout(position) for function in functions]
-    result = None if not verdicts or None in verdicts else FAST if FAST in verdicts else SLOW
+    result = combine(verdicts)
     facts.any_layout[key] = result
     return result
 
@@ -206,8 +225,7 @@ class _Body:
         """How ``reads`` of ``name`` read the tensor it holds."""
         if not reads or name in self.in_closure or name in self.updated:
             return None
-        verdicts = [self._use_layout(use) for use in reads]
-        return None if None in verdicts else FAST if FAST in verdicts else SLOW
+        return combine([self._use_layout(use) for use in reads])
 
     def _flow(self, statements: list[ast.stmt], name: str) -> tuple[list[ast.Name], bool]:
         """The reads of ``name`` that the value it holds before ``statements`` may reach in
@@ -287,7 +305,9 @@ class _Body:
                 return self._assigned_layout(parent)
             if isinstance(parent, ast.Expr):
                 return SLOW
-            return None  # returned, stored, yielded, keyword-passed: the layout may matter there
+            if isinstance(parent, ast.Return) and parent.value is node:
+                return SLOW_BACK  # the caller reads the call's result as the tensor
+            return None  # stored, yielded, in a container: the layout may matter there
 
     def _listed_for_data_movement(self, listed: ast.List | ast.Tuple) -> bool:
         """``torch.cat([x, y], 1)``: an operand listed for data movement, which copies any layout."""
@@ -313,7 +333,7 @@ class _Body:
             return None
         canonical = self.facts.canonical(dotted_path(ast_view, call.func) or "")
         if canonical == CHECKPOINT:
-            return self._callee_layout(call.args[0], position - 1) if position > 0 else None
+            return self._called_layout(call, call.args[0], position - 1) if position > 0 else None
         if canonical in _EINOPS:  # `rearrange(x, "b c h w -> b h w c")` is a view, or a reshape's copy
             return None if position else self._use_layout(call) if canonical == "einops.rearrange" else FAST
         name = op_name(self.facts, self.class_name, call)
@@ -324,7 +344,7 @@ class _Body:
         method = self._other_tensor_method(call.func)
         if method is not None:  # `y.type_as(x)` reads its dtype, `y.expand_as(x)` its shape
             return SLOW if method in MAY_ALIAS or op_tables().op_class(method) == VIEW else self._op_layout(method)
-        return self._callee_layout(call.func, position)
+        return self._called_layout(call, call.func, position)
 
     def _keyword_layout(self, call: ast.Call, keyword: str) -> str | None:
         """``self.attn(hidden_states=x)``: only a same-file callee's parameter of that name is
@@ -334,8 +354,16 @@ class _Body:
         if op_name(self.facts, self.class_name, call) is not None or self._other_tensor_method(call.func) is not None:
             return None
         if self.facts.canonical(dotted_path(ast_view, call.func) or "") == CHECKPOINT:
-            return self._callee_layout(call.args[0], keyword) if call.args else None
-        return self._callee_layout(call.func, keyword)
+            return self._called_layout(call, call.args[0], keyword) if call.args else None
+        return self._called_layout(call, call.func, keyword)
+
+    def _called_layout(self, call: ast.Call, func: ast.expr, position: int | str) -> str | None:
+        """``_callee_layout``, and where the callee may hand the tensor back, the uses of the
+        call's result too."""
+        verdict = self._callee_layout(func, position)
+        if not handed_back(verdict):
+            return verdict
+        return combine([FAST if verdict == FAST_BACK else SLOW, self._use_layout(call)])  # type: ignore[arg-type]
 
     def _callee_layout(self, func: ast.expr, position: int | str) -> str | None:
         """How the same-file callee ``func`` takes its ``position``-th argument: a function, a

@@ -19,7 +19,8 @@ from fusionlint.analysis import (
 from fusionlint.analysis.facts import ACTIVATION_REGISTRIES, built_in_place
 from fusionlint.analysis.fresh import returns_new
 from fusionlint.analysis.layout import (
-    CHECKPOINT, FAST, NEEDS_CONTIGUOUS, READS_INTO_NEW, callee_takes_any_layout, elements_take_any_layout, reads_strided,
+    CHECKPOINT, FAST, FAST_BACK, NEEDS_CONTIGUOUS, READS_INTO_NEW, callee_takes_any_layout, elements_take_any_layout,
+    handed_back, reads_strided,
 )
 from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.numbers import int_literal
@@ -92,18 +93,23 @@ class RedundantCopy(Rule):
         local name or a fresh value that is not written in place while the copy lives (what
         the statements before the copy's own do to it is past, unless they keep a view of it
         under another name and the name is not bound anew to a value the function makes
-        since: `residual = h` then `h = self.norm(h)`; what those after the copy's last read
-        do cannot reach it:
-        Gemma 3n's `first = corrected[i].clone()`, read by `self.altup.scale_corrected_output`
+        since: `residual = h` then `h = self.norm(h)`, or the other name is, only read until
+        then: `shifted = x` then `shifted = window_reverse(...)`; what those after the copy's
+        last read do cannot reach it: Gemma 3n's `first = corrected[i].clone()`, read by `self.altup.scale_corrected_output`
         and a linear layer before `corrected[1:] += ...`), and the source is only read too (also
         by a same-file function that only reads it, or by a `torch.nn` module the class builds
         only when asked: `self.talking_heads = nn.Conv2d(h, h, 1) if talking_heads else None`). A
         copy that is returned (as it is, through a view, or through its name) is flagged too
         when the function made its source (an op result, the output of a `torch.nn` module
-        such as `nn.Linear` or of a same-file module or function that returns a tensor it
-        made (`super().forward(x)` of a same-file base too), a gather, a copy, also when `+=` updated it in place since, or a parameter that
-        an assignment surely reaching the copy rebinds to one: `x = self.fc(x)`; not a
-        parameter or an attribute): the caller gets a tensor nobody else holds either way
+        such as `nn.Linear` or `nn.ConvTranspose1d`, not of one that may hand back its input:
+        `nn.Identity`, a dropout, a flatten, also in one branch of `__init__`; of a same-file
+        module or function that returns a tensor it made (`super().forward(x)` of a same-file
+        base too; a `.contiguous()` of a permuted view, or what each branch binds last, as
+        `window_reverse` returns it), a gather, a copy, also when `+=` updated it in place since,
+        or a parameter that an assignment surely reaching the copy rebinds to one: `x =
+        self.fc(x)`, or a plain statement of the body before it does, branches rebinding it
+        after (`x = self.norm1(x)`; reads of the parameter in that value read the caller's
+        tensor: `t = t.reshape(...)` is a view of it); not a parameter or an attribute): the caller gets a tensor nobody else holds either way
         (`self.proj(x).transpose(1, 2).contiguous()`: 2 -> 1 writes and kernels, fusionrt and
         eager); so is one handed out in a record of outputs that the function returns (`return
         QAOutput(start_logits=start_logits)`, or its tuple form `(start_logits, end_logits) +
@@ -148,13 +154,14 @@ class RedundantCopy(Rule):
         (in a branch too: `if dims == 5: x = rearrange(x, ...)`, its reads followed until the
         name is surely bound anew; a loop over the class's `ModuleList` whose body binds it
         does, a model's stack of layers being never empty), never viewing it with `.view()`,
-        writing it in place, storing it or handing it back (`analysis.layout`; fusionrt 3 -> 1
-        writes and kernels, eager 4 -> 3, for a transposed input to a matmul and an add), or
-        with a convolution that reads the copied view as it is (a reassemble stage's 1x1
-        projection of channels-last tokens permuted channels-first). The uses
-        of a copy are those that may run after it: an `if` that tests the opposite of the one
-        the copy is made under (`if dims == 3:` after the body of `if dims == 2:`, the 2-d and
-        3-d paths of one module) is not one.
+        writing it in place or storing it, and handing it back (a same-file `DropPath`, the
+        identity when not training; `return x.transpose(1, 2)`) only where the call's result is
+        read so too (`analysis.layout`; fusionrt 3 -> 1 writes and kernels, eager 4 -> 3, for
+        a transposed input to a matmul and an add), or with a convolution that reads the copied
+        view as it is (a reassemble stage's 1x1 projection of channels-last tokens permuted
+        channels-first). The uses of a copy are those that may run after it: an `if` that
+        tests the opposite of the one the copy is made under (`if dims == 3:` after the body of
+        `if dims == 2:`, the 2-d and 3-d paths of one module) is not one.
 
         Also flagged: a `.clone()` written in place at once by an op whose out-of-place form
         keeps the dtype (`x.clone().masked_fill_(m, 0)`, `index_fill_`, `index_add_`,
@@ -1067,6 +1074,8 @@ def _fresh(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None) -> b
 
 
 _MADE, _SHARED, _INDEX = "made", "shared", "index"
+# torch.nn modules that may return their input or a view of it.
+_MAY_HAND_BACK = ("Identity", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "Flatten", "Unflatten")
 # Tensors over memory that something else holds (a NumPy array, a buffer): writes through either show in the other.
 _SHARES_MEMORY = frozenset({"from_numpy", "as_tensor", "asarray", "frombuffer", "from_dlpack"})
 _INTEGER_TYPES = frozenset({"long", "int", "short", "bool", "int64", "int32", "int16", "int8", "uint8"})
@@ -1084,6 +1093,8 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
                 return _MADE  # indexing by a tensor gathers into a new tensor
             expr = expr.value
             continue
+        if isinstance(expr, cst.Call) and _makes_output(scope, expr):
+            return _MADE
         op = scope.op(expr) or _module_op(scope, expr)  # `self.fc(x)` of an `nn.Linear` makes a tensor
         if op is None:
             break
@@ -1124,13 +1135,18 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
         return _SHARED
     # a parameter rebound before `at` (`x = self.fc(x)`) holds what the assignment made
     reaching = reaching_assignment(at, name, out_of_ifs=True) if at is not None else None
-    if reaching is not None:
-        return _origin(scope, reaching[1], reaching[0], seen | {name})
+    if reaching is not None:  # its value's reads of `name` read what it held before
+        return _origin(scope, reaching[1], reaching[0], seen)
+    entry = None
     if name in scope.params or name in scope.typed or name in scope.untyped:
-        return _SHARED
+        entry = _rebound_on_entry(scope, name, at)
+        if entry is None:
+            return _SHARED
     values = []
     parents = _index(scope).parents
     for target, value in scope.assignments:
+        if entry is not None and (_body_position(scope, value) or 0) <= entry[0]:
+            continue  # the parameter's first binding anew is judged below; none before it reaches `at`
         if isinstance(target, cst.Name):
             if target.value == name and not isinstance(parents.get(id(value)), cst.AugAssign):
                 values.append(value)  # a tensor's `+=` writes in place: the tensor stays where it came from
@@ -1142,7 +1158,51 @@ def _origin(scope: Scope, expr: cst.BaseExpression, at: StatementRef | None, see
     if not values or any(name in bound_names(target) for target, _ in scope.loops):
         return _SHARED
     origins = {_origin(scope, value, None, seen | {name}) for value in values}
+    if entry is not None:  # its reads of `name` read the argument
+        origins.add(_origin(scope, entry[1], None, seen))
     return _INDEX if _INDEX in origins else _MADE if origins == {_MADE} else _SHARED
+
+
+def _makes_output(scope: Scope, call: cst.Call) -> bool:
+    """``self.conv(x)`` of an ``nn.ConvTranspose1d``, ``self.embedding(ids)``, ``F.unfold(x, k)``:
+    a ``torch.nn`` module or function the op tables do not know, which writes its output anew
+    (not an identity, a dropout that is one when not training, or a flatten, which may view
+    its input)."""
+    if scope.torch_name(call.func) in ("torch.nn.functional.unfold", "torch.nn.functional.fold"):
+        return True  # im2col, not the view `Tensor.unfold`
+    func = call.func
+    if scope.class_name is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                        and func.value.value == "self"):
+        return False
+    built = scope.facts.member_values(scope.class_name, func.attr.value)
+    return bool(built) and all(_builds_new_output(scope, assign.value) for assign in built)
+
+
+def _builds_new_output(scope: Scope, value: ast.expr) -> bool:
+    """Does ``value`` (assigned to a member) build a ``torch.nn`` module whose call writes a new
+    tensor (``nn.ConvTranspose1d(...)``; not ``nn.Identity()`` or ``nn.ReLU(inplace=True)``)?"""
+    if not isinstance(value, ast.Call) or built_in_place(value):
+        return False
+    canonical = scope.facts.canonical(dotted_path(ast_view, value.func) or "") or ""
+    module, _, name = canonical.rpartition(".")
+    return module.startswith("torch.nn") and name[:1].isupper() and not name.endswith(_MAY_HAND_BACK) \
+        and name not in ("Sequential", "ModuleList", "ModuleDict", "Parameter", "ParameterList", "Buffer")
+
+
+def _rebound_on_entry(scope: Scope, name: str, at: StatementRef | None
+                      ) -> tuple[int, cst.BaseExpression] | None:
+    """(its index, the value) of the first plain statement of the function's own body that
+    binds the parameter ``name`` anew before the one that holds ``at`` (``x = self.norm1(x)``
+    first, then branches that rebind it again); None if there is none. From there on it is a
+    local: what the caller passed reaches ``at`` only through that value."""
+    position = _body_position(scope, at.node) if at is not None else None
+    if position is None:
+        return None
+    for index, statement in enumerate(scope.node.body.body[:position]):  # type: ignore[union-attr]
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+                and _rebinds(statement.body[0], name):
+            return index, _target_and_value(statement.body[0])[1]  # type: ignore[index]
+    return None
 
 
 def _super_callee(scope: Scope, func: cst.BaseExpression) -> tuple[str, str] | None:
@@ -1365,7 +1425,8 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
                 or id(use) in holding_copy:
             continue  # after the copy's life, or the copy itself
         earlier = copied_at is not None and position is not None and position < copied_at
-        if earlier and (not _aliased(scope, use) or _made_anew_between(scope, name, position, copied_at)):
+        if earlier and (not _aliased(scope, use) or _made_anew_between(scope, name, position, copied_at)
+                        or _alias_dies(scope, use, position, copied_at)):
             continue
         if not _only_read(scope, use, "source"):
             return False
@@ -1388,6 +1449,27 @@ def _only_tensor_ops(scope: Scope, statement: cst.CSTNode) -> bool:
             return False
         todo += children(node)
     return True
+
+
+def _alias_dies(scope: Scope, use: cst.Name, start: int | None, end: int | None) -> bool:
+    """``shifted = x`` in a branch, then ``shifted = window_reverse(...)`` before the copy: is
+    the other name that ``use`` binds the tensor to bound anew by a plain statement of the
+    function's body after ``start`` and before ``end``, and only read until then? Then nothing
+    holds the tensor under that name while the copy lives."""
+    path = _path(scope, use)
+    assign = next((node for node in path if isinstance(node, (cst.Assign, cst.AnnAssign))), None)
+    assigned = _target_and_value(assign)
+    if start is None or end is None or assigned is None or not isinstance(assigned[0], cst.Name):
+        return False
+    alias = assigned[0].value
+    if alias in scope.escaped:
+        return False
+    for position, statement in enumerate(scope.node.body.body[start + 1:end], start + 1):  # type: ignore[union-attr]
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+        if _rebinds(small, alias):
+            reads = [other for other in _uses(scope, alias) if start <= (_body_position(scope, other) or -1) <= position]
+            return all(_only_read(scope, other, "source") for other in reads)
+    return False
 
 
 def _made_anew_between(scope: Scope, name: str, start: int | None, end: int | None) -> bool:
@@ -1598,7 +1680,13 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 and parent.keyword.value != "out" and role != "source" and not reading.strided \
                 and scope.op(after) is None and _module_op(scope, after) is None:
             layout = _same_file_callee_layout(scope, after, parent, reading.convolved)  # `self.attn(hidden=x)`
-            return reading.read(fast=layout == FAST) if layout is not None else _handed_out(scope, parent, role, reading)
+            if layout is None:
+                return _handed_out(scope, parent, role, reading)
+            reading.read(fast=layout in (FAST, FAST_BACK))
+            if not handed_back(layout):
+                return True
+            below = after  # the callee may return it: the call's uses decide too
+            continue
         if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is None:
             if any(a.keyword is not None and a.keyword.value == "out" for a in after.args):
                 return False
@@ -1612,7 +1700,11 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             layout = _same_file_callee_layout(scope, after, parent, reading.convolved) \
                 if op is None and role != "source" else None
             if layout is not None and not reading.strided:
-                return reading.read(fast=layout == FAST)
+                reading.read(fast=layout in (FAST, FAST_BACK))
+                if not handed_back(layout):
+                    return True
+                below = after  # the callee may return it: the call's uses decide too
+                continue
             if op is None or op[0].endswith("_"):
                 return _handed_out(scope, parent, role, reading)
             if not reading.strided and op[0] in NEEDS_CONTIGUOUS:
@@ -1642,15 +1734,19 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
 
 
 def _module_op(scope: Scope, call: cst.CSTNode) -> tuple[str, str | None, cst.BaseExpression | None] | None:
-    """``scope.module_op``, also of a module that the class builds only when asked and sets to
-    None otherwise (``self.talking_heads = nn.Conv2d(h, h, 1) if talking_heads else None``,
-    called under ``if exists(self.talking_heads):``): where it is called, it is that module."""
-    found = scope.module_op(call)
-    if found is not None or not isinstance(call, cst.Call) or scope.class_name is None:
-        return found
+    """``scope.module_op``, where for a member every value the class assigns it builds a
+    ``torch.nn`` class whose op is known (``self.proj = nn.Identity()`` in one branch of
+    ``__init__`` and ``nn.Linear(d, d)`` in the other is no op; ``nn.Linear`` or ``nn.Conv2d``
+    is the convolution, the slower reader of the two), or such a module only when asked and None
+    otherwise (``self.talking_heads = nn.Conv2d(h, h, 1) if talking_heads else None``, called
+    under ``if exists(self.talking_heads):``): where it is called, it is that module."""
+    if not isinstance(call, cst.Call):
+        return None
     func = call.func
-    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self") \
-            or not call.args or call.args[0].keyword is not None or call.args[0].star:
+    if scope.class_name is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                        and func.value.value == "self"):
+        return scope.module_op(call)
+    if not call.args or call.args[0].keyword is not None or call.args[0].star:
         return None
     classes = set()
     for assign in scope.facts.member_values(scope.class_name, func.attr.value):
@@ -1661,9 +1757,13 @@ def _module_op(scope: Scope, call: cst.CSTNode) -> tuple[str, str | None, cst.Ba
         if not isinstance(value, ast.Call) or built_in_place(value):
             return None
         classes.add(scope.facts.canonical(dotted_path(ast_view, value.func) or ""))
-    canonical = classes.pop() if len(classes) == 1 else None
-    name = NN_MODULE_OPS.get(canonical.rpartition(".")[2]) if canonical and canonical.startswith("torch.nn.") else None
-    return (name, scope.ops.op_class(name), call.args[0].value) if name else None
+    names = [NN_MODULE_OPS.get(c.rpartition(".")[2]) if c and c.startswith("torch.nn.") else None for c in classes]
+    if not names or None in names:
+        return None
+    # built as one class or another (`nn.Linear` or `nn.Conv2d` by a flag): the one that reads a
+    # strided input the slowest stands for both
+    name = min(sorted(names), key=lambda op: reads_strided(op, scope.ops))  # type: ignore[arg-type]
+    return name, scope.ops.op_class(name), call.args[0].value  # type: ignore[return-value]
 
 
 def _registry_activation(call: cst.Call, arg: cst.Arg) -> bool:

@@ -666,8 +666,72 @@ class Layer(nn.Module):
         h = self.layers[0](hidden=x.transpose(1, 2).contiguous(), channels_first=True)
         return h
 """,
+    "a sliced copy read through a same-file DropPath that hands it back when not training": """\
+import torch
+import torch.nn as nn
+
+
+def drop_path(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    if p == 0.0 or not training:
+        return x
+    keep = torch.rand(x.shape[0], 1, 1, device=x.device) >= p
+    return x * keep / (1 - p)
+
+
+class DropPath(nn.Module):
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return drop_path(x, self.p, self.training)
+
+
+class Block(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.drop_path = DropPath(0.1)
+
+    def forward(self, x: torch.Tensor, shortcut: torch.Tensor) -> torch.Tensor:
+        x = x[:, :7].contiguous()
+        return shortcut + self.drop_path(x)
+""",
+    "a returned unpadded slice of a parameter normalised first, its other name rebound; of a ConvTranspose1d's output": """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.up = nn.ConvTranspose1d(d, d, 4, stride=2)
+
+    def forward(self, x: torch.Tensor, pad: int, shift: bool) -> torch.Tensor:
+        x = self.norm(x)
+        if pad > 0:
+            x = F.pad(x, (0, 0, 0, pad))
+        if shift:
+            shifted = torch.roll(x, 1, dims=1)
+        else:
+            shifted = x
+        shifted = torch.tanh(shifted * 2)
+        x = shifted
+        if pad > 0:
+            x = x[:, :-pad, :].contiguous()
+        return x
+
+    def upsample(self, h: torch.Tensor) -> torch.Tensor:
+        h = self.up(h)
+        h = h[..., 1:-1]
+        return h.contiguous()
+""",
 }
 EXPECTED = {
+    "a returned unpadded slice of a parameter normalised first, its other name rebound; of a ConvTranspose1d's output": [(23, 17), (29, 16)],
+    "a sliced copy read through a same-file DropPath that hands it back when not training": [(28, 13)],
     "a clone whose source a module built only when asked and a same-file function only read": [(16, 18)],
     "a transposed copy read by a ModuleList's blocks, checkpointed or called with keywords": [(25, 13)],
     "a transposed copy passed by keyword to a listed module that transposes it back in a branch": [(26, 35)],
@@ -1456,6 +1520,62 @@ def stack(x: torch.Tensor, blocks: list) -> torch.Tensor:
     for block in blocks:
         x = block(x)
     return x
+""",
+    "a sliced copy handed back by a same-file function and then viewed": """\
+import torch
+import torch.nn as nn
+
+
+def maybe_drop(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    if not training:
+        return x
+    return x * (torch.rand_like(x) >= p)
+
+
+class Block(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.p = 0.1
+
+    def forward(self, x: torch.Tensor, shortcut: torch.Tensor) -> torch.Tensor:
+        h = maybe_drop(x[:, :7].contiguous(), self.p, self.training)
+        return shortcut + h.view(-1)
+""",
+    "returned copies of views of a parameter rebound to a view of itself, or of a member that may be an identity": """\
+import torch
+
+
+class A(torch.nn.Module):
+    def _reshape(self, t: torch.Tensor, heads: int, einsum: bool):
+        s = t.shape
+        t = t.reshape(s[0], heads, -1, s[-1])
+        if einsum:
+            return t.permute(0, 3, 1, 2).contiguous()
+        else:
+            return t.transpose(-1, -2).contiguous()
+
+    def _flat(self, t: torch.Tensor):
+        t = t.reshape(t.shape[0], -1)
+        return t.t().contiguous()
+
+
+class B(torch.nn.Module):
+    def __init__(self, d: int, identity: bool) -> None:
+        super().__init__()
+        if identity:
+            self.proj = torch.nn.Identity()
+        else:
+            self.proj = torch.nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, pad: int) -> torch.Tensor:
+        x = self.proj(x)
+        return x[:, :-pad].contiguous()
+
+
+def patches(values: torch.Tensor, start: int) -> torch.Tensor:
+    out = values[:, start:, :]
+    out = out.unfold(dimension=-2, size=4, step=2)
+    return out.transpose(-2, -3).contiguous()
 """,
 }
 
