@@ -87,6 +87,16 @@ class ModuleFacts:
     # the same, its untyped parameters tensors
     returns_given_tensors: dict[tuple[str | None, str], bool | tuple[bool, ...]] = field(default_factory=dict)
     typings: dict[tuple[int, bool], object] = field(default_factory=dict)  # a function's resolved names: filled by tensors
+    # Where the file lies (None: no package to look into, as for a notebook), and the sha256 of its
+    # bytes for a file read by ``project`` (whose findings of other files depend on it).
+    path: str | None = None
+    digest: str | None = None
+    # local name -> (level, module, name) of each ``from <module> import <name> [as <local>]``
+    import_sources: dict[str, tuple[int, str | None, str]] = field(default_factory=dict)
+    # Filled by ``project``: the files consulted (path -> sha256 of its bytes and its facts when
+    # parsed, (None, None) where no file lies), and what names, members and bases resolved to.
+    uses: dict[str, tuple[str | None, "ModuleFacts | None"]] = field(default_factory=dict)
+    resolved: dict[object, tuple["ModuleFacts", str] | None] = field(default_factory=dict)
 
     @functools.cached_property
     def identifiers(self) -> frozenset[str]:
@@ -209,6 +219,12 @@ class ModuleFacts:
         """The same-file classes the class names as its bases, in order (where ``super()`` looks)."""
         return [base.id for cls in self.classes.get(class_name, ()) for base in cls.bases
                 if isinstance(base, ast.Name) and base.id in self.classes]
+
+    def imported_bases(self, class_name: str) -> list[str]:
+        """The bases of the class and of its same-file bases that the file imports by name
+        (``from .llama import LlamaMLP``), nearest first."""
+        return [base.id for cls in self._lineage(class_name) for base in cls.bases
+                if isinstance(base, ast.Name) and base.id not in self.classes and base.id in self.import_sources]
 
     def _lineage(self, class_name: str) -> list[ast.ClassDef]:
         """The class's definitions, then those of its same-file bases, breadth first."""
@@ -460,8 +476,11 @@ def _bool_literal(expr: object) -> bool | None:
     return None
 
 
-def module_facts(tree: ast.Module) -> ModuleFacts:
+def module_facts(tree: ast.Module, path: str | None = None, digest: str | None = None) -> ModuleFacts:
+    """The facts of a file's tree; ``path`` where it lies, when its package's other files may be
+    consulted (``project``), ``digest`` the sha256 of the bytes the tree was read from."""
     aliases: dict[str, str] = {}
+    sources: dict[str, tuple[int, str | None, str]] = {}
     arrays = False
     imported: set[str] = set()
     classes: dict[str, list[ast.ClassDef]] = defaultdict(list)
@@ -483,7 +502,12 @@ def module_facts(tree: ast.Module) -> ModuleFacts:
                         aliases[alias.asname] = alias.name
                     else:
                         aliases[library] = library
-        elif kind is ast.ImportFrom and node.level == 0 and node.module:
+        elif kind is ast.ImportFrom:
+            for alias in node.names:
+                if alias.name != "*":
+                    sources[alias.asname or alias.name] = (node.level, node.module, alias.name)
+            if node.level or not node.module:
+                continue
             arrays = arrays or node.module.partition(".")[0] in _ARRAY_LIBRARIES
             if node.module.partition(".")[0] in _LIBRARIES:
                 for alias in node.names:
@@ -506,7 +530,8 @@ def module_facts(tree: ast.Module) -> ModuleFacts:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name].append(node)
-    return ModuleFacts(aliases, tree, arrays, frozenset(imported), dict(classes), dict(functions), members)
+    return ModuleFacts(aliases, tree, arrays, frozenset(imported), dict(classes), dict(functions), members,
+                       path=path, digest=digest, import_sources=sources)
 
 
 def _walk(tree: ast.AST) -> Iterator[ast.AST]:

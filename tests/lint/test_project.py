@@ -1,0 +1,170 @@
+"""The other files of a package, read where an analysis follows a call into them, and the cache
+entries that depend on them."""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from fusionlint.analysis import project
+from fusionlint.analysis.facts import module_facts
+from fusionlint.analysis.tensors import returned
+from fusionlint.analysis.views import ast_view
+
+ROPE = """\
+import torch
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def causal_mask(x):
+    n = x.size(-1)
+    return torch.ones(n, n).tril()
+
+
+def sizes(x):
+    return [x.size(-1)] * 2
+"""
+
+# ``a * b + c`` is an addcmul only when ``a`` and ``b`` are tensors: here only the imported
+# helpers tell.
+MODEL = """\
+import torch
+from torch import nn
+from .layers import causal_mask
+from pkg.layers.rope import rotate_half
+
+
+class Block(nn.Module):
+    def forward(self, c):
+        a = causal_mask(c)
+        b = rotate_half(c)
+        return a * b + 1.0 * c
+"""
+
+MEMBERS = {
+    "m/__init__.py": "",
+    "m/attention.py": """\
+        import torch
+        from torch import nn
+
+
+        class Attention(nn.Module):
+            def forward(self, x):
+                return torch.softmax(x, -1) @ x, None
+
+            def scores(self, x):
+                return x @ x.transpose(-1, -2)
+
+
+        class MLP(nn.Module):
+            def gate(self, x):
+                return torch.sigmoid(x)
+        """,
+    "m/model.py": """\
+        import torch
+        from torch import nn
+        from .attention import MLP, Attention
+
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = Attention()
+
+            def forward(self, x):
+                return self.attn(x)
+
+            def scores(self, x):
+                return self.attn.scores(x)
+
+
+        class GatedMLP(MLP):
+            def forward(self, x):
+                return self.gate(x)
+
+            def base_gate(self, x: torch.Tensor):
+                return super().gate(x)
+        """,
+}
+
+
+def write(root, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+@pytest.fixture
+def package(tmp_path):
+    write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/layers/__init__.py": "from .rope import causal_mask, rotate_half, sizes\n",
+        "pkg/layers/rope.py": ROPE,
+        "pkg/model.py": MODEL,
+    })
+    project.forget()
+    return tmp_path
+
+
+def facts_of(path):
+    return module_facts(ast.parse(path.read_text()), str(path))
+
+
+def test_relative_absolute_and_reexported_names_resolve_to_their_definitions(package):
+    facts = facts_of(package / "pkg" / "model.py")
+    other, name = project.imported(facts, "causal_mask")  # through pkg/layers/__init__.py
+    assert other.path == str(package / "pkg" / "layers" / "rope.py") and name == "causal_mask"
+    assert project.imported(facts, "rotate_half")[0] is other  # read once
+    assert project.imported(facts, "nn") is None  # another package's name
+    assert returned(other, None, "causal_mask") is True
+    assert set(project.dependencies(facts)) >= {str(package / "pkg" / "layers" / "__init__.py"), other.path}
+
+
+def test_parent_packages_and_what_lies_outside_the_package(tmp_path):
+    write(tmp_path, {
+        "top/__init__.py": "",
+        "top/utils.py": "def helper(x):\n    return x\n",
+        "top/models/__init__.py": "",
+        "top/models/a.py": "from ..utils import helper\nfrom other.utils import helper as h2\n"
+                           "from .missing import gone\n",
+        "other/utils.py": "def helper(x):\n    return x\n",
+    })
+    facts = facts_of(tmp_path / "top" / "models" / "a.py")
+    assert project.imported(facts, "helper")[0].path == str(tmp_path / "top" / "utils.py")
+    assert project.imported(facts, "h2") is None  # not the file's own top-level package
+    assert project.imported(facts, "gone") is None
+    missing = str(tmp_path / "top" / "models" / "missing.py")
+    assert project.dependencies(facts)[missing] is None  # looked for, absent: a file made later counts
+
+
+def test_no_package_for_a_notebook_cycles_and_large_files(tmp_path, monkeypatch):
+    write(tmp_path, {
+        "p/__init__.py": "",
+        "p/a.py": "from .b import f\n",
+        "p/b.py": "from .a import f\n",
+        "p/big.py": "def g(x):\n    return x\n",
+        "p/c.py": "from .a import f\nfrom .big import g\n",
+    })
+    cell = module_facts(ast.parse("from .a import f\n"), str(tmp_path / "p" / "n.ipynb"))
+    assert project.imported(cell, "f") is None and not cell.uses
+    monkeypatch.setattr(project, "MAX_BYTES", 10)
+    facts = facts_of(tmp_path / "p" / "c.py")
+    assert project.imported(facts, "f") is None  # a re-export going round in circles
+    assert project.imported(facts, "g") is None  # too large to read
+    assert str(tmp_path / "p" / "big.py") in project.dependencies(facts)
+
+
+def test_members_and_bases_of_another_file(tmp_path):
+    write(tmp_path, MEMBERS)
+    facts = facts_of(tmp_path / "m" / "model.py")
+    assert project.member_class(facts, "Block", "attn")[1] == "Attention"
+    assert project.inherited(facts, "GatedMLP", "gate")[1] == "MLP"
+    assert project.inherited(facts, "GatedMLP", "scores") is None
+    self_attn = ast.parse("self.attn").body[0].value
+    assert project.imported_callee(facts, "Block", ast_view, self_attn)[1:] == ("Attention", "forward")
