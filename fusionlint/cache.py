@@ -2,7 +2,10 @@
 
 Unlike Ruff's cache, which only remembers files without findings, this one stores the findings
 themselves: a warm run then never imports the engine (libcst). An entry is keyed by the file's
-bytes and the options that decide its findings; the whole cache belongs to one build of the
+bytes and the options that decide its findings, and lists the other files of its package that
+the analysis consulted (paths relative to the file's folder, each with the sha256 of its bytes,
+or null for a file looked for and absent): an entry is used only while every one of them is as
+it was; the whole cache belongs to one build of the
 tool (its version plus the size and time stamp of every module of the package), so editing a
 rule invalidates it. The cache is one JSON file per cache folder (each config's ``cache-dir``),
 written only when a run added something.
@@ -19,6 +22,7 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import Mapping
 
 import fusionlint
 from fusionlint.config import Config
@@ -54,6 +58,7 @@ class Cache:
         self._entries: dict[str, list] = {}
         self._used: set[str] = set()
         self._added = False
+        self._digests: dict[str, str | None] = {}  # a dependency's sha256 now, by path (None: absent)
         self._load()
 
     def _load(self) -> None:
@@ -91,23 +96,44 @@ class Cache:
         digest.update(kind.encode())
         return digest.hexdigest()
 
-    def get(self, key: str) -> LintResult | None:
+    def get(self, key: str, folder: Path | None = None) -> LintResult | None:
+        """The findings stored for ``key``, of a file in ``folder``; None when there are none, or
+        a file they depend on changed."""
         entry = self._entries.get(key)
         if entry is None:
             return None
         try:
-            findings, errors = entry
+            findings, errors, *rest = entry
+            if rest and rest[0] and not self._unchanged(rest[0], folder):
+                return None
             result = LintResult(findings=tuple(_finding(row) for row in findings), errors=tuple(map(str, errors)))
         except (TypeError, ValueError):
             return None  # a damaged entry: lint the file again
         self._used.add(key)
         return result
 
-    def put(self, key: str, result: LintResult) -> None:
-        """Store the findings of an unfixed text (the only ones that a later check can reuse)."""
-        self._entries[key] = [[_row(finding) for finding in result.findings], list(result.errors)]
+    def put(self, key: str, result: LintResult, depends_on: Mapping[str, str | None] = {},
+            folder: Path | None = None) -> None:
+        """Store the findings of an unfixed text (the only ones that a later check can reuse) of a
+        file in ``folder``, with the files its analysis consulted (path -> sha256, None: absent)."""
+        entry: list = [[_row(finding) for finding in result.findings], list(result.errors)]
+        if depends_on:
+            base = os.path.abspath(folder or ".")
+            entry.append(sorted([_relative(path, base), digest] for path, digest in depends_on.items()))
+        self._entries[key] = entry
         self._used.add(key)
         self._added = True
+
+    def _unchanged(self, depends_on: list, folder: Path | None) -> bool:
+        """Is every file in ``depends_on`` (paths relative to ``folder``) as it was?"""
+        base = os.path.abspath(folder or ".")
+        for relative, digest in depends_on:
+            path = os.path.normpath(os.path.join(base, relative))
+            if path not in self._digests:
+                self._digests[path] = _digest(path)
+            if self._digests[path] != digest:
+                return False
+        return True
 
     def remember_rules(self, codes: frozenset[str]) -> None:
         if codes != self.rule_codes:
@@ -176,6 +202,23 @@ def _create(path: Path, data: bytes) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     with os.fdopen(os.open(path, flags, 0o644), "wb") as handle:
         handle.write(data)
+
+
+def _relative(path: str, base: str) -> str:
+    """``path`` relative to ``base`` (the same entry then serves a moved tree), else as it is."""
+    try:
+        return os.path.relpath(path, base)
+    except ValueError:  # another drive
+        return path
+
+
+def _digest(path: str) -> str | None:
+    """The sha256 of the bytes of the file at ``path``, None if there is none to read."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
 
 
 def _row(finding: Finding) -> list:

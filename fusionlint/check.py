@@ -76,15 +76,20 @@ def lint_text(text: str, path: str, options: LintOptions) -> LintResult:
     return lint_source(text, path, options)
 
 
-def _lint_job(job: tuple[str, str, LintOptions]) -> LintResult:
-    """Lint one text; a bug comes back as an ``InternalError`` in ``errors``, so the other files still run."""
-    try:
-        with _collected_after():
-            return lint_text(*job)
-    except SourceFileError as exc:  # a notebook that is not valid JSON
-        return LintResult(findings=(Finding(UNREADABLE, str(exc), 1, 1, 1, 1),))
-    except Exception as exc:  # noqa: BLE001 - reported per file, the run carries on
-        return LintResult(findings=(), errors=(internal_error(job[1], exc),))
+def _lint_job(job: tuple[str, str, LintOptions]) -> tuple[LintResult, dict[str, str | None]]:
+    """Lint one text, with the other files its findings depend on (path -> sha256 of their bytes,
+    None for a file looked for and absent); a bug comes back as an ``InternalError`` in
+    ``errors``, so the other files still run."""
+    from fusionlint.analysis import project
+
+    with project.recording() as depends_on:
+        try:
+            with _collected_after():
+                return lint_text(*job), depends_on
+        except SourceFileError as exc:  # a notebook that is not valid JSON
+            return LintResult(findings=(Finding(UNREADABLE, str(exc), 1, 1, 1, 1),)), {}
+        except Exception as exc:  # noqa: BLE001 - reported per file, the run carries on
+            return LintResult(findings=(), errors=(internal_error(job[1], exc),)), {}
 
 
 @contextmanager
@@ -137,11 +142,13 @@ def _can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[LintResult]:
+def _run_jobs(jobs: list[tuple[str, str, LintOptions]]) -> list[tuple[LintResult, dict[str, str | None]]]:
     if not jobs:
         return []
     import fusionlint.engine  # noqa: F401 - imported once here, inherited by the forked workers
+    from fusionlint.analysis import project
 
+    project.forget()  # the files of an earlier run in this process may have changed since
     workers = min(usable_cpus(), len(jobs))
     with _frozen_heap():
         if len(jobs) < POOL_THRESHOLD or workers < 2 or not _can_fork():
@@ -193,14 +200,14 @@ def check_sources(
         key = None
         if cache is not None:
             key = cache.key(source.data, options_digest(options), source.path.suffix)
-            cached = cache.get(key)
+            cached = cache.get(key, source.path.parent)
             if cached is not None and not any(fix.allows(f.fix_safety) for f in cached.findings):
                 outcome.findings, outcome.errors = cached.findings, cached.errors
                 continue
         pending.append((outcome, cache, key, options))
 
     results = _run_jobs([(o.source.text, str(o.path), options) for o, _, _, options in pending])
-    for (outcome, cache, key, options), result in zip(pending, results):
+    for (outcome, cache, key, options), (result, depends_on) in zip(pending, results):
         if verify is not None and result.source not in (None, outcome.source.text) and not _crashed(result):
             try:
                 result = _verified(outcome.source, result, options, verify)
@@ -226,7 +233,7 @@ def check_sources(
                     outcome.fixed, outcome.new_text = (), None
                     outcome.errors += (f"{outcome.path}: fixes not written: {exc}",)
         elif key is not None and not result.fixed:
-            cache.put(key, result)
+            cache.put(key, result, depends_on, outcome.path.parent)
     if caches is not None:
         caches.save()
     return outcomes

@@ -31,6 +31,7 @@ from typing import Callable, Collection, Iterable, Iterator, TypeVar
 
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
+from fusionlint.analysis import project
 from fusionlint.model import Finding, FixMode, FixSafety, LineEdit, LintOptions, LintResult, internal_error
 from fusionlint.ops import OpTables, op_tables
 from fusionlint.rule import Rule, StatementEdit
@@ -204,7 +205,7 @@ def _check(
 
     from fusionlint.analysis import module_facts
 
-    facts = module_facts(tree)
+    facts = module_facts(tree, path)
     if not facts.imports_torch:
         return [], []
     lines = _LINE.findall(text)
@@ -225,7 +226,10 @@ def _check(
             if _recursed(exc):
                 raise
             return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
-    return _run_rules(module, masked, lines, path, rules, codes, tables, facts)
+    try:
+        return _run_rules(module, masked, lines, path, rules, codes, tables, facts)
+    finally:
+        project.record(facts)  # the files of the package whose facts the rules consulted
 
 
 def _parse_module(text: str):

@@ -3,14 +3,17 @@ entries that depend on them."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import textwrap
 
 import pytest
 
+from fusionlint.cache import Cache
 from fusionlint.analysis import project
 from fusionlint.analysis.facts import module_facts
 from fusionlint.analysis.tensors import returned
 from fusionlint.analysis.views import ast_view
+from fusionlint.model import LintResult
 
 ROPE = """\
 import torch
@@ -168,3 +171,28 @@ def test_members_and_bases_of_another_file(tmp_path):
     assert project.inherited(facts, "GatedMLP", "scores") is None
     self_attn = ast.parse("self.attn").body[0].value
     assert project.imported_callee(facts, "Block", ast_view, self_attn)[1:] == ("Attention", "forward")
+
+
+def test_a_cache_entry_is_used_only_while_the_files_it_depends_on_are_as_they_were(tmp_path):
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    read, absent = folder / "rope.py", folder / "later.py"
+    read.write_text("x = 1\n")
+    stored = Cache(tmp_path / "cache", tool="v1")
+    stored.put("k", LintResult(findings=()), {str(read): hashlib.sha256(b"x = 1\n").hexdigest(), str(absent): None},
+               folder)
+    stored.save()
+
+    def hit(where=folder) -> bool:
+        return Cache(tmp_path / "cache", tool="v1").get("k", where) is not None
+
+    assert hit()
+    read.write_text("x = 2\n")
+    assert not hit()
+    read.write_text("x = 1\n")
+    absent.write_text("")
+    assert not hit()  # a file looked for and absent now lies there
+    absent.unlink()
+    moved = tmp_path / "moved"
+    folder.rename(moved)
+    assert hit(moved) and not hit()  # paths relative to the file's folder
