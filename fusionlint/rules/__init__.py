@@ -14,10 +14,12 @@ from fusionlint.rules.kept_alive_across_compute import KeptAliveAcrossCompute
 from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
 from fusionlint.rules.layer_norm_by_hand import LayerNormByHand
 from fusionlint.rules.lerp_by_hand import LerpByHand
+from fusionlint.rules.log_by_hand import LogByHand
 from fusionlint.rules.manual_attention import ManualAttention
 from fusionlint.rules.matmul_bias import MatmulBias
 from fusionlint.rules.min_max_one_output import MinMaxOneOutput
 from fusionlint.rules.norm_before_select import NormBeforeSelect
+from fusionlint.rules.norm_by_hand import NormByHand
 from fusionlint.rules.reduce_before_compute import ReduceBeforeCompute
 from fusionlint.rules.rotate_half_copy import RotateHalfCopy
 from fusionlint.rules.redundant_copy import RedundantCopy
@@ -57,6 +59,8 @@ _RULES: tuple[type[Rule], ...] = (
     HostScalarTensor,
     CopyUpdatedBySlices,
     MinMaxOneOutput,
+    NormByHand,
+    LogByHand,
     SyntaxErrorRule,
 )
 

@@ -308,11 +308,11 @@ def _rewrite(scope: Scope, numbers: NumberNames, ref: StatementRef, total: cst.B
             return None
         fused = _known(scope, numbers, term, other, add)
         if fused is not None:
-            found = None if _refused_on_integers(scope, ref, fused) else _Rewrite(fused)
+            found = None if _refused_on_integers(scope, numbers, ref, fused) else _Rewrite(fused)
             break
         if found is None and add:
             found = _of_unknown_kind(scope, numbers, term, other)
-    return None if found is None or _integer_sum(scope, numbers, ref, total) else found
+    return None if found is None or _integer_value(scope, numbers, ref, total) else found
 
 
 def _known(scope: Scope, numbers: NumberNames, term: cst.BinaryOperation, other: cst.BaseExpression,
@@ -433,20 +433,20 @@ def _is_dtype(scope: Scope, arg: cst.Arg) -> bool:
     return code_of(arg.value).endswith("dtype")
 
 
-def _refused_on_integers(scope: Scope, ref: StatementRef, fused: _Fused) -> bool:
+def _refused_on_integers(scope: Scope, numbers: NumberNames, ref: StatementRef, fused: _Fused) -> bool:
     """Would the fused op refuse the integer tensors it is given: ``addcdiv`` (``/`` divides
     integers as floats), a float ``alpha=``/``value=``?"""
     if fused.func == "torch.addcdiv":
-        return any(_integer(scope, ref, arg) for arg in fused.args[1:])
-    return isinstance(fused.value, cst.Float) and any(_integer(scope, ref, arg) for arg in fused.args)
+        return any(_integer_value(scope, numbers, ref, arg) for arg in fused.args[1:])
+    return isinstance(fused.value, cst.Float) and any(_integer_value(scope, numbers, ref, arg) for arg in fused.args)
 
 
-def _integer_sum(scope: Scope, numbers: NumberNames, ref: StatementRef, total: cst.BinaryOperation) -> bool:
-    """Is ``total`` index arithmetic on integer tensors: every tensor among its operands (of its
-    sums and products) shows integer work (``_integer``), one at least, and no operand is a
-    float literal or a true division? One float operand makes the result a float."""
+def _integer_value(scope: Scope, numbers: NumberNames, ref: StatementRef, expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` an integer tensor: every tensor among its operands (of its sums and products)
+    shows integer work (``_integer``), one at least, and no operand is a float literal or a true
+    division? One float operand makes the result a float."""
     shown = False
-    for operand in _operands(total):
+    for operand in _operands(expr):
         if isinstance(operand, cst.Float) or isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, cst.Divide):
             return False
         if numbers.is_number(operand):
