@@ -18,6 +18,7 @@ from fusionlint.analysis import (
     inner_blocks,
     own_parts,
     per_scope,
+    reaching_assignment,
     reaching_value,
     scope_statements,
     statements_after,
@@ -176,20 +177,31 @@ class HostSyncInTensorWork(Rule):
         the function. `int(...)` made an index or a slice bound decides a shape (below).
 
         Selections by the data sync too: `nonzero`, `masked_select`, `torch.where(cond)` with one
-        argument and indexing by a boolean mask (`x[mask]`, the mask a comparison or a name every
-        assignment of which is one) make a result as long as the mask has hits, so the host reads
-        the mask first, and the selection runs eagerly. Flagged where that buys nothing: a
+        argument and indexing by a boolean mask (`x[mask]`, the mask a comparison, a view or a slice
+        of a mask, `mask[:, k].view(-1)`, a name every assignment of which is one, or a name that
+        says it is one, `loss_mask`, an argument included, unless the function tests its dtype or
+        rebinds it to something else: a tensor indexes another only if it is boolean or integer, and
+        integer indices are named for positions or ids) make a result as long as the mask has hits,
+        so the host reads the mask first, and the selection runs eagerly; in a loop, once per
+        iteration (a per-codebook cross-entropy over masked rows: 36 -> 28 fusionrt writes for four
+        codebooks with `reduction="none"` times the mask). Flagged where that buys nothing: a
         selection whose value only feeds reductions (through element-wise ops, views, gathers and
         the names it is assigned to: `err[keep].mean()`, deberta's `(labels >= 0).nonzero()`
         gathered for a cross-entropy), which a reduction under the mask, `nanmean` or a loss's
         `ignore_index` computes at a fixed shape; and a write through a mask into a tensor the
         function computed (`h = x @ w; h[m] = 0.0`, `x = x.clone(); x[m] = v`), which
         `torch.where` writes with no sync and fuses (the masked mean measured 4 -> 3 fusionrt
-        writes, the write 4 -> 1). A selection returned, stored, sorted, sized by its count
+        writes, the write 4 -> 1; a forward's `h[mask] = self.mask_emb` under `if mask is not
+        None:` 4 -> 3). A selection returned, stored, sorted, sized by its count
         (`torch.arange(len(kept))`) or used to route rows (`index_add_`) is the point, and so is
-        a write into an argument or a view (others see it), one an `if m.any():` skips, and one
-        whose value reads a local tensor (`x[m] = y[k]`, `x[m] = rows.view(-1)`: possibly one row
-        per hit, a masked scatter that `torch.where` cannot do).
+        a selection whose mask also makes one of those (`logits = self.head(h[m])` beside
+        `labels[m]` for the loss: the host reads the mask anyway), one handed to a method of the
+        model named as a loss (`self.mask_loss(p[m])`: its work on the selected rows is unknown),
+        a per-group mean over the selected rows (`data[labels == k].mean(dim=0)`: under the mask
+        it needs a count per column, and measured no cheaper), a write into an argument or a view
+        (others see it), one an `if m.any():` around it skips or has read the mask for, and one
+        whose value reads a local tensor or is sized by the hits (`x[m] = y[k]`, `x[m] =
+        torch.rand(n) < p`: one value per hit, a masked scatter that `torch.where` cannot do).
 
         A scalar read of a tensor the function made from Python values (`lengths =
         torch.tensor([len(s) for s in seqs])`, then `int(lengths.amax().item())`) is flagged
@@ -576,6 +588,78 @@ def embed(x: torch.Tensor, labels: torch.Tensor, w: torch.Tensor) -> torch.Tenso
     return torch.tanh(h) * 2
 """,
         ),
+        Example(  # selections by slices of a mask argument, in a loop: the host reads the mask every iteration
+            bad="""\
+import torch
+import torch.nn.functional as F
+
+
+def codebook_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    total = torch.zeros(())
+    for k in range(targets.shape[1]):
+        mask_k = mask[:, k].reshape(-1)
+        logits_k = logits[:, k].reshape(-1, logits.shape[-1])
+        targets_k = targets[:, k].reshape(-1)
+        total = total + F.cross_entropy(logits_k[mask_k], targets_k[mask_k])
+    return total / targets.shape[1]
+""",
+            at=((11, 41), (11, 59)),
+            fixed=None,
+            call="codebook_loss(randn(2, 4, 16, 8), (randn(2, 4, 16).abs() * 3).long().clamp(max=7), "
+            "randn(2, 4, 16) > -0.5)",
+            good="""\
+import torch
+import torch.nn.functional as F
+
+
+def codebook_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    total = torch.zeros(())
+    for k in range(targets.shape[1]):
+        mask_k = mask[:, k].reshape(-1)
+        logits_k = logits[:, k].reshape(-1, logits.shape[-1])
+        targets_k = targets[:, k].reshape(-1)
+        loss_k = F.cross_entropy(logits_k, targets_k, reduction="none")
+        total = total + (loss_k * mask_k).sum() / mask_k.sum()
+    return total / targets.shape[1]
+""",
+        ),
+        Example(  # a forward writes through the mask it is given, into a value it computed
+            bad="""\
+import torch
+from torch import nn
+
+
+class MaskFrames(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.mask_emb = nn.Parameter(torch.linspace(-1.0, 1.0, dim))
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor, mask=None) -> torch.Tensor:
+        h = x @ w
+        if mask is not None:
+            h[mask] = self.mask_emb
+        return torch.tanh(h) * 2
+""",
+            at=((13, 13),),
+            fixed=None,
+            call="MaskFrames(32)(randn(4, 16, 32), randn(32, 32), randn(4, 16) > 0)",
+            good="""\
+import torch
+from torch import nn
+
+
+class MaskFrames(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.mask_emb = nn.Parameter(torch.linspace(-1.0, 1.0, dim))
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor, mask=None) -> torch.Tensor:
+        h = x @ w
+        if mask is not None:
+            h = torch.where(mask[..., None], self.mask_emb, h)
+        return torch.tanh(h) * 2
+""",
+        ),
         Example(  # a round trip: a tensor made from Python values, reduced and read back
             bad="""\
 import torch
@@ -953,7 +1037,7 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                             continue
                         if _writes_computed_value(scope, ref, node):
                             yield Violation(node, message=_MASKED_WRITE_MESSAGE)
-                        elif _only_reduced(scope, ref, node):
+                        elif _only_reduced(scope, ref, node) and not _mask_selects_elsewhere(scope, node):
                             yield Violation(node, message=_SELECT_MESSAGE)
                         continue
                     if kind in _SCALAR_READS | _HAND_OFFS and not _runs_once(scope) and _reads_back(scope, ref, node):
@@ -984,8 +1068,8 @@ def _selects_text(block: Sequence[str], index: int) -> bool:
     reduces = _REDUCING_TEXT.search(text) is not None
     if write is not None:
         assigned = _assignments_of(write.group(1))[0]
-        if not any(assigned.match(block[earlier]) for earlier in range(index)):
-            return False
+        if not any(assigned.match(block[earlier]) for earlier in range(index)) and index > 0:
+            return False  # first in its block (an `if` body), the name may be computed above the block
     elif not reduces:
         assignment = _NAME_ASSIGNMENT.match(text)
         if assignment is None or not _reduced_later_text(block, index, assignment.group(1)):
@@ -1019,7 +1103,7 @@ def _mask_index_text(block: Sequence[str], index: int) -> str | None:
     text = block[index]
     found_maybe = False
     for found in _MASK_INDEX.finditer(text):
-        if found.group(1) or found.group(3) != "]":
+        if found.group(1) or found.group(3) != "]" or _says_mask(found.group(2)):
             return "mask"
         assigned = _assignments_of(found.group(2))[0]
         nearest = next((block[earlier] for earlier in range(index - 1, -1, -1) if assigned.match(block[earlier])), None)
@@ -1027,6 +1111,20 @@ def _mask_index_text(block: Sequence[str], index: int) -> str | None:
             return "mask"
         found_maybe = found_maybe or nearest is None
     return "maybe" if found_maybe else None
+
+
+# words of a name that says it holds positions or ids, not a mask (`mask_idx`, `mask_token_id`)
+_INDEX_WORDS = frozenset({"idx", "idxs", "ids", "id", "index", "indices", "ind", "inds", "pos", "position", "positions",
+                          "token", "tokens"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _says_mask(name: str) -> bool:
+    """Does the name say it holds a boolean mask (`mask`, `loss_mask`, `mask_k`)? A tensor indexes
+    another only if it is boolean or integer, and an integer index is named for positions or ids,
+    so such a name indexing a tensor selects by the data."""
+    words = name.lower().split("_")
+    return any(word in ("mask", "masks") for word in words) and not any(word in _INDEX_WORDS for word in words)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1486,11 +1584,17 @@ _MASK_OPS = frozenset({
     "bool", "isnan", "isinf", "isfinite", "isneginf", "isposinf", "isin", "logical_and", "logical_or", "logical_not",
     "logical_xor", "eq", "ne", "lt", "le", "gt", "ge",
 })
+# Calls that give a mask's elements in another shape, a view or a copy (`repeat` and `rearrange` as einops' too).
+_MASK_VIEWS = frozenset({
+    "view", "reshape", "flatten", "contiguous", "unsqueeze", "squeeze", "expand", "expand_as", "transpose", "permute",
+    "repeat", "detach", "clone", "t", "rearrange",
+})
+_EINOPS = frozenset({"repeat", "rearrange"})
 _PASSING = node_types(
     cst.Attribute, cst.Arg, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget,
     cst.Subscript, cst.SubscriptElement, cst.Index,
 )
-_REDUCED, _SHAPE_READ, _ESCAPES = "reduced", "shape read", "escapes"
+_REDUCED, _SHAPE_READ, _REBOUND, _ESCAPES = "reduced", "shape read", "rebound", "escapes"
 
 
 def _writes_computed_value(scope: Scope, ref: StatementRef, subscript: cst.CSTNode) -> bool:
@@ -1511,13 +1615,30 @@ def _writes_computed_value(scope: Scope, ref: StatementRef, subscript: cst.CSTNo
     owner = ref.block.parent
     if owner is not None and isinstance(owner.node, cst.If) and _skips_empty_masked_write(owner.node):
         return False
-    if any(name.value in scope.tensors for name in _names_in(small.value)):
-        return False  # `x[m] = y[k]`, `x[m] = rows.view(-1)`: values packed one per hit, a masked scatter
-    value = reaching_value(ref, subscript.value.value)
+    while owner is not None:
+        if isinstance(owner.node, cst.If) and _mask_tested(owner.node.test, subscript):
+            return False
+        owner = owner.block.parent
+    if any(name.value in scope.tensors for name in _names_in(small.value)) or any(
+        _callee(call) in _SIZE_CALLS for call in _calls_in(small.value)
+    ):
+        return False  # `x[m] = y[k]`, `x[m] = torch.rand(n) < p`: values packed one per hit, a masked scatter
+    found = reaching_assignment(ref, subscript.value.value, out_of_ifs=True)
+    value = found[1] if found else None
     if not isinstance(value, (cst.Call, cst.BinaryOperation)) or not scope.is_tensor(value):
         return False
     op = scope.op(value)
     return op is None or op[1] != VIEW
+
+
+def _mask_tested(test: cst.BaseExpression, subscript: cst.Subscript) -> bool:
+    """Does the test of an ``if`` around a masked write read the mask on the host already
+    (``if m is not None and m.any():``)? The write finds its places without another flush."""
+    return any(
+        _callee(call) in ("any", "all") and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+        and any(_name_nodes(element, call.func.value.value) for element in subscript.slice)
+        for call in _calls_in(test)
+    )
 
 
 def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
@@ -1552,8 +1673,20 @@ def _selects_by_mask(scope: Scope, subscript: cst.Subscript) -> bool:
 
 def _is_mask(scope: Scope, expr: cst.BaseExpression, seen: frozenset[str]) -> bool:
     """Is ``expr`` surely a boolean tensor: a comparison of tensors, a test op (``isnan``, ``eq``...),
-    ``~``/``&``/``|`` of masks, or a local name every assignment of which is one?"""
+    ``~``/``&``/``|`` of masks, a view or a slice of a mask (``mask[:, k].view(-1)``), a parameter
+    named as one (``loss_mask``), or a local name every assignment of which is one?"""
     kind = type(expr)
+    if kind is cst.Subscript:
+        return all(
+            isinstance(element.slice, cst.Slice) or _is_plain_index(element.slice.value)  # type: ignore[union-attr]
+            for element in expr.slice
+        ) and _is_mask(scope, expr.value, seen)
+    if kind is cst.Call and _callee(expr) in _MASK_VIEWS:
+        func = expr.func
+        if isinstance(func, cst.Attribute):  # `mask.view(-1)`
+            return _is_mask(scope, func.value, seen)
+        args = expr.args  # einops' `repeat(mask, "b n -> (b h) n", h=h)`
+        return _callee(expr) in _EINOPS and bool(args) and args[0].keyword is None and _is_mask(scope, args[0].value, seen)
     if kind is cst.Comparison:
         return scope.is_tensor(expr) and not any(
             isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons
@@ -1569,7 +1702,15 @@ def _is_mask(scope: Scope, expr: cst.BaseExpression, seen: frozenset[str]) -> bo
             return False
         op = scope.op(expr)
         return op is not None and op[0] in _MASK_OPS
-    if kind is cst.Name and expr.value not in seen and expr.value in scope.tensors and expr.value not in scope.params:
+    if kind is not cst.Name or expr.value in seen:
+        return False
+    if _says_mask(expr.value) and expr.value in _dtype_tested(scope):
+        return False  # `if mask.dtype == torch.bool`: the name may hold indices too
+    if (expr.value in scope.params or expr.value in scope.untyped) and not any(
+        expr.value in bound_names(target) for target, _ in scope.assignments
+    ):
+        return _says_mask(expr.value)  # an argument never rebound (`fg_mask = fg_mask.nonzero()` is one)
+    if expr.value in scope.tensors or _says_mask(expr.value):
         masks = _mask_names(scope)
         if expr.value not in masks:
             masks[expr.value] = _assigned_masks(scope, expr.value, seen | {expr.value})
@@ -1578,11 +1719,42 @@ def _is_mask(scope: Scope, expr: cst.BaseExpression, seen: frozenset[str]) -> bo
 
 
 def _assigned_masks(scope: Scope, name: str, seen: frozenset[str]) -> bool:
-    """Is every value the scope gives ``name`` a mask (never a ``for`` target)?"""
+    """Is every value the scope gives ``name`` a mask (never a ``for`` target)? A name that says it is
+    one may also take what a call the tables do not know returns (``keep_mask = self.select(...)``),
+    unpacked or not."""
     if any(name in bound_names(target) for target, _ in scope.loops):
         return False
     values = list(_assigned_values(scope, name))
+    if _says_mask(name):
+        return bool(values) and all(v is None or _is_mask(scope, v, seen) or _unknown_call(scope, v) for v in values)
     return bool(values) and all(v is not None and _is_mask(scope, v, seen) for v in values)
+
+
+@per_scope
+def _dtype_tested(scope: Scope) -> frozenset[str]:
+    """The names whose ``.dtype`` the scope reads (asked only about a name that says it is a mask)."""
+    found: set[str] = set()
+
+    def walk(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Attribute) and node.attr.value == "dtype" and isinstance(node.value, cst.Name):
+            found.add(node.value.value)
+        for child in children(node):
+            walk(child)
+
+    walk(scope.node)
+    return frozenset(found)
+
+
+def _unknown_call(scope: Scope, value: cst.BaseExpression) -> bool:
+    """A call of a function or module that is no op of the tables: its result's dtype is unknown."""
+    return isinstance(value, cst.Call) and scope.op(value) is None and scope.module_op(value) is None
+
+
+def _is_plain_index(expr: cst.BaseExpression) -> bool:
+    """An index that picks along a dim without reading a tensor: a number, a name, ``...``, ``None``."""
+    return isinstance(expr, (cst.Integer, cst.Ellipsis)) or isinstance(expr, cst.Name) and expr.value not in (
+        "True", "False"
+    ) or isinstance(expr, cst.UnaryOperation) and isinstance(expr.expression, cst.Integer)
 
 
 @per_scope
@@ -1607,7 +1779,7 @@ def _only_reduced(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
             return False
         if fate == _REDUCED:
             reduced = True
-        if fate in (_REDUCED, _SHAPE_READ) or id(ref.node) in followed:
+        if fate in (_REDUCED, _SHAPE_READ, _REBOUND) or id(ref.node) in followed:
             continue
         followed.add(id(ref.node))
         if len(followed) > 8:
@@ -1623,12 +1795,70 @@ def _only_reduced(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
     return reduced
 
 
+def _mask_selects_elsewhere(scope: Scope, node: cst.CSTNode) -> bool:
+    """Does the mask of the selection ``x[m]`` also select a value the function needs as it is
+    (``logits = h[m]`` for a head that runs on the selected rows only, beside ``labels[m]`` reduced
+    by the loss)? The host reads the mask for that one anyway: reducing under it saves no sync."""
+    if not isinstance(node, cst.Subscript):
+        return False
+    masks = {element.slice.value.value for element in node.slice
+             if isinstance(element.slice, cst.Index) and isinstance(element.slice.value, cst.Name)}
+    if not masks:
+        return False
+    for ref in scope_statements(scope):
+        if not isinstance(ref.node, cst.SimpleStatementLine):
+            continue
+        for other in _subscripts_in(ref.node):
+            if other is node or not any(
+                isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name) and e.slice.value.value in masks
+                for e in other.slice
+            ):
+                continue
+            if not _is_write_target(ref.node, other) and not _into_helper(scope, ref.node, other) \
+                    and not _only_reduced(scope, ref, other):
+                return True
+    return False
+
+
+def _into_helper(scope: Scope, root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Is ``node`` handed (through element-wise ops) to a plain function of no table
+    (``_safe_divide(w[m], ...)``, ``bbox_iou(p[m], t[m])``)? What it does with the rows is unknown:
+    not a sign that the selection is needed."""
+    for parent in ancestors(root, node) or []:
+        if isinstance(parent, cst.Call):
+            op = scope.op(parent)
+            if op is not None and op[1] in (ELEMENTWISE, VIEW):
+                continue
+            return isinstance(parent.func, cst.Name) and op is None and scope.module_op(parent) is None
+        if type(parent) not in _PASSING:
+            return False
+    return False
+
+
+def _subscripts_in(node: cst.CSTNode) -> Iterator[cst.Subscript]:
+    if isinstance(node, cst.Subscript):
+        yield node
+    for child in children(node):
+        yield from _subscripts_in(child)
+
+
+def _is_write_target(line: cst.SimpleStatementLine, subscript: cst.Subscript) -> bool:
+    return any(
+        isinstance(small, cst.Assign) and any(t.target is subscript for t in small.targets)
+        or isinstance(small, (cst.AugAssign, cst.AnnAssign)) and small.target is subscript
+        for small in line.body
+    )
+
+
 def _fate(scope: Scope, root: cst.CSTNode, node: cst.CSTNode) -> str | frozenset[str]:
     """Where the value of ``node`` goes in the statement ``root``: into a reduction, into a read of
-    its shape only, out of reach, or into the names an assignment binds."""
+    its shape only, nowhere (the name is bound anew: the next iteration of a loop), out of reach,
+    or into the names an assignment binds."""
     below: cst.CSTNode = node
     for parent in ancestors(root, node) or []:
         kind = type(parent)
+        if kind is cst.AssignTarget and below is parent.target:
+            return _REBOUND
         if kind is cst.Attribute and parent.attr.value in _METADATA and below is parent.value:
             return _ESCAPES if _sizes_other_work(root, parent, node) else _SHAPE_READ
         if kind is cst.Call:
@@ -1637,8 +1867,12 @@ def _fate(scope: Scope, root: cst.CSTNode, node: cst.CSTNode) -> str | frozenset
                 return _ESCAPES if _sizes_other_work(root, parent, node) else _SHAPE_READ
             op = scope.op(parent) or scope.module_op(parent)
             reduces = _reduces(parent, op[0] if op else name, op[2] if op else None)
+            if reduces and op is None and _method_of_self(parent):
+                return _ESCAPES  # `self.mask_loss(p[m], ...)`: the model's own code, work on the selected rows
             if reduces:
                 return _REDUCED
+            if reduces is False and _averages_selected_rows(parent, op[0] if op else name, op[2] if op else None):
+                return _ESCAPES
             if reduces is None and not ((op and op[1] in (ELEMENTWISE, VIEW)) or name in _CARRYING):
                 return _ESCAPES
         elif kind in (cst.Assign, cst.AugAssign, cst.AnnAssign):
@@ -1676,6 +1910,22 @@ def _reduces(call: cst.Call, name: str, operand: cst.BaseExpression | None) -> b
             for arg in call.args
         )
     return None
+
+
+def _method_of_self(call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+
+
+def _averages_selected_rows(call: cst.Call, name: str, operand: cst.BaseExpression | None) -> bool:
+    """A mean or spread over dim 0, the dim a selection packs its rows along (``data[m].mean(dim=0)``,
+    a per-cluster mean): under the mask it needs a count of its own per column, and measured no
+    cheaper."""
+    return name in ("mean", "nanmean", "std", "var") and any(
+        arg.value is not operand and (arg.keyword is None or arg.keyword.value in ("dim", "axis"))
+        and isinstance(arg.value, cst.Integer) and arg.value.value == "0"
+        for arg in call.args
+    )
 
 
 @per_scope
@@ -1767,6 +2017,8 @@ def _skips_empty_masked_write(statement: cst.If) -> bool:
     """``if m.any(): x[m] = v``: a fast path that skips a write the mask would leave empty. The
     unconditional write costs a pass every time; the sync costs one where nothing matches."""
     test = statement.test
+    while isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And) and _reads_no_value(test.left):
+        test = test.right  # `if m is not None and m.any():`
     if statement.orelse is not None or not (isinstance(test, cst.Call) and not test.args):
         return False
     func = test.func

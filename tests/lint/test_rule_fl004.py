@@ -44,6 +44,50 @@ def loss(logits: torch.Tensor, target: torch.Tensor, v: torch.Tensor, err: torch
     kept = err[keep] * 2
     return kp + kept.abs().sum() + torch.mean(err[~keep])
 """,
+    "masks by name and by view: an argument, its slices, einops' repeat, a name a helper returns": """\
+import torch
+import torch.nn.functional as F
+from einops import repeat
+
+def losses(q: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, heads: int, pick):
+    loss = F.mse_loss(q, x, reduction="none")
+    loss_mask = repeat(mask, "b n -> (b h) n", h=heads)
+    total = loss[loss_mask].mean()
+    for k in range(q.shape[1]):
+        mask_k = mask[:, k].contiguous().view(-1)
+        err = loss[:, k].reshape(-1)
+        kept = err[mask_k]
+        total = total + kept.sum()
+    _, keep_mask = pick(loss)
+    return total + loss[keep_mask].sum()
+""",
+    "a mask argument rebound to indices: its nonzero is the selection, the gathers are not": """\
+import torch
+
+def bbox_loss(pred: torch.Tensor, target: torch.Tensor, fg_mask: torch.Tensor):
+    fg_mask = fg_mask.nonzero(as_tuple=True)
+    return (pred[fg_mask] - target[fg_mask]).abs().sum()
+""",
+    "the branch on m.any() around an if holding a masked write: the branch, not the write": """\
+import torch
+
+def dice(denom: torch.Tensor, score: torch.Tensor, per_class: bool):
+    score = score * 2
+    zeros = denom == 0
+    if zeros.any():
+        if per_class:
+            score[zeros] = 1.0
+    return score.mean()
+""",
+    "a write through a mask argument into a value computed above the if holding it": """\
+import torch
+
+def forward(x: torch.Tensor, w: torch.Tensor, mask=None):
+    h = torch.tanh(x @ w)
+    if mask is not None:
+        h[mask] = 0.0
+    return h * 2
+""",
     "a write through a mask into a clone, and an in-place add through a mask": """\
 import torch
 
@@ -296,6 +340,11 @@ EXPECTED = {
     "a nonzero gathered for a loss (deberta's classification head)": [(6, 23)],
     "masked selections reduced through names, a one-argument where, a masked mean": [(5, 13), (8, 12), (9, 47)],
     "a write through a mask into a clone, and an in-place add through a mask": [(5, 5), (7, 5)],
+    "masks by name and by view: an argument, its slices, einops' repeat, a name a helper returns":
+        [(8, 13), (12, 16), (15, 20)],
+    "a write through a mask argument into a value computed above the if holding it": [(6, 9)],
+    "a mask argument rebound to indices: its nonzero is the selection, the gathers are not": [(4, 15)],
+    "the branch on m.any() around an if holding a masked write: the branch, not the write": [(6, 8)],
 }
 
 
@@ -305,6 +354,51 @@ def test_flagged(name):
 
 
 SILENT = {
+    "a mask also read by a needed selection, a loss method of the model, a rebound mask argument": """\
+import torch
+import torch.nn.functional as F
+
+class Heads(torch.nn.Module):
+    def forward(self, h: torch.Tensor, labels: torch.Tensor, emb: torch.Tensor, mask: torch.Tensor):
+        masked_tokens = labels >= 0
+        picked = labels[masked_tokens]
+        logits = self.head(h[masked_tokens, :])
+        loss = F.cross_entropy(logits, picked)
+        reg = self.sigreg_loss(emb[mask])
+        return loss + reg
+""",
+    "names that say mask but may hold indices, packed per-hit values, per-cluster means, a tested mask": """\
+import torch
+
+def smooth(error: torch.Tensor, mask: torch.Tensor, mask_idx: torch.Tensor, y: torch.Tensor):
+    numel = int(mask.sum()) if mask.dtype == torch.bool else mask.size(0)
+    sigma = error[mask].abs().sum() / numel
+    picked = y[mask_idx].sum()
+    return sigma + picked
+
+
+def ratio_mask(mask: torch.Tensor, ratio: float):
+    n = int(mask.sum())
+    out = mask.clone()
+    out[mask] = torch.rand(n) < ratio
+    return out
+
+
+def dispersion(data: torch.Tensor, labels: torch.Tensor):
+    total = torch.zeros(())
+    for k in range(4):
+        cluster_k = data[labels == k, :]
+        mean_k = cluster_k.mean(dim=0)
+        total = total + ((cluster_k - mean_k) ** 2).sum()
+    return total
+
+
+def forward(x: torch.Tensor, w: torch.Tensor, padding_mask=None):
+    logits = x @ w
+    if padding_mask is not None and padding_mask.any():
+        logits[padding_mask] = 0
+    return logits.sum(dim=1)
+""",
     "selections the work needs: returned, sized by their count, routed by index, sorted": """\
 import torch
 
