@@ -15,6 +15,7 @@ from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
 from fusionlint.rules.layer_norm_by_hand import LayerNormByHand
 from fusionlint.rules.lerp_by_hand import LerpByHand
 from fusionlint.rules.log_by_hand import LogByHand
+from fusionlint.rules.loop_over_slices import LoopOverSlices
 from fusionlint.rules.manual_attention import ManualAttention
 from fusionlint.rules.matmul_bias import MatmulBias
 from fusionlint.rules.min_max_one_output import MinMaxOneOutput
@@ -61,6 +62,7 @@ _RULES: tuple[type[Rule], ...] = (
     MinMaxOneOutput,
     NormByHand,
     LogByHand,
+    LoopOverSlices,
     SyntaxErrorRule,
 )
 
