@@ -12,6 +12,7 @@ from typing import Iterable, Iterator, Union
 import libcst as cst
 
 from fusionlint.analysis.facts import ModuleFacts, torch_call_returns_tensor
+from fusionlint.analysis.project import imported, inherited, member_class
 from fusionlint.analysis.views import (
     ATTR, BINOP, CALL, COMPARE, COMPREHENSION, IFEXP, NAME, NONE, OTHER, SEQ, STRING, SUBSCRIPT, UNARY, View, ast_view,
     dotted_path,
@@ -180,29 +181,58 @@ class Typing:
             owner = self.view(callee[1])
             if self.class_name is not None and owner[0] == NAME and owner[1] == "self":
                 return (
-                    returned(self.facts, self.class_name, callee[2])
+                    self._self_method_returns(call, callee[2])
                     or self._passes_on_tensors(call, self.class_name, callee[2])
                     or self._calls_member_on_tensors(call)
                 )
             if owner[0] == CALL and self.class_name is not None and dotted_path(self.view, owner[1]) == "super":
-                return self._super_returns(callee[2])
+                return self._super_returns(callee[2], self._given_tensor(call))
         if callee[0] == NAME and callee[1] in self.facts.functions:
             return returned(self.facts, None, callee[1]) or self._passes_on_tensors(call, None, callee[1])
         canonical = self.torch_name(func)
         if canonical is None:
-            return False
+            return self._imported_returns(call) if callee[0] == NAME else False
         if canonical in _EINOPS:
             return any(self.is_tensor(arg) for arg in positional[:1])
         if canonical.startswith("einx."):  # einx.multiply("b n, b", x, w): the pattern, then the operands
             return any(self.is_tensor(arg) for arg in positional[1:])
         return torch_call_returns_tensor(canonical)
 
-    def _passes_on_tensors(self, call: tuple, class_name: str | None, name: str) -> Returned:
-        """A same-file helper given a tensor, returning a tensor when its untyped parameters hold
-        tensors (``remove_cls(x)`` of ``return x[:, 1:]``; not ``exists(x)`` of ``return x is not None``)."""
-        if not any(self.is_tensor(arg) for arg in call[2]):
+    def _passes_on_tensors(self, call: tuple, class_name: str | None, name: str,
+                           facts: ModuleFacts | None = None) -> Returned:
+        """A same-file helper (or one of ``facts``, another file's) given a tensor, returning a
+        tensor when its untyped parameters hold tensors (``remove_cls(x)`` of ``return x[:, 1:]``;
+        not ``exists(x)`` of ``return x is not None``)."""
+        if not self._given_tensor(call):
             return False
-        return returned(self.facts, class_name, name, given_tensors=True)
+        return returned(facts or self.facts, class_name, name, given_tensors=True)
+
+    def _imported_returns(self, call: tuple) -> Returned:
+        """``rotate_half(x)`` of a function imported from another file of the package, given a
+        tensor, as a same-file one's call (``project``). A call given none (``is_available()``,
+        ``logging.get_logger(name)``) is not followed: the file would be read for nothing."""
+        name = self.view(call[1])[1]
+        if name not in self.facts.import_sources or name[:1].isupper() or not self._given_tensor(call):
+            return False
+        found = imported(self.facts, name, "def {}(")
+        if found is None or found[1] not in found[0].functions:
+            return False
+        other, function = found
+        return returned(other, None, function) or self._passes_on_tensors(call, None, function, other)
+
+    def _given_tensor(self, call: tuple) -> bool:
+        return any(self.is_tensor(arg) for arg in call[2])
+
+    def _self_method_returns(self, call: tuple, method: str) -> Returned:
+        """``self.<method>(...)``: of the class or a same-file base, else of a base of another file
+        of the package (``class GemmaMLP(LlamaMLP)``)."""
+        if self.facts.has_method(self.class_name, method) or not self.facts.import_sources \
+                or not self._given_tensor(call):
+            return returned(self.facts, self.class_name, method)
+        base = inherited(self.facts, self.class_name, method)
+        if base is None:
+            return False
+        return returned(base[0], base[1], method) or self._passes_on_tensors(call, base[1], method, base[0])
 
     def _calls_member_on_tensors(self, call: tuple) -> bool:
         """``self.norm(x)``, ``self.head.fc(x)``: in a module class, a tensor passed to a member the
@@ -224,12 +254,15 @@ class Typing:
             member = self.is_module(callee[1]) and self._module_class(callee[1]) in (None, "nn", *_CONTAINERS)
         return member and any(self.is_tensor(arg) for arg in call[2])
 
-    def _super_returns(self, method: str) -> Returned:
+    def _super_returns(self, method: str, given_tensor: bool) -> Returned:
         """``super().forward(x)``: the method of the nearest same-file base that has it, else a
         torch.nn layer's ``forward`` (``class Positions(nn.Embedding)``), which returns a tensor."""
         for base in self.facts.same_file_bases(self.class_name):
             if self.facts.has_method(base, method):
                 return returned(self.facts, base, method)
+        found = inherited(self.facts, self.class_name, method) if given_tensor and self.facts.import_sources else None
+        if found is not None:
+            return returned(found[0], found[1], method)
         return method == "forward" and self.facts.torch_base(self.class_name) not in (None, "Module")
 
     # --- modules ---------------------------------------------------------------------------------
@@ -279,16 +312,33 @@ class Typing:
         """A module's call: a tensor, unless it is a same-file class whose ``forward`` returns
         none; then, of the tuple or model output it returns, at least the first element is."""
         kind = self._module_class(func)
-        if kind in (None, "nn", "sequential") or not self.facts.has_method(kind, "forward"):
+        if kind == "nn":  # a class of another file of the package, whose forward returns a tuple
+            held = self._imported_module(func)
+            returns = returned(held[0], held[1], "forward") if held is not None else True
+            return returns if isinstance(returns, tuple) else True
+        if kind in (None, "sequential") or not self.facts.has_method(kind, "forward"):
             return True
         return returned(self.facts, kind, "forward") or _FIRST_ONLY
 
     def _method_returns(self, module: object, method: str) -> Returned:
-        """``self.altup.predict(x)``: a method of a same-file module class that returns tensors."""
+        """``self.altup.predict(x)``: a method of a same-file module class, or of a module class
+        of another file of the package, that returns tensors."""
         kind = self._module_class(module)
-        if kind in (None, *_CONTAINERS, "nn") or not self.facts.has_method(kind, method):
+        if kind == "nn":
+            held = self._imported_module(module)
+            return returned(held[0], held[1], method) if held is not None and held[0].has_method(held[1], method) \
+                else False
+        if kind in (None, *_CONTAINERS) or not self.facts.has_method(kind, method):
             return False
         return returned(self.facts, kind, method)
+
+    def _imported_module(self, module: object) -> tuple[ModuleFacts, str] | None:
+        """(facts, class) of the module class of another file of the package that a member
+        (``self.attn``) holds."""
+        if not self.facts.import_sources:
+            return None
+        member = self._member(self.view(module))
+        return member_class(self.facts, *member) if member is not None else None
 
     def loop_modules(self, target: object, iterable: object) -> Iterator[str]:
         """Names a ``for`` binds to modules: ``blk`` in ``for blk in self.blocks``, ``for i, blk

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
+import os
 import textwrap
 
 import pytest
 
+from fusionlint import check
 from fusionlint.cache import Cache
 from fusionlint.analysis import project
 from fusionlint.analysis.facts import module_facts
 from fusionlint.analysis.tensors import returned
 from fusionlint.analysis.views import ast_view
+from fusionlint.cli import main
 from fusionlint.model import LintResult
 
 ROPE = """\
@@ -173,6 +177,15 @@ def test_members_and_bases_of_another_file(tmp_path):
     assert project.imported_callee(facts, "Block", ast_view, self_attn)[1:] == ("Attention", "forward")
 
 
+def test_what_members_and_bases_of_another_file_return(tmp_path):
+    write(tmp_path, MEMBERS)
+    facts = facts_of(tmp_path / "m" / "model.py")
+    assert returned(facts, "Block", "forward") == (True, False)  # the tuple its forward returns
+    assert returned(facts, "Block", "scores") is True
+    assert returned(facts, "GatedMLP", "forward") is True
+    assert returned(facts, "GatedMLP", "base_gate") is True
+
+
 def test_a_cache_entry_is_used_only_while_the_files_it_depends_on_are_as_they_were(tmp_path):
     folder = tmp_path / "pkg"
     folder.mkdir()
@@ -196,3 +209,38 @@ def test_a_cache_entry_is_used_only_while_the_files_it_depends_on_are_as_they_we
     moved = tmp_path / "moved"
     folder.rename(moved)
     assert hit(moved) and not hit()  # paths relative to the file's folder
+
+
+def test_an_imported_helper_makes_its_result_a_tensor_for_the_rules(package, capsys, monkeypatch):
+    monkeypatch.chdir(package)
+    main(["check", "--no-cache", "--select", "FL013", "pkg/model.py"])
+    assert "pkg/model.py:11:16: FL013 written-out arithmetic that `torch.addcmul`" in capsys.readouterr().out
+    (package / "pkg" / "model.py").write_text(MODEL.replace("causal_mask(c)", "sizes(c)").replace(
+        "import causal_mask", "import sizes"))
+    main(["check", "--no-cache", "--select", "FL013", "pkg/model.py"])
+    assert "addcmul" not in capsys.readouterr().out  # a list times a tensor
+
+
+def test_a_cached_finding_follows_the_files_it_depends_on(package, capsys, monkeypatch):
+    monkeypatch.chdir(package)
+    linted = []
+    run_jobs = check._run_jobs
+    monkeypatch.setattr(check, "_run_jobs", lambda jobs: linted.append(len(jobs)) or run_jobs(jobs))
+    rope = package / "pkg" / "layers" / "rope.py"
+
+    def addcmul() -> bool:
+        main(["check", "--select", "FL013", "pkg"])
+        return "addcmul" in capsys.readouterr().out
+
+    assert addcmul()
+    assert addcmul() and linted == [4, 0]  # nothing changed: every file from the cache
+    stored = json.loads((package / ".fusionlint_cache" / "findings.json").read_text())
+    (depends,) = [entry[2] for entry in stored["entries"].values() if len(entry) > 2]
+    assert [os.path.join("layers", "rope.py"), hashlib.sha256(rope.read_bytes()).hexdigest()] in depends
+    rope.write_text(ROPE.replace("return torch.ones(n, n).tril()", "return [[1] * n] * n"))
+    assert not addcmul() and linted[-1] == 2  # the file changed and the one that read it
+    assert not addcmul() and linted[-1] == 0
+    rope.write_text(ROPE)
+    assert addcmul() and linted[-1] == 1  # rope.py's first entry serves again; model.py's was replaced
+    rope.unlink()
+    assert not addcmul() and linted[-1] == 1  # the file that read it; the one gone is no file to lint
