@@ -97,7 +97,7 @@ def gate(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out[:, i] = torch.sigmoid(x[:, i] * w + b)
     return out
 """,
-            at=((6, 5),),
+            at=((7, 9),),
             fixed=None,
             good="""\
 import torch
@@ -165,7 +165,7 @@ def pooled(frames: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tens
         outs.append(h.mean(-1))
     return torch.stack(outs, dim=1)
 """,
-            at=((7, 5),),
+            at=((9, 9),),
             fixed=None,
             good="""\
 import torch
@@ -199,7 +199,7 @@ class TokenHeads(nn.Module):
             outs.append(torch.relu(self.heads[i](tokens[:, i])))
         return torch.stack(outs, dim=1)
 """,
-            at=((17, 9),),
+            at=((18, 13),),
             fixed=None,
             good="""\
 import torch
@@ -287,7 +287,18 @@ def g(x: torch.Tensor, rm: torch.Tensor, rv: torch.Tensor):
             if type(ref.node) is cst.For:
                 body = _batchable_loop(scope, ref)
                 if body is not None:
-                    yield Violation(ref.node, message=_message(body), spans=(ref.node,))
+                    yield Violation(_first_output(ref.node), message=_message(body), spans=(ref.node,))
+
+
+def _first_output(loop: cst.For) -> cst.CSTNode:
+    """Where a loop's finding points: its first statement that writes a slice or appends one
+    (the per-slice work that one batched op replaces)."""
+    for statement in loop.body.body:  # type: ignore[union-attr]
+        small = statement.body[0]  # type: ignore[attr-defined]  (the body holds simple statements only)
+        if isinstance(small, (cst.Expr, cst.AugAssign)) or (
+                isinstance(small, cst.Assign) and not isinstance(small.targets[0].target, cst.Name)):
+            return small
+    return loop
 
 
 def _message(body: "_Body") -> str:

@@ -52,7 +52,7 @@ class MaskDecoder(nn.Module):
 
 def test_a_module_list_run_per_token_is_flagged_with_stacked_weights_advice():
     [(line, message)] = findings(MASK_DECODER)
-    assert line == 25
+    assert line == 26
     assert message.startswith("one `ModuleList` module per slice in a Python loop: stack their weights once")
 
 
@@ -86,7 +86,7 @@ def stats(x: torch.Tensor):
         var_list[i] = torch.var(x[:, i], dim=0)
     return mean_list, var_list
 """
-    assert findings(source) == [(7, "the same tensor work once per slice in a Python loop: run it once on the "
+    assert findings(source) == [(8, "the same tensor work once per slice in a Python loop: run it once on the "
                                     "whole tensor, it broadcasts along the looped dim")]
 
 
@@ -100,7 +100,7 @@ def scale(features: torch.Tensor, sigmas: torch.Tensor):
         features[:, i, ...] /= sigmas[i]
     return features
 """
-    assert [line for line, _ in findings(source)] == [5]
+    assert [line for line, _ in findings(source)] == [6]
 
 
 def test_a_matmul_per_slice_with_a_stacked_weight_and_temporaries():
@@ -117,7 +117,7 @@ def heads(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
     return torch.stack(outs, dim=1)
 """
     [(line, message)] = findings(source)
-    assert line == 6 and "`bmm` for a weight sliced by the index" in message
+    assert line == 9 and "`bmm` for a weight sliced by the index" in message
 
 
 @pytest.mark.parametrize("body", [
