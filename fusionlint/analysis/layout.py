@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from fusionlint.analysis.facts import ModuleFacts
+from fusionlint.analysis.project import imported, imported_callee
 from fusionlint.analysis.purity import MAY_ALIAS, METADATA, op_name
 from fusionlint.analysis.views import View, ast_view, dotted_path
 from fusionlint.ops import ELEMENTWISE, VIEW, OpTables, op_tables
@@ -61,14 +62,17 @@ def reads_strided(name: str, ops: OpTables | None = None) -> bool:
 
 def callee_takes_any_layout(facts: ModuleFacts, class_name: str | None, view: View, func: object, position: int | str,
                             fast: frozenset[str] = frozenset()) -> str | None:
-    """Does ``func`` (a callee, in either syntax tree through ``view``) name a same-file function,
-    or a same-file module's ``forward``, whose ``position``-th parameter takes any layout? FAST if
-    some use reads it as fast as a contiguous copy (arithmetic, a matmul, a linear layer, the ops
-    of ``fast``), SLOW if all of them copy a strided input themselves (a layer norm, a
-    convolution); None if a use needs the layout (``.view()``, an in-place write, a return,
-    unknown code)."""
+    """Does ``func`` (a callee, in either syntax tree through ``view``) name a function, or a
+    module's ``forward``, of this file or another of its package (``project``), whose
+    ``position``-th parameter takes any layout? FAST if some use reads it as fast as a
+    contiguous copy (arithmetic, a matmul, a linear layer, the ops of ``fast``), SLOW if all of
+    them copy a strided input themselves (a layer norm, a convolution); None if a use needs the
+    layout (``.view()``, an in-place write, a return, unknown code)."""
     callee = facts.callee(class_name, view, func)
-    return None if callee is None else takes_any_layout(facts, callee[0], callee[1], position, fast)
+    if callee is not None:
+        return takes_any_layout(facts, callee[0], callee[1], position, fast)
+    other = imported_callee(facts, class_name, view, func)
+    return None if other is None else takes_any_layout(other[0], other[1], other[2], position, fast)
 
 
 def elements_take_any_layout(facts: ModuleFacts, class_name: str, attr: str, position: int | str,
@@ -77,17 +81,18 @@ def elements_take_any_layout(facts: ModuleFacts, class_name: str, attr: str, pos
     ``Sequential`` (built with its modules or appended them in the class), holds: the
     ``forward`` of every one of them for a list, whose elements are called one by one
     (``self.layers[i](x)``, ``for layer in self.layers``); of the first for a ``Sequential``,
-    the only one its input reaches. Each must be a same-file module class."""
+    the only one its input reaches. Each must be a module class of this file or another of its
+    package."""
     classes = _element_classes(facts, class_name, attr)
     if facts.module_attr(class_name, attr) == "sequential":
         classes = classes[:1]
     if not classes:
         return None
-    verdicts = [takes_any_layout(facts, element, "forward", position, fast) for element in classes]
+    verdicts = [takes_any_layout(*element, "forward", position, fast) for element in classes]
     return combine(verdicts)
 
 
-def _element_classes(facts: ModuleFacts, class_name: str, attr: str) -> list[str]:
+def _element_classes(facts: ModuleFacts, class_name: str, attr: str) -> list[tuple[ModuleFacts, str]]:
     """The classes of the modules ``self.<attr>`` holds, in order (``nn.ModuleList([Block(d) for
     _ in range(n)])``, ``nn.Sequential(Conv(...), Norm(...))``, ``self.<attr>.append(Block(d))``);
     empty when one is not a call of a same-file module class that has a ``forward``."""
@@ -114,11 +119,11 @@ def _element_classes(facts: ModuleFacts, class_name: str, attr: str) -> list[str
                 return []
             if added == "append":
                 found.append(_built(facts, class_name, node.args[0]))  # type: ignore[attr-defined]
-    classes = [element.func.id for element in found
-               if isinstance(element, ast.Call) and isinstance(element.func, ast.Name)]
-    if len(classes) != len(found) or not all(facts.has_method(name, "forward") for name in classes):
+    names = [element.func.id for element in found if isinstance(element, ast.Call) and isinstance(element.func, ast.Name)]
+    classes = [(facts, name) if name in facts.classes else imported(facts, name, "class {}") for name in names]
+    if len(classes) != len(found) or not all(c is not None and c[0].has_method(c[1], "forward") for c in classes):
         return []
-    return classes
+    return classes  # type: ignore[return-value]
 
 
 def _built(facts: ModuleFacts, class_name: str, value: ast.expr) -> ast.expr:

@@ -147,7 +147,8 @@ class RedundantCopy(Rule):
         cannot it copies the view itself: no worse), data movement (`torch.cat`, `F.pad`,
         `flip`, `index_select`, which copy their input in any layout anyway: a permuted
         attention context concatenated, fusionrt and eager 3 -> 2 writes and kernels), and a
-        same-file function or module (`self.block(h)`, `self.attn(hidden=h)` by keyword,
+        function or module of the file, or of another file of its package that it imports
+        (`analysis.project`) (`self.block(h)`, `self.attn(hidden=h)` by keyword,
         `checkpoint(self.block, h)`; each module of a `ModuleList` called as `self.layers[i](h)`
         or in `for layer in self.layers`, the first of a `Sequential`) whose body reads that
         parameter only with such ops, through views, casts, `rearrange` and names bound to it

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from fusionlint.analysis import project
 from fusionlint.engine import lint_source
 from fusionlint.model import LintOptions
 
@@ -1596,3 +1597,82 @@ def block(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 """
     result = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL002", "FL007"})))
     assert [(f.code, f.line, f.column) for f in result.findings] == [("FL002", 5, 10)]
+
+
+def test_callees_imported_from_the_package_count_as_same_file_ones(tmp_path):
+    """A ``ModuleList`` of blocks and a ``DropPath`` defined in a sibling module read the copied
+    view as the same-file ones do; one that views it keeps its copy."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "blocks.py").write_text(CROSS_FILE_BLOCKS)
+    model = package / "model.py"
+    model.write_text(CROSS_FILE_MODEL)
+    project.forget()
+    result = lint_source(CROSS_FILE_MODEL, str(model), OPTIONS)
+    assert not result.errors
+    assert [(f.line, f.column) for f in result.findings] == [(15, 13), (21, 13)]
+
+
+CROSS_FILE_BLOCKS = """\
+import torch
+import torch.nn as nn
+
+
+def drop_path(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    if p == 0.0 or not training:
+        return x
+    keep = torch.rand(x.shape[0], 1, 1, device=x.device) >= p
+    return x * keep / (1 - p)
+
+
+class DropPath(nn.Module):
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return drop_path(x, self.p, self.training)
+
+
+class Block(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return x + self.fc(x) * mask
+
+
+class Viewing(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(-1)
+"""
+
+CROSS_FILE_MODEL = """\
+import torch
+import torch.nn as nn
+
+from .blocks import Block, DropPath, Viewing
+
+
+class Stack(nn.Module):
+    def __init__(self, d: int, n: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.drop_path = DropPath(0.1)
+        self.flat = Viewing()
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = x.transpose(0, 1).contiguous()
+        for block in self.blocks:
+            x = block(x, mask)
+        return x.transpose(0, 1)
+
+    def unpad(self, x: torch.Tensor, shortcut: torch.Tensor) -> torch.Tensor:
+        x = x[:, :7].contiguous()
+        return shortcut + self.drop_path(x)
+
+    def viewed(self, x: torch.Tensor) -> torch.Tensor:
+        return self.flat(x.transpose(0, 1).contiguous())
+"""

@@ -244,7 +244,7 @@ class Encoder(nn.Module):
 
 # --- channels-last tokens permuted channels-first for the modules of a ModuleList, each a 1x1
 # convolution that reads that layout as it is (the loop's own variable rebound by the copy);
-# look-alike: a copy that a loop over blocks may return untouched (the list may be empty)
+# and a copy that a loop over the blocks rebinds (a model's stack of layers is never empty)
 import torch
 from torch import nn
 
