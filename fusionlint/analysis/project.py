@@ -29,7 +29,10 @@ from fusionlint.analysis.views import ATTR, NAME, View
 if TYPE_CHECKING:
     from fusionlint.analysis.facts import ModuleFacts
 
-MAX_BYTES = 1_000_000
+# About 5,000 lines: larger modules are a framework's bases (transformers' modeling_utils.py,
+# generation/utils.py), whose parse costs a tenth of a CPU-second per process for calls that
+# rarely tell anything about tensors.
+MAX_BYTES = 200_000
 MAX_HOPS = 3
 
 _modules: dict[str, "_Module"] = {}  # by path
