@@ -226,9 +226,10 @@ class Typing:
     def _self_method_returns(self, call: tuple, method: str) -> Returned:
         """``self.<method>(...)``: of the class or a same-file base, else of a base of another file
         of the package (``class GemmaMLP(LlamaMLP)``)."""
-        if self.facts.has_method(self.class_name, method) or not self.facts.import_sources \
-                or not self._given_tensor(call):
-            return returned(self.facts, self.class_name, method)
+        found = returned(self.facts, self.class_name, method)
+        if found or not self.facts.import_sources or not self._given_tensor(call) \
+                or self.facts.has_method(self.class_name, method):
+            return found
         base = inherited(self.facts, self.class_name, method)
         if base is None:
             return False
