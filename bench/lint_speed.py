@@ -194,7 +194,7 @@ def profile(models: Path) -> None:
     gc.freeze()  # as check_files does before forking its workers
     start = time.process_time()
     results = [_lint_job(job) for job in jobs]
-    print(f"{len(jobs)} files, {sum(len(r.findings) for r in results)} findings: {time.process_time() - start:.2f} CPU-s")
+    print(f"{len(jobs)} files, {sum(len(result.findings) for result, _ in results)} findings: {time.process_time() - start:.2f} CPU-s")
     profiler = cProfile.Profile()
     profiler.runcall(lambda: [_lint_job(job) for job in jobs])
     pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
