@@ -1,6 +1,8 @@
 """What the rules know about a file: torch imports, tensor names, op classes and liveness.
 
-Heuristics (documented in docs/engine.md), all static and local to one file:
+Heuristics (documented in docs/engine.md), all static; local to one file, except that a call of a
+function or module class imported from another file of the same package is read in that file
+(``analysis.project``), which then counts among the file's cache dependencies:
 
 - torch names come from the file's imports (``import torch as th``, ``import torch.nn.functional
   as F``, ``from torch import Tensor, matmul``); a file that never imports torch has no tensors.
