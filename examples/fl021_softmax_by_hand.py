@@ -4,8 +4,8 @@
 written out: a log-sum-exp, a subtraction and an exponential, three kernels in eager PyTorch,
 each writing a tensor. `torch.softmax(topk_log_probs, dim=-1)` is one (eager: 4 -> 2 kernels
 with the log-sigmoid before it, the eager count in fusionrt's reports). Standing alone, as
-here, it pays under fusionrt too: `logsumexp` runs outside fusionrt's fused kernels, as does
-the log-sigmoid (3 -> 2 kernels, 4 -> 3 writes). Before a matmul it would not: the matmul's
+here, it pays under fusionrt too: `logsumexp` runs outside fusionrt's fused kernels, while
+the softmax fuses with the log-sigmoid before it (3 -> 1 kernels and writes). Before a matmul it would not: the matmul's
 prologue takes the written-out exponential. FL021 offers no fix (the fused op rounds
 differently); `router_weights_softmax` is the rewrite it advises.
 

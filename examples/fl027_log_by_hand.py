@@ -4,8 +4,8 @@
 `torch.log(x1 / x2)` refines each box in logit space through six kernels in eager PyTorch, each
 writing a tensor as large as the boxes. `torch.logit(x.clamp(min=0, max=1), eps)` is two (the
 clamps of `logit` and of the written-out form agree on [0, 1] up to `eps` in the logarithm).
-fusionrt fuses the written-out form into one kernel and does not fuse `logit`: the rewrite pays
-in eager only. FL027 offers no fix; `inverse_sigmoid_logit` is the rewrite it advises.
+fusionrt fuses either form into one kernel (it records `logit` as its element-wise
+decomposition): the rewrite pays in eager only. FL027 offers no fix; `inverse_sigmoid_logit` is the rewrite it advises.
 
     python examples/fl027_log_by_hand.py
 """

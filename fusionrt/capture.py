@@ -39,7 +39,10 @@ DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int3
 # Ops recorded as their decomposition with or without autograd: it is reductions and element-wise
 # ops only, which fuse whole (a vector norm: abs, pow, sum, root), where the op itself would run
 # eagerly and flush.
-DECOMPOSED_ALWAYS = frozenset({torch.ops.aten.linalg_vector_norm.default})
+DECOMPOSED_ALWAYS = frozenset({
+    torch.ops.aten.linalg_vector_norm.default, torch.ops.aten.logit.default, torch.ops.aten.log_sigmoid_forward.default,
+    torch.ops.aten.special_entr.default,
+})
 EXTERN_KINDS = {"mm": "matmul", "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul",
                 "convolution": "conv", "cat": "copy"}
 _MATMULS = {"mm", "bmm", "addmm", "baddbmm"}  # their in-place and out= forms: the product, copied home

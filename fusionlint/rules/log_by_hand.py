@@ -34,8 +34,8 @@ class LogByHand(Rule):
         6 -> 2 kernels, 48 -> 16 MiB written). `torch.log(torch.sigmoid(x))` is two, `F.logsigmoid(x)` one, and exact
         where the written-out form rounds to `log(0)`; an entropy's `p * torch.log(p)` is two,
         `-torch.special.entr(p)` one (and 0 where `p` is 0, where the product is NaN). fusionrt
-        fuses the written-out forms into one kernel, and does not fuse `logit`, `logsigmoid`
-        and `entr`: under fusionrt the rewrite costs a kernel, so it is claimed in eager only.
+        fuses either form into one kernel (it records `logit`, `logsigmoid` and `entr` as
+        their element-wise decompositions), so the rewrite is claimed in eager only.
 
         Flagged: `log(x / (1 - x))`, `log(x) - log(1 - x)`, `log(x) - log1p(-x)` (`1.0` too);
         `log(a / b)` where `a` is `x.clamp(min=eps)` and `b` is `(1 - x).clamp(min=eps)`,

@@ -300,6 +300,14 @@ def test_matmuls_in_place_and_into_out_are_the_product_copied_home():
     assert report.kernels == 1 and report.eager_kernels == 3
 
 
+def test_logit_logsigmoid_and_entr_fuse_as_their_decompositions():
+    def prog(p, x):
+        q = p.sigmoid()
+        return torch.logit(q * 0.9, 1e-6) + 1, F.logsigmoid(x * 2) * 3, torch.special.entr(torch.cat([q * 0, -q, q], 1))
+    report = run_both(prog, rand(4, 6), rand(4, 6))
+    assert not report.fallbacks
+
+
 def test_a_bitcast_view_of_a_pending_tensor():
     def prog(x):
         y = x * 2
