@@ -12,7 +12,7 @@ import functools
 import os
 import sys
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import torch
 from torch._decomp import decomposition_table
@@ -45,7 +45,7 @@ DECOMPOSED_ALWAYS = frozenset({
 })
 EXTERN_KINDS = {"mm": "matmul", "bmm": "matmul", "addmm": "matmul", "baddbmm": "matmul",
                 "convolution": "conv", "cat": "copy"}
-_MATMULS = {"mm", "bmm", "addmm", "baddbmm"}  # their in-place and out= forms: the product, copied home
+_MATMULS = {"mm", "bmm", "addmm", "baddbmm"}  # recorded in their out= and in-place forms too
 FACTORY_OPS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like",
                "full", "full_like", "arange", "rand", "rand_like", "randn", "randn_like", "randint",
                "randint_like", "scalar_tensor", "linspace", "eye", "tensor", "lift_fresh",
@@ -445,7 +445,10 @@ class DispatchCapture(TorchDispatchMode):
             if dtype != target.dtype:  # eager computes in out's dtype, or refuses: it decides
                 raise _Unsupported("out= of another dtype")
             record = self.pointwise if base in POINTWISE_OPS else self.reduction if base in REDUCTION_OPS else self.extern
-            return self._computed_home(lambda: record(functional, base, args, kwargs, source), target, source)
+            with self.session.decomposition():  # one op in eager, which writes out= itself
+                self.inplace(aten.copy_.default, "copy_", (target, record(functional, base, args, kwargs, source)), {}, source)
+            self.session.count_eager([target])
+            return target
         base = name[:-1] if name.endswith("_") else name
         if base in _MATMULS:
             return self._update_by_product(base, args, kwargs, target, source)
@@ -501,14 +504,6 @@ class DispatchCapture(TorchDispatchMode):
                     kept = self.pointwise(aten.mul, "mul", (target, beta), {}, source)
                     new = self.pointwise(aten.add, "add", (kept, value), update, source)
                 self.inplace(aten.copy_.default, "copy_", (target, new), {}, source)
-        session.count_eager([target])
-        return target
-
-    def _computed_home(self, compute: Callable[[], torch.Tensor], target: torch.Tensor, source: str) -> torch.Tensor:
-        """The functional op's value copied into ``target``: one op in eager, which writes it there."""
-        session = self.session
-        with session.decomposition():
-            self.inplace(aten.copy_.default, "copy_", (target, compute()), {}, source)
         session.count_eager([target])
         return target
 
