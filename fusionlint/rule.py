@@ -95,7 +95,9 @@ class Rule:
         no such pattern). The engine searches each file once for it (once per top-level
         alternative of ``a|b``) and asks ``may_match`` only about the statements on the lines it
         matched, so it must be a plain search: no ``^`` or ``$`` without ``re.M``, nothing that
-        looks past a statement's text."""
+        looks past a statement's text. Start each alternative with a literal (``\\[(?<=\\w\\[)``, not
+        ``\\w\\[``): one that starts with a common class or an optional group is tried at every
+        position of every file."""
         return None
 
     def check(self, scope: Scope) -> Iterable[Violation]:

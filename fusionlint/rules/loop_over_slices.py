@@ -19,7 +19,9 @@ from fusionlint.rule import Example, Rule, Violation
 # comprehension) that indexes a tensor at a name, ``x[:, i]``, ``x[i, :]``, ``x[..., i:i + 1]``,
 # and writes (``out[:, i] =``), appends or joins. A loop over ``range`` is found by its body: its
 # header alone would hold every function with a loop.
-_SLICED = r"[\w)\]]\[[^\]\[]*?(?:,\s*[A-Za-z_]\w*\s*[,\]:]|\[\s*[A-Za-z_]\w*\s*(?:,|:\s*[A-Za-z_]\w*\s*\+\s*1))"
+# The bracket first, then what precedes it: a search that starts with a class of word characters
+# tries every position of the file.
+_SLICED = r"\[(?<=[\w)\]]\[)[^\]\[]*?(?:,\s*[A-Za-z_]\w*\s*[,\]:]|\[\s*[A-Za-z_]\w*\s*(?:,|:\s*[A-Za-z_]\w*\s*\+\s*1))"
 _SLICED_TEXT = re.compile(_SLICED)
 _UNBIND_HEADER = re.compile(r"^\s*for\b.*\b(?:unbind|split)\s*\(")
 _OUTPUT_TEXT = re.compile(r"^\s*[\w.]+\s*(?:\[.*\]\s*(?:[-+*/]|//)?=[^=]|=[^=]|:)|\.append\s*\(|\b(?:stack|cat|concat|concatenate)\s*\(")

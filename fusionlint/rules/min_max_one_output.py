@@ -18,7 +18,8 @@ from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nod
 
 # Every pattern calls one of the four; ``max(`` alone is mostly Python's builtin, so the text
 # must also show an output picked (``)[0]``, ``).values``), a pair unpacked or a negation.
-_CALL_TEXT = re.compile(r"(?:arg)?(?:max|min)\s*\(")
+# (It finds ``argmax(`` too: a leading optional ``(?:arg)?`` would make the file search try every position.)
+_CALL_TEXT = re.compile(r"(?:max|min)\s*\(")
 _USE_TEXT = re.compile(r"\)\s*\[\s*[01]\s*\]|\)\s*\.\s*(?:values|indices)\b|^\s*[\w.]+\s*,\s*[\w.]+\s*=[^=]|\(\s*-")
 _PAIRS = ("max", "min")
 _OTHER = {"max": "min", "min": "max"}
