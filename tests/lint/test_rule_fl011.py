@@ -57,12 +57,39 @@ def test_flagged_and_fused(body, rewritten):
         "    h = x @ w.t()\n    w = w * 2\n    return h + b\n",  # an operand changes between
         "    h = x @ w.t()\n    if b.dim():\n        h = h + b\n    return h\n",  # the use is in a branch
         "    h = x @ w.t()\n    x.mul_(2)\n    return h + b\n",  # an operand written in place
-        "    return b - 2 * (x @ w.t())\n",  # `@` may be batched: addmm takes 2-D operands only
-        "    return 2 * torch.mm(x, a) - b\n",  # the bias subtracted
         "    return b - a.sum() * torch.mm(x, a)\n",  # a scale that is no number
     ],
 )
 def test_silent(body):
+    assert findings(body) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    return b - 2 * (x @ w.t())\n",  # `@` may be batched: addmm (2-D) or baddbmm (3-D)
+        "    return 2 * torch.mm(x, a) - b\n",  # the bias subtracted: beta=-1
+        # a vector quantizer's distances, the scale on an operand (`(2 * x) @ w`), the terms around it
+        "    return -(x.pow(2).sum(1, keepdim=True) - 2 * x @ w + w.pow(2).sum(0, keepdim=True))\n",
+        "    x2 = (x ** 2).sum(-1, keepdim=True)\n    return x2 + (a ** 2).sum(-1) - 2 * torch.matmul(x, a.t())\n",
+        "    return 2.0 * torch.matmul(x, w) - b\n",  # a Chebyshev recurrence
+    ],
+)
+def test_a_scaled_product_summed_with_tensors_is_flagged_without_a_fix(body):
+    assert len(findings(body)) == 1
+    assert lint_source(HEADER + body, "m.py", FIX).source in (None, HEADER + body)  # no fix
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    return 2 * x @ w\n",  # no sum
+        "    return b - a * (x @ w)\n",  # a tensor scale: no alpha
+        "    return 2 * (x @ w) - 1.0\n",  # the other term is a number
+        "    return (2 * x) @ w + b, x @ (w * 2) + b\n",  # a parenthesized scaling, a tensor factor
+    ],
+)
+def test_a_scaled_product_is_silent_without_tensor_terms(body):
     assert findings(body) == []
 
 
