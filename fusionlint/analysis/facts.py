@@ -485,16 +485,13 @@ def module_facts(tree: ast.Module, path: str | None = None, digest: str | None =
     imported: set[str] = set()
     classes: dict[str, list[ast.ClassDef]] = defaultdict(list)
     members: list[ast.Assign | ast.Call] = []
-    for node in _walk(tree):
-        kind = type(node)  # compared by identity: the walk meets every node of the file
-        if kind is ast.Name:
-            continue  # the most common node, read for nothing here
-        elif kind is ast.ClassDef:
+    for node in _file_statements(tree):
+        kind = type(node)  # compared by identity
+        if kind is ast.ClassDef:
             classes[node.name].append(node)
-        elif kind is ast.alias:
-            imported.add(node.asname or node.name.partition(".")[0])
         elif kind is ast.Import:
             for alias in node.names:
+                imported.add(alias.asname or alias.name.partition(".")[0])
                 library = alias.name.partition(".")[0]
                 arrays = arrays or library in _ARRAY_LIBRARIES
                 if library in _LIBRARIES:
@@ -504,6 +501,7 @@ def module_facts(tree: ast.Module, path: str | None = None, digest: str | None =
                         aliases[library] = library
         elif kind is ast.ImportFrom:
             for alias in node.names:
+                imported.add(alias.asname or alias.name.partition(".")[0])
                 if alias.name != "*":
                     sources[alias.asname or alias.name] = (node.level, node.module, alias.name)
             if node.level or not node.module:
@@ -532,6 +530,28 @@ def module_facts(tree: ast.Module, path: str | None = None, digest: str | None =
             functions[node.name].append(node)
     return ModuleFacts(aliases, tree, arrays, frozenset(imported), dict(classes), dict(functions), members,
                        path=path, digest=digest, import_sources=sources)
+
+
+def _file_statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """The statements of a file (with the calls that are expression statements, where
+    ``register_buffer`` is called), in ``ast.walk``'s order: the facts are read off statements,
+    and a walk over every expression took most of the time."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        fields = _BLOCK_FIELDS.get(type(node))
+        if fields is None:
+            fields = _BLOCK_FIELDS[type(node)] = tuple(f for f in node._fields if f in _BLOCKS)
+        for name in fields:
+            todo.extend(getattr(node, name))
+        if type(node) is ast.Expr and type(node.value) is ast.Call:
+            todo.append(node.value)
+        yield node
+
+
+# The fields that hold statements (or the handlers and cases around them), in each node type's field order.
+_BLOCKS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {ast.Call: ()}
 
 
 def _walk(tree: ast.AST) -> Iterator[ast.AST]:
