@@ -5,6 +5,7 @@ from fusionlint.rule import Rule
 from fusionlint.rules.bmm_scale_add import BmmScaleAdd
 from fusionlint.rules.clone_before_compute import CloneBeforeCompute
 from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
+from fusionlint.rules.computed_twice import ComputedTwice
 from fusionlint.rules.copy_updated_by_slices import CopyUpdatedBySlices
 from fusionlint.rules.elementwise_by_hand import ElementwiseByHand
 from fusionlint.rules.fill_by_hand import FillByHand
@@ -63,6 +64,7 @@ _RULES: tuple[type[Rule], ...] = (
     NormByHand,
     LogByHand,
     LoopOverSlices,
+    ComputedTwice,
     SyntaxErrorRule,
 )
 
