@@ -16,7 +16,7 @@ from fusionlint.analysis import (
     Scope, Site, StatementRef, bound_names, children, is_method_call, names_of, per_scope, reaching_assignment,
     root_name,
 )
-from fusionlint.analysis.facts import ACTIVATION_REGISTRIES, built_in_place
+from fusionlint.analysis.facts import ACTIVATION_REGISTRIES, ModuleFacts, built_in_place
 from fusionlint.analysis.fresh import returns_new
 from fusionlint.analysis.layout import (
     CHECKPOINT, FAST, FAST_BACK, NEEDS_CONTIGUOUS, READS_INTO_NEW, callee_takes_any_layout, elements_take_any_layout,
@@ -24,7 +24,10 @@ from fusionlint.analysis.layout import (
 )
 from fusionlint.analysis.nodes import node_types
 from fusionlint.analysis.numbers import int_literal
-from fusionlint.analysis.purity import MAY_ALIAS, METADATA, callee_only_reads
+from fusionlint.analysis.project import imported_callee, member_class
+from fusionlint.analysis.purity import (
+    MAY_ALIAS, METADATA, callee_only_reads, may_return_argument, writes_argument,
+)
 from fusionlint.analysis.views import ast_view, cst_view, dotted_path
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import COMPUTE, ELEMENTWISE, NN_MODULE_OPS, VIEW, VIEW_ATTRIBUTES, OpTables
@@ -200,6 +203,22 @@ class RedundantCopy(Rule):
         copy's must be (arithmetic, comparisons, `torch.cat`, a
         gather's index): an expand reads the same values without writing them (fusionrt 3 -> 2
         writes and kernels, eager 4 -> 3, for a padding mask repeated over the hidden size).
+
+        A `.clone()` (whose readers may take any layout) is read, and its source too, by a
+        module or function call that does not write its argument in place: one of the file or of
+        its package whose body writes neither the parameter nor a view of it, nor a container
+        holding one (`inputs = [x]; inputs[i] += v` does), nor hands it to code that may, and uses
+        it only as a tensor (`signal.audio_data` is an object's); a module the class builds from
+        a class the file cannot read (`self.block1 = Conv(...)`, `for block1, attn in self.downs`
+        over a `ModuleList`), taken to read its input as a `forward` does, unless built
+        `inplace=True` anywhere in its value. Where the callee may hand back what it is given (an
+        `nn.Identity` or a dropout in the list, a function returning its parameter or a view of
+        it), the call's result is followed as the copy. A U-Net's skip `r = x.clone()` (fusionrt
+        and eager 8 -> 7 writes when `x` is a convolution's output; eager only, 14 -> 13, when it
+        is element-wise and fuses into the copy) is flagged so: the uses of the source after a
+        statement of the body later than the copy binds its name to a new tensor (`x =
+        block1(x, t)`, arithmetic, a known op) read that value, not the copied one, and a lambda
+        that only reads the name (`default(cond, lambda: torch.zeros_like(x))`) cannot write it.
     """
     use_instead = """
         Use the tensor itself (`x`, or `x.detach()` for `x.detach().clone()`).
@@ -1407,7 +1426,7 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
         start, end = _body_position(scope, site.node), reading.dead_after
         return start is not None and end is not None and all(
             _only_tensor_ops(scope, statement) for statement in scope.node.body.body[start:end + 1])  # type: ignore[union-attr]
-    if name in scope.escaped:
+    if name in scope.escaped and _captured_to_write(scope, name):
         return False
     copied_at = _body_position(scope, site.node)
     # `x = x.t().contiguous()` in the function's own body: from there on `x` holds the copy,
@@ -1423,8 +1442,8 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
     for use in _uses(scope, name):
         position = _body_position(scope, use)
         if last is not None and position is not None and position > last or site.node in _path(scope, use) \
-                or id(use) in holding_copy:
-            continue  # after the copy's life, or the copy itself
+                or id(use) in holding_copy or _bound_anew_before(scope, name, use, copied_at):
+            continue  # after the copy's life, the copy itself, or a later value of the name
         earlier = copied_at is not None and position is not None and position < copied_at
         if earlier and (not _aliased(scope, use) or _made_anew_between(scope, name, position, copied_at)
                         or _alias_dies(scope, use, position, copied_at)):
@@ -1434,6 +1453,87 @@ def _source_is_stable(scope: Scope, source: cst.BaseExpression, site: Site, read
     if any(_called_while_copy_lives(scope, owner, copied_at, last) for owner in _owners(scope, name)):
         return False
     return name not in scope.inplace or _written_only_before(scope, name, copied_at, last)
+
+
+def _bound_anew_before(scope: Scope, name: str, use: cst.Name, copied_at: int | None) -> bool:
+    """Does a statement ``name = <new tensor>`` (an op's result, arithmetic, a module that makes
+    its output: ``x = block1(x, t)``) run before ``use`` and after the copy's statement of the
+    function's body (``copied_at``): earlier in ``use``'s own block or one around it, within a
+    later statement of the body? Then ``use`` reads that value, not the copied one (a U-Net's
+    ``r = x.clone()``, then ``x`` rebound in a loop over its blocks and appended to a list)."""
+    if copied_at is None:
+        return False
+    parents = _index(scope).parents
+    node: cst.CSTNode = use
+    while id(node) in parents:
+        parent = parents[id(node)]
+        if isinstance(parent, cst.IndentedBlock) and node in parent.body:
+            for statement in parent.body[:parent.body.index(node)]:  # type: ignore[arg-type]
+                small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) \
+                    and len(statement.body) == 1 else None
+                if _rebinds(small, name) and (_body_position(scope, statement) or -1) > copied_at \
+                        and _new_value(scope, small.value):  # type: ignore[union-attr]
+                    return True
+        node = parent
+    return False
+
+
+def _new_value(scope: Scope, value: cst.BaseExpression) -> bool:
+    """Is ``value`` a tensor made anew: arithmetic, a known op that is no view or cast, a module
+    or function that makes its output (``_hands_back_new``)?"""
+    if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)):
+        return True
+    op = scope.op(value) or _module_op(scope, value)
+    if op is not None:
+        return op[1] is not None and op[1] != VIEW and op[0] not in MAY_ALIAS and not op[0].endswith("_")
+    return isinstance(value, cst.Call) and all(_hands_back_new(scope, value, arg) for arg in value.args)
+
+
+def _captured_to_write(scope: Scope, name: str) -> bool:
+    """May code other than the function's own statements write the tensor ``name`` holds: a
+    nested function or class that reads the name, a ``global``/``nonlocal`` one, or a lambda that
+    does more with it than read it (``lambda: torch.zeros_like(x)``, a default's factory, only
+    reads)?"""
+    todo: list[cst.CSTNode] = list(children(scope.node.body))  # type: ignore[attr-defined]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Global, cst.Nonlocal)):
+            if _name_nodes(node, name):
+                return True
+            continue
+        if isinstance(node, cst.Lambda):
+            parents = {id(child): parent for parent in _walk(node.body) for child in children(parent)}
+            if any(not _read_in_lambda(scope, use, parents) for use in _name_nodes(node.body, name)):
+                return True
+            continue
+        todo += children(node)
+    return False
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo += children(node)
+
+
+def _read_in_lambda(scope: Scope, use: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
+    """Is ``use`` (in a lambda, whose nodes' parents are ``parents``) only read: metadata,
+    arithmetic, or the operand of a known op that is not in place?"""
+    parent = parents.get(id(use))
+    if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
+        return True
+    if isinstance(parent, cst.Attribute) and parent.value is use:
+        return parent.attr.value in METADATA
+    call = parents.get(id(parent)) if isinstance(parent, cst.Arg) else None
+    if not isinstance(call, cst.Call) or any(a.keyword is not None and a.keyword.value == "out" for a in call.args):
+        return False
+    name = scope.torch_name(call.func) or ""
+    if name.startswith("torch.") and name.endswith("_like"):
+        return True  # `torch.zeros_like(x)`: its sizes, dtype and device only
+    op = scope.op(call)
+    return op is not None and op[1] is not None and not op[0].endswith("_")
 
 
 def _only_tensor_ops(scope: Scope, statement: cst.CSTNode) -> bool:
@@ -1580,7 +1680,7 @@ def _written_only_before(scope: Scope, name: str, copied_at: int | None, last: i
         if last is not None and position is not None and position > last:
             continue
         if position is None or position >= copied_at:
-            if _writes_in_place(scope, use):
+            if _writes_in_place(scope, use) and not _bound_anew_before(scope, name, use, copied_at):
                 return False
     return True
 
@@ -1677,6 +1777,12 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 continue
             known = scope.ops.op_class(name) is not None or name in READS_INTO_NEW
             return known and reading.read(fast=reads_strided(name, scope.ops))
+        if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and reading.strided \
+                and _module_reads(scope, after, parent):
+            if _hands_back_new(scope, after, parent):
+                return reading.read()
+            below = after  # it may hand back what it is given: the call's uses decide too
+            continue
         if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and parent.keyword is not None \
                 and parent.keyword.value != "out" and role != "source" and not reading.strided \
                 and scope.op(after) is None and _module_op(scope, after) is None:
@@ -1765,6 +1871,99 @@ def _module_op(scope: Scope, call: cst.CSTNode) -> tuple[str, str | None, cst.Ba
     # strided input the slowest stands for both
     name = min(sorted(names), key=lambda op: reads_strided(op, scope.ops))  # type: ignore[arg-type]
     return name, scope.ops.op_class(name), call.args[0].value  # type: ignore[return-value]
+
+
+def _module_reads(scope: Scope, call: cst.Call, arg: cst.Arg) -> bool:
+    """Does ``call`` run a module, or a function of the package, that reads ``arg`` without
+    writing it in place: ``self.block(x)``, ``self.layers[i](x)``, ``block(x, t)`` in ``for
+    block, attn in self.downs``, a same-file or imported function or module class whose body
+    writes neither the parameter nor a view of it (``analysis.purity.writes_argument``)? A
+    module's ``forward`` reads its input: a module class the file cannot see is taken to do so,
+    unless the class builds it ``inplace=True`` (an ``nn.ReLU(inplace=True)``, in a
+    ``Sequential`` too). Not an op the tables know (the caller judges those), nor a call with
+    ``*args`` or ``out=``."""
+    if scope.op(call) is not None or _module_op(scope, call) is not None or any(
+            a.star or a.keyword is not None and a.keyword.value in ("out", "inplace") for a in call.args):
+        return False
+    called = _called(scope, call, arg)
+    if called is None:
+        return False
+    func, position = called
+    found = scope.facts.callee(scope.class_name, cst_view, func)
+    if found is not None:
+        return not writes_argument(scope.facts, *found, position)
+    other = _imported_callee(scope, func)
+    if other is not None:
+        return not writes_argument(*other, position)
+    members = _module_members(scope, func)
+    return bool(members) and not any(
+        built_in_place(node) for member in members
+        for assign in scope.facts.member_values(scope.class_name, member)  # type: ignore[arg-type]
+        for node in ast.walk(assign.value) if isinstance(node, ast.Call))
+
+
+def _imported_callee(scope: Scope, func: cst.BaseExpression) -> tuple[ModuleFacts, str | None, str] | None:
+    """``project.imported_callee``, and the ``forward`` of the class of another file of the
+    package that ``self.attr`` holds, whatever its name (``_ConvNormAct``)."""
+    other = imported_callee(scope.facts, scope.class_name, cst_view, func)
+    if other is not None or scope.class_name is None or not (
+            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        return other
+    held = member_class(scope.facts, scope.class_name, func.attr.value)
+    return (held[0], held[1], "forward") if held is not None and held[0].has_method(held[1], "forward") else None
+
+
+def _module_members(scope: Scope, func: cst.BaseExpression) -> list[str]:
+    """``attr`` of a call of ``self.attr``, ``self.attr[i]``, or of a name only bound by loops
+    over such members (``for block, attn in self.downs``, through ``enumerate`` or ``zip``), where
+    the class holds a module (or a container of them) there; empty for any other callee."""
+    if scope.class_name is None:
+        return []
+    if isinstance(func, cst.Name):
+        if any(func.value in bound_names(target) for target, _ in scope.assignments):
+            return []
+        found = []
+        for target, iterable in scope.loops:
+            if func.value not in bound_names(target):
+                continue
+            if isinstance(iterable, cst.Call) and getattr(iterable.func, "value", None) in ("enumerate", "zip", "reversed"):
+                iterables = [a.value for a in iterable.args if not isinstance(a.value, cst.Name)]
+            else:
+                iterables = [iterable]
+            members = [member for each in iterables for member in _module_members(scope, each)]
+            if not members:
+                return []
+            found += members
+        return found
+    if isinstance(func, cst.Subscript):
+        func = func.value
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        return []
+    attr = func.attr.value
+    return [attr] if scope.facts.module_attr(scope.class_name, attr) not in (None, "op") else []
+
+
+def _hands_back_new(scope: Scope, call: cst.Call, arg: cst.Arg) -> bool:
+    """Does ``call`` (a module's or a function's) hand back something other than ``arg``'s tensor
+    or a view of it: not a module of a class that may be the identity (``nn.Identity``, a
+    dropout, a flatten), nor a same-file or imported callee whose body may return what it was
+    given (``analysis.purity.may_return_argument``)? A module class the file cannot see is taken
+    to make its output."""
+    called = _called(scope, call, arg)
+    position = called[1] if called is not None else None
+    if not isinstance(position, int):
+        return False
+    found = scope.facts.callee(scope.class_name, cst_view, call.func)
+    if found is not None:
+        return not may_return_argument(scope.facts, *found, position)
+    other = _imported_callee(scope, call.func)
+    if other is not None:
+        return not may_return_argument(*other, position)
+    members = _module_members(scope, call.func)
+    return bool(members) and not any(  # `nn.Identity()` anywhere in it: a list may hold one
+        isinstance(node, ast.Call) and (dotted_path(ast_view, node.func) or "").rpartition(".")[2].endswith(_MAY_HAND_BACK)
+        for member in members for assign in scope.facts.member_values(scope.class_name, member)  # type: ignore[arg-type]
+        for node in ast.walk(assign.value))
 
 
 def _registry_activation(call: cst.Call, arg: cst.Arg) -> bool:

@@ -17,6 +17,69 @@ def positions(source: str) -> list[tuple[int, int]]:
 
 
 FLAGGED = {
+    "a U-Net's skip clone: its source read by the file's blocks in loops over ModuleLists, then rebound": """\
+import torch
+from torch import nn
+
+
+def default(value, make):
+    return value if value is not None else make()
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor, t=None) -> torch.Tensor:
+        return self.proj(x) * 2
+
+
+class Unet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.init_conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.downs = nn.ModuleList([nn.ModuleList([Block(), Block()]) for _ in range(2)])
+        self.ups = nn.ModuleList([nn.ModuleList([Block(), Block()]) for _ in range(2)])
+        self.final = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, cond=None) -> torch.Tensor:
+        cond = default(cond, lambda: torch.zeros_like(x))
+        x = self.init_conv(x + cond)
+        r = x.clone()
+        h = []
+        for block1, block2 in self.downs:
+            x = block1(x, t)
+            h.append(x)
+            x = block2(x, t)
+        for block1, block2 in self.ups:
+            x = block1(x + h.pop(), t)
+        x = torch.cat((x, r), dim=1)
+        return self.final(x)
+""",
+    "a residual clone read by a same-file module and its source by one whose class the file builds": """\
+import torch
+from torch import nn
+from somewhere import Conv
+
+
+class MPAdd(nn.Module):
+    def forward(self, x: torch.Tensor, res: torch.Tensor) -> torch.Tensor:
+        return (x * 0.7 + res * 0.3) / 0.76
+
+
+class Encoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block1 = Conv(8, 8)
+        self.res_mp_add = MPAdd()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(x)
+        res = x.clone()
+        x = self.block1(x)
+        return self.res_mp_add(x, res)
+""",
     "clone().detach() is one copy, reported at detach": """\
 import torch
 
@@ -731,6 +794,8 @@ class Block(nn.Module):
 """,
 }
 EXPECTED = {
+    "a U-Net's skip clone: its source read by the file's blocks in loops over ModuleLists, then rebound": [(29, 13)],
+    "a residual clone read by a same-file module and its source by one whose class the file builds": [(19, 15)],
     "a returned unpadded slice of a parameter normalised first, its other name rebound; of a ConvTranspose1d's output": [(23, 17), (29, 16)],
     "a sliced copy read through a same-file DropPath that hands it back when not training": [(28, 13)],
     "a clone whose source a module built only when asked and a same-file function only read": [(16, 18)],
@@ -792,6 +857,93 @@ def test_flagged(name):
 
 
 SILENT = {
+    "a clone of an object handed to a method that reads its attributes (an audio signal, no tensor)": """\
+import torch
+from torch import nn
+
+
+class GANLoss(nn.Module):
+    def forward(self, fake, real):
+        return self.discriminator(fake.audio_data), self.discriminator(real.audio_data)
+
+    def discriminator_loss(self, fake, real):
+        d_fake, d_real = self.forward(fake.clone().detach(), real)
+        return torch.mean(d_fake ** 2) + torch.mean((1 - d_real) ** 2)
+""",
+    "a clone handed to a same-file method that writes its argument through a list of views": """\
+import torch
+from torch import nn
+
+
+class Masker(nn.Module):
+    def forward(self, wav: torch.Tensor) -> torch.Tensor:
+        mixture = torch.stft(wav, 64, return_complex=True).abs()
+        masks = self.forward_masker(mixture.clone())
+        return mixture * masks
+
+    def forward_masker(self, spec: torch.Tensor) -> torch.Tensor:
+        x = spec[..., :16]
+        inputs = [x]
+        for i in range(len(inputs)):
+            inputs[i] += 1.0
+        return torch.sigmoid(sum(inputs))
+""",
+    "a clone whose source a module may write: its forward writes it, or its class is built inplace": """\
+import torch
+from torch import nn
+from somewhere import Conv
+
+
+class Scale(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.view(-1)
+        y.mul_(2)
+        return x
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = Scale()
+        self.act = nn.Sequential(nn.ReLU(inplace=True), Conv(8, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(x)
+        r = x.clone()
+        y = self.scale(x)
+        return y + r
+
+    def other(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(x)
+        r = x.clone()
+        y = self.act(x)
+        return y + r
+
+    def closure(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(x)
+        r = x.clone()
+        bump = lambda: x.add_(1)
+        bump()
+        return x + r
+""",
+    "a clone handed to a list member that may be the identity, then written through the result": """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, last: bool) -> None:
+        super().__init__()
+        self.downs = nn.ModuleList([nn.Identity() if last else nn.Linear(8, 8)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(x)
+        r = x.clone()
+        for down in self.downs:
+            y = down(r)
+            y.mul_(2)
+        return x + y
+""",
     "a returned copy of an expanded view the function made: the caller gets memory of its own": """\
 import torch
 

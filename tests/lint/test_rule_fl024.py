@@ -127,6 +127,82 @@ def test_look_alikes_stay_silent():
     assert _lines(SILENT) == []
 
 
+COPIES = """\
+import torch
+
+
+def xyxy2xywh(x: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    y[..., 0] = (x[..., 0] + x[..., 2]) / 2
+    y[..., 1] = (x[..., 1] + x[..., 3]) / 2
+    y[..., 2] = x[..., 2] - x[..., 0]
+    y[..., 3] = x[..., 3] - x[..., 1]
+    return y
+
+
+def corners(x: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    y[:, 0] = x[:, 0] - x[:, 2] / 2
+    y[:, 1] = x[:, 1] - x[:, 3] / 2
+    return y
+
+
+def clip(boxes: torch.Tensor) -> torch.Tensor:
+    c = boxes.clone()
+    c[..., 0::2].clamp_(0, 40)
+    c[..., 1::2].clamp_(0, 30)
+    return c
+"""
+
+COPIES_SILENT = """\
+import torch
+
+
+def flip(boxes: torch.Tensor, w: int) -> torch.Tensor:
+    boxes = boxes.clone()
+    boxes[:, 0] = w - boxes[:, 2]
+    boxes[:, 2] = w - boxes[:, 0]
+    return boxes
+
+
+def once(x: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    y[:, :2] = x[:, :2] * 2
+    return y
+
+
+def blocks(x: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    y[:2, 0] = x[:2, 0] * 2
+    y[:, 1] = x[:, 1] * 2
+    return y
+
+
+def bounded_by_itself(boxes: torch.Tensor) -> torch.Tensor:
+    c = boxes.clone()
+    c[:, 0].clamp_(max=c[:, 2])
+    c[:, 1].clamp_(max=c[:, 3])
+    return c
+
+
+def read_between(x: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    y[:, 0] = x[:, 0] * 2
+    total = y.sum()
+    y[:, 1] = x[:, 1] * 2
+    return y + total
+"""
+
+
+def test_copies_set_slice_by_slice_from_other_values():
+    """Pieces along one dimension from values that do not read the copy (a box format's
+    conversion), and in-place element-wise ops on slices (clipping boxes); not: pieces that read
+    the copy's other slices (a flip), one write, pieces along two dimensions, bounds read from the
+    copy, a read between the writes."""
+    assert _lines(COPIES) == [5, 14, 21]
+    assert _lines(COPIES_SILENT) == []
+
+
 MEASURED = [
     (
         FLAGGED.split("\n\n\ndef ignore")[0],
@@ -163,7 +239,36 @@ def gradient(x):
 ]
 
 
-@pytest.mark.parametrize("original, name, rewrite, shape", MEASURED, ids=["r2-where", "gradient-stack"])
+MEASURED += [
+    (
+        COPIES.split("\n\n\ndef corners")[0],
+        "xyxy2xywh",
+        """\
+import torch
+
+
+def xyxy2xywh(x):
+    return torch.cat(((x[..., :2] + x[..., 2:]) / 2, x[..., 2:] - x[..., :2]), -1)
+""",
+        (64, 4),
+    ),
+    (
+        "import torch\n\n\ndef clip" + COPIES.split("def clip")[1],
+        "clip",
+        """\
+import torch
+
+
+def clip(boxes):
+    return torch.minimum(boxes.clamp(min=0), torch.tensor([40.0, 30.0, 40.0, 30.0]))
+""",
+        (64, 4),
+    ),
+]
+
+
+@pytest.mark.parametrize("original, name, rewrite, shape", MEASURED,
+                         ids=["r2-where", "gradient-stack", "xywh-cat", "clip-broadcast"])
 def test_the_rewrites_pay_in_both(original, name, rewrite, shape):
     counts = []
     outputs = []
