@@ -2,15 +2,18 @@
 (``F.silu``), ``0.5 * x * (1 + erf(x / sqrt(2)))`` and its tanh form (``F.gelu``),
 ``x * tanh(softplus(x))`` (``F.mish``), ``relu6(x + 3) / 6`` (``F.hardsigmoid``) and ``x`` times
 it (``F.hardswish``), ``1 / (1 + exp(-x))`` (``torch.sigmoid``), ``log(1 + exp(x))``
-(``F.softplus``), ``log(x + 1)`` (``torch.log1p``), ``exp(x) - 1`` (``torch.expm1``)."""
+(``F.softplus``), ``log(x + 1)`` (``torch.log1p``), ``exp(x) - 1`` (``torch.expm1``), ``1 / sqrt(x)``
+(``torch.rsqrt``); whole or split over statements (``g = torch.sigmoid(x)``, then ``x * g``)."""
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, own_parts, scope_statements
+from fusionlint.analysis import Scope, StatementRef, own_parts
+from fusionlint.analysis.chains import Chain
 from fusionlint.analysis.nodes import Walker, code_of, factor_orders, factors_of, is_method_call, same_expression
 from fusionlint.analysis.numbers import is_one, one_plus
 from fusionlint.model import EAGER, FixSafety
@@ -19,8 +22,13 @@ from fusionlint.rule import Example, Rule, Violation
 
 # Every pattern calls one of these, as a function or a method (top-level alternatives, each
 # with a literal prefix: the engine's search of a file is one fast scan per alternative).
-_CALL_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|log\s*\(|exp\s*\(|relu6\s*\(|clamp\(.*6|clip\(.*6")
-_SMOOTH_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|log\s*\(|exp\s*\(")
+_CALL_TEXT = re.compile(
+    r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|log\s*\(|exp\s*\(|relu6\s*\(|clamp\(.*6|clip\(.*6"
+    r"|1(?:\.0*)?\s*/\s*[\w.\[\]()]*sqrt\s*\("
+)
+_SMOOTH_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|log\s*\(|exp\s*\(|sqrt\s*\(")
+# ``name = ...``: a link a later statement's formula may read through the name (analysis.chains)
+_BINDS_NAME = re.compile(r"\s*(\w+)\s*=[^=]")
 # The divisor or factor that makes ``x / sqrt(2)``: ``math.sqrt(2.0)``, ``1.4142...``, ``0.7071...``.
 _SQRT_TWO = re.compile(r"^(?:(?:math\.|torch\.|np\.)?sqrt\(\s*2(?:\.0*)?\s*\)|1\.4142\d*)$")
 _INVERSE_SQRT_TWO = re.compile(r"^0\.7071\d*$")
@@ -36,7 +44,10 @@ _FUNCTIONS = {  # the torch functions a pattern may call, by the op they compute
     "log1p": ("torch.log1p", "torch.special.log1p"),
     "softplus": ("torch.nn.functional.softplus",),
     "relu6": ("torch.nn.functional.relu6",),
+    "sqrt": ("torch.sqrt",),
 }
+# The functions and methods a formula calls, by the name ``Scope.sites`` files their calls under.
+_SITE_NAMES = ("sigmoid", "tanh", "erf", "exp", "log", "log1p", "softplus", "relu6", "clamp", "clip", "hardtanh", "sqrt")
 _CLAMPS = ("torch.clamp", "torch.clip", "torch.nn.functional.hardtanh")
 
 
@@ -68,7 +79,11 @@ class ElementwiseByHand(Rule):
         argument; `x * tanh(softplus(x))` (either order, `.mul` too); `h / 6` (or `.div(6)`)
         where `h` is `relu6(x + 3)`, `hardtanh(x + 3, 0, 6)` or `(x + 3).clamp(0, 6)`, and
         `x` times it (`x * h / 6` too); `1 / (1 + exp(-x))`; `log(1 + exp(x))` and
-        `log1p(exp(x))`; `log(1 + x)`, `log(x + 1)`; `exp(x) - 1`; `1.0` for `1` everywhere. Not flagged: `x * sigmoid(1.702 * x)` (QuickGELU: no
+        `log1p(exp(x))`; `log(1 + x)`, `log(x + 1)`; `exp(x) - 1`; `1 / sqrt(x)` (`torch.rsqrt`:
+        eager 4 -> 2 kernels with the input's `abs`); `1.0` for `1` everywhere. Each formula
+        also split over statements (`gate = torch.sigmoid(x)`, then `x * gate`; `cdf = 0.5 * (1
+        + erf(x / sqrt(2)))`, then `x * cdf`): a name bound just before in the same block and
+        read once there and never again is read as its value (`analysis.chains`). Not flagged: `x * sigmoid(1.702 * x)` (QuickGELU: no
         op computes it), a product with more factors, `sigmoid(x).log()` (`F.logsigmoid` is
         one eager kernel but fusionrt does not fuse it, so it costs more there), Hard Mish
         (`0.5 * x * (x + 2).clamp(0, 2)`: no op computes it), an in-place chain
@@ -76,7 +91,7 @@ class ElementwiseByHand(Rule):
     """
     use_instead = (
         "`F.silu(x)`, `F.gelu(x)`, `F.gelu(x, approximate=\"tanh\")`, `F.mish(x)`, `F.hardsigmoid(x)`, "
-        "`F.hardswish(x)`, `torch.sigmoid(x)`, `F.softplus(x)`, `torch.log1p(x)`, `torch.expm1(x)`."
+        "`F.hardswish(x)`, `torch.sigmoid(x)`, `F.softplus(x)`, `torch.log1p(x)`, `torch.expm1(x)`, `torch.rsqrt(x)`."
     )
     pays_in = (EAGER,)
     fix_safety = FixSafety.NONE
@@ -156,6 +171,28 @@ def mish_then_hardswish(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 """,
             call="mish_then_hardswish(randn(64, 256), randn(256, 256) / 16)",
         ),
+        Example(  # split over statements, and a reciprocal root
+            bad="""\
+import torch
+
+
+def gated_scale(x: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+    gate = torch.sigmoid(x)
+    h = x * gate
+    return h * (1 / torch.sqrt(var))
+""",
+            at=((6, 9), (7, 17)),
+            fixed=None,
+            good="""\
+import torch
+import torch.nn.functional as F
+
+
+def gated_scale(x: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+    return F.silu(x) * torch.rsqrt(var)
+""",
+            call="gated_scale(randn(64, 256), randn(64, 256).abs() + 1)",
+        ),
     )
     valid = (
         # QuickGELU; another tensor's sigmoid; more factors; a log-sigmoid; an offset that is not 1
@@ -189,35 +226,68 @@ def g(x: torch.Tensor):
         text = block[index]
         if _SMOOTH_TEXT.search(text) is not None:
             # every formula has an operator but ``log1p(exp(x))`` and ``x.mul(...)``
-            return "*" in text or "+" in text or "-" in text or "log1p" in text or "mul(" in text
+            return "*" in text or "+" in text or "-" in text or "/" in text or "log1p" in text or "mul(" in text \
+                or _feeds_arithmetic(block, index)
         # hard sigmoid and swish without those calls: ``x + 3`` clamped to [0, 6], divided by 6
         return _CALL_TEXT.search(text) is not None and "3" in text and "6" in text and ("/" in text or "div(" in text)
 
     def check(self, scope: Scope) -> Iterator[Violation]:
-        for ref in scope_statements(scope):
-            finder = _Formulas(scope)
+        for ref in _formula_statements(scope):
+            finder = _Formulas(Chain(scope, ref))
             for part in own_parts(ref.node):
                 finder.walk(part)
             for node, (formula, op) in finder.found:
                 yield Violation(node, message=f"{formula} written out: `{op}` computes it in one kernel")
 
 
+def _formula_statements(scope: Scope) -> list[StatementRef]:
+    """The statements that call a formula's function, and the next three after each that binds a
+    name: where the formula may be, whole or ending (``x * gate``) in a later statement."""
+    found: dict[int, StatementRef] = {}
+    links: set[int] = set()
+    for key in _SITE_NAMES:
+        for site in scope.sites.get(key, ()):
+            ref = site.statement
+            found.setdefault(id(ref.node), ref)
+            if id(ref.node) in links:
+                continue
+            links.add(id(ref.node))
+            small = ref.simple
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                for later in itertools.islice(ref.later(), 3):
+                    found.setdefault(id(later.node), later)
+    return list(found.values())
+
+
+def _feeds_arithmetic(block: Sequence[str], index: int) -> bool:
+    """``name = ...`` read with arithmetic by one of the next three statements: a formula's link."""
+    bound = _BINDS_NAME.match(block[index])
+    if bound is None:
+        return False
+    name = re.compile(r"\b%s\b" % bound.group(1))
+    for later in range(index + 1, min(index + 4, len(block))):
+        text = block[later]
+        if name.search(text) is not None:
+            return "*" in text or "+" in text or "-" in text or "/" in text or "log" in text
+    return False
+
+
 class _Formulas(Walker):
     """(node, (what it computes, the op)) of each written-out formula, outermost only."""
 
-    def __init__(self, scope: Scope) -> None:
-        self.scope = scope
+    def __init__(self, chain: Chain) -> None:
+        self.chain = chain
         self.found: list[tuple[cst.BaseExpression, Match]] = []
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
-        scope = self.scope
-        return self._match(node, _silu(scope, node) or _mish(scope, node) or _gelu(scope, node) or _hard(scope, node)
-                           or _logistic(scope, node) or _expm1(scope, node))
+        chain = self.chain
+        return self._match(node, _silu(chain, node) or _mish(chain, node) or _gelu(chain, node) or _hard(chain, node)
+                           or _logistic(chain, node) or _expm1(chain, node) or _reciprocal_root(chain, node))
 
     def visit_Call(self, node: cst.Call) -> bool:
-        scope = self.scope
-        return self._match(node, _silu(scope, node) or _mish(scope, node) or _hard(scope, node)
-                           or _softplus_or_log1p(scope, node))
+        chain = self.chain
+        return self._match(node, _silu(chain, node) or _mish(chain, node) or _hard(chain, node)
+                           or _softplus_or_log1p(chain, node))
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
@@ -229,94 +299,103 @@ class _Formulas(Walker):
         return False
 
 
-def _silu(scope: Scope, node: cst.BaseExpression) -> Match | None:
+def _silu(chain: Chain, node: cst.BaseExpression) -> Match | None:
     """``x * sigmoid(x)`` (either order, ``.mul`` too)."""
     for x, gate in factor_orders(node):
-        operand = _applied(scope, gate, "sigmoid")
+        operand = _applied(chain, gate, "sigmoid")
         if operand is not None and same_expression(operand, x):
             return "SiLU", "F.silu"
     return None
 
 
-def _mish(scope: Scope, node: cst.BaseExpression) -> Match | None:
+def _mish(chain: Chain, node: cst.BaseExpression) -> Match | None:
     """``x * tanh(softplus(x))`` (either order, ``.mul`` too)."""
     for x, gate in factor_orders(node):
-        tanh = _applied(scope, gate, "tanh")
-        operand = _applied(scope, tanh, "softplus") if tanh is not None else None
+        tanh = _applied(chain, gate, "tanh")
+        operand = _applied(chain, tanh, "softplus") if tanh is not None else None
         if operand is not None and same_expression(operand, x):
             return "Mish", "F.mish"
     return None
 
 
-def _hard(scope: Scope, node: cst.BaseExpression) -> Match | None:
+def _hard(chain: Chain, node: cst.BaseExpression) -> Match | None:
     """``h / 6`` where ``h`` clamps ``x + 3`` to [0, 6]: hard sigmoid; ``x * h / 6`` or ``x * (h
     / 6)``: hard swish."""
     divided = _over_six(node)
     if divided is not None:
-        if _clamped_shift(scope, divided) is not None:
+        if _clamped_shift(chain, divided) is not None:
             return "hard sigmoid", "F.hardsigmoid"
         pairs, over_six = factor_orders(divided), False
     else:
         pairs, over_six = factor_orders(node), True
     for x, factor in pairs:
         clamped = _over_six(factor) if over_six else factor
-        shifted = _clamped_shift(scope, clamped) if clamped is not None else None
+        shifted = _clamped_shift(chain, clamped) if clamped is not None else None
         if shifted is not None and same_expression(shifted, x):
             return "hard swish", "F.hardswish"
     return None
 
 
-def _logistic(scope: Scope, node: cst.BinaryOperation) -> Match | None:
+def _logistic(chain: Chain, node: cst.BinaryOperation) -> Match | None:
     """``1 / (1 + exp(-x))``."""
     if not (isinstance(node.operator, cst.Divide) and is_one(node.left)):
         return None
-    inner = one_plus(node.right)
-    exponent = _applied(scope, inner, "exp") if inner is not None else None
+    inner = one_plus(chain.value(node.right))
+    exponent = _applied(chain, inner, "exp") if inner is not None else None
     if isinstance(exponent, cst.UnaryOperation) and isinstance(exponent.operator, cst.Minus):
         return "the logistic function", "torch.sigmoid"
     return None
 
 
-def _gelu(scope: Scope, node: cst.BinaryOperation) -> Match | None:
+def _gelu(chain: Chain, node: cst.BinaryOperation) -> Match | None:
     """A product of ``0.5``, ``x`` and ``1 + erf(x / sqrt(2))`` or ``1 + tanh(...0.044715...)``."""
-    factors = factors_of(node)
-    if len(factors) != 3 or not isinstance(node.operator, cst.Multiply):
+    if not isinstance(node.operator, cst.Multiply):
+        return None
+    factors = [f for factor in factors_of(node) for f in factors_of(chain.value(factor))]
+    if len(factors) != 3:
         return None
     halves = [f for f in factors if isinstance(f, cst.Float) and f.evaluated_value == 0.5]
     for offset in factors:
-        inner = one_plus(offset)
+        inner = one_plus(chain.value(offset))
         if not halves or inner is None:
             continue
         rest = [f for f in factors if f is not offset and f is not halves[0]]
         if len(rest) != 1:
             continue
         x = rest[0]
-        erf = _applied(scope, inner, "erf")
+        erf = _applied(chain, inner, "erf")
         if erf is not None and _is_over_sqrt_two(erf, x):
             return "GELU", "F.gelu"
-        tanh = _applied(scope, inner, "tanh")
+        tanh = _applied(chain, inner, "tanh")
         if tanh is not None and _GELU_TANH_CONSTANT in code_of(tanh) and code_of(x) in code_of(tanh):
             return "GELU's tanh approximation", 'F.gelu(..., approximate="tanh")'
     return None
 
 
-def _expm1(scope: Scope, node: cst.BinaryOperation) -> Match | None:
+def _reciprocal_root(chain: Chain, node: cst.BinaryOperation) -> Match | None:
+    """``1 / sqrt(x)``."""
+    if isinstance(node.operator, cst.Divide) and is_one(node.left) and _applied(chain, node.right, "sqrt") is not None:
+        return "`1 / sqrt(x)`", "torch.rsqrt"
+    return None
+
+
+def _expm1(chain: Chain, node: cst.BinaryOperation) -> Match | None:
     """``exp(x) - 1``."""
-    if isinstance(node.operator, cst.Subtract) and is_one(node.right) and _applied(scope, node.left, "exp") is not None:
+    if isinstance(node.operator, cst.Subtract) and is_one(node.right) and _applied(chain, node.left, "exp") is not None:
         return "`exp(x) - 1`", "torch.expm1"
     return None
 
 
-def _softplus_or_log1p(scope: Scope, node: cst.Call) -> Match | None:
+def _softplus_or_log1p(chain: Chain, node: cst.Call) -> Match | None:
     """``log(1 + exp(x))`` / ``log1p(exp(x))``: ``F.softplus``; ``log(1 + x)``: ``torch.log1p``."""
-    argument = _applied(scope, node, "log")
-    inner = one_plus(argument) if argument is not None else None
+    argument = _applied(chain, node, "log")
+    inner = one_plus(chain.value(argument)) if argument is not None else None
     if inner is None:
-        inner = _applied(scope, node, "log1p")
+        inner = _applied(chain, node, "log1p")
         if inner is None:
             return None
-        return SOFTPLUS if _applied(scope, inner, "exp") is not None else None
-    return SOFTPLUS if _applied(scope, inner, "exp") is not None else ("`log(1 + x)`", "torch.log1p")
+        return SOFTPLUS if _applied(chain, inner, "exp") is not None else None
+    return SOFTPLUS if _applied(chain, inner, "exp") is not None else ("`log(1 + x)`", "torch.log1p")
 
 
 def _over_six(expr: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -328,12 +407,12 @@ def _over_six(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def _clamped_shift(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+def _clamped_shift(chain: Chain, expr: cst.BaseExpression) -> cst.BaseExpression | None:
     """``x`` of ``relu6(x + 3)``, ``hardtanh(x + 3, 0, 6)``, ``clamp(x + 3, 0, 6)`` or ``(x +
     3).clamp(min=0, max=6)`` (``3 + x`` too)."""
-    shifted = _applied(scope, expr, "relu6")
+    shifted = _applied(chain, expr, "relu6")
     if shifted is None:
-        shifted = _clamped_to_six(scope, expr)
+        shifted = _clamped_to_six(chain, expr)
     if not (isinstance(shifted, cst.BinaryOperation) and isinstance(shifted.operator, cst.Add)):
         return None
     if _is_value(shifted.right, 3):
@@ -341,12 +420,13 @@ def _clamped_shift(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression
     return shifted.right if _is_value(shifted.left, 3) else None
 
 
-def _clamped_to_six(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+def _clamped_to_six(chain: Chain, expr: cst.BaseExpression) -> cst.BaseExpression | None:
     """``v`` of ``v.clamp(0, 6)``, ``torch.clamp(v, 0, 6)`` or ``F.hardtanh(v, 0, 6)`` (bounds
     positional or by keyword)."""
     if not isinstance(expr, cst.Call) or any(arg.star for arg in expr.args):
         return None
     args = list(expr.args)
+    scope = chain.scope
     if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("clamp", "clip") \
             and scope.torch_name(expr.func) is None:
         value = expr.func.value
@@ -367,14 +447,16 @@ def _is_value(expr: cst.BaseExpression, value: int) -> bool:
     return isinstance(expr, (cst.Integer, cst.Float)) and expr.evaluated_value == value
 
 
-def _applied(scope: Scope, expr: cst.BaseExpression, op: str) -> cst.BaseExpression | None:
-    """``x`` of ``torch.<op>(x)`` (or another spelling of the function) or ``x.<op>()``."""
+def _applied(chain: Chain, expr: cst.BaseExpression, op: str) -> cst.BaseExpression | None:
+    """``x`` of ``torch.<op>(x)`` (or another spelling of the function) or ``x.<op>()``, also
+    through a name the chain was fed (``g = torch.sigmoid(x)``, then ``x * g``)."""
+    expr = chain.value(expr)
     if not isinstance(expr, cst.Call):
         return None
     if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == op and not expr.args:
         return expr.func.value
     if len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
-        if scope.torch_name(expr.func) in _FUNCTIONS[op]:
+        if chain.scope.torch_name(expr.func) in _FUNCTIONS[op]:
             return expr.args[0].value
     return None
 
