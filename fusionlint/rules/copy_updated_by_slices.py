@@ -82,8 +82,10 @@ class CopyUpdatedBySlices(Rule):
         (fusionrt 9 -> 2 kernels, eager 11 -> 7, for four pieces written from `x`);
         a copy or a buffer filled with one value (`torch.zeros`, `ones_like`, `new_full`, ...),
         then only writes `y[m] = v` or `y[m] op= v`, `m` surely boolean (a comparison, `~`,
-        `&`, `|` of one, `isnan`, `.bool()`, or a name bound to one), `v` a number or an
-        element-wise expression reading tensors only through `[m]`;
+        `&`, `|` of one, `isnan`, `.bool()`, or a name bound to one), `v` a number, an
+        element-wise expression reading tensors only through `[m]`, or a module's tensor that
+        every selected row takes (`x.clone()` then `[mask == 1] = self.mask_encoding`, one
+        `torch.where(m[..., None], self.mask_encoding, x)`: fusionrt 4 -> 1 kernels, eager 6 -> 5);
         a fresh buffer (`torch.zeros`, `torch.empty`, `new_zeros`, ...), then at least two
         writes of basic slices from tensors not reading it, differing at one index position
         only, full (`:`, `...`) elsewhere, and tiling that dimension: `:n` and `n:`, or every
@@ -517,9 +519,16 @@ def _is_mask(scope: Scope, ref: StatementRef, expr: cst.BaseExpression, depth: i
 
 
 def _masked_value(scope: Scope, value: cst.BaseExpression, mask: str, name: str) -> bool:
-    """A number, or an expression reading tensors only through ``[mask]``, at least once: its
-    value at every element is that expression without the indexing, as ``torch.where`` takes it."""
-    return _number(value) or bool(_masked_reads(scope, value, mask, name))
+    """A number, a module's tensor (``self.mask_token``: a learned vector every selected row
+    takes, which ``torch.where(m[..., None], self.mask_token, x)`` broadcasts), or an expression
+    reading tensors only through ``[mask]``, at least once: its value at every element is that
+    expression without the indexing, as ``torch.where`` takes it."""
+    return _number(value) or _module_tensor(scope, value) or bool(_masked_reads(scope, value, mask, name))
+
+
+def _module_tensor(scope: Scope, value: cst.BaseExpression) -> bool:
+    return scope.class_name is not None and isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) \
+        and value.value.value == "self" and value.attr.value in scope.facts.tensor_attrs(scope.class_name)
 
 
 def _masked_reads(scope: Scope, node: cst.CSTNode, mask: str, name: str) -> int | None:

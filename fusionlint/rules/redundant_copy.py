@@ -1951,16 +1951,17 @@ def _hands_back_new(scope: Scope, call: cst.Call, arg: cst.Arg) -> bool:
     to make its output."""
     called = _called(scope, call, arg)
     position = called[1] if called is not None else None
-    if not isinstance(position, int):
-        return False
     found = scope.facts.callee(scope.class_name, cst_view, call.func)
-    if found is not None:
-        return not may_return_argument(scope.facts, *found, position)
-    other = _imported_callee(scope, call.func)
-    if other is not None:
-        return not may_return_argument(*other, position)
-    members = _module_members(scope, call.func)
-    return bool(members) and not any(  # `nn.Identity()` anywhere in it: a list may hold one
+    callee = (scope.facts, *found) if found is not None else _imported_callee(scope, call.func)
+    if callee is not None:
+        return isinstance(position, int) and not may_return_argument(*callee, position)  # type: ignore[arg-type]
+    return _layers_made(scope, _module_members(scope, call.func))
+
+
+def _layers_made(scope: Scope, members: list[str]) -> bool:
+    """Do the class's ``members`` hold modules that make their output: not an ``nn.Identity``, a
+    dropout or a flatten anywhere in their values (a list may hold one)?"""
+    return bool(members) and not any(
         isinstance(node, ast.Call) and (dotted_path(ast_view, node.func) or "").rpartition(".")[2].endswith(_MAY_HAND_BACK)
         for member in members for assign in scope.facts.member_values(scope.class_name, member)  # type: ignore[arg-type]
         for node in ast.walk(assign.value))

@@ -194,6 +194,37 @@ def read_between(x: torch.Tensor) -> torch.Tensor:
 """
 
 
+MASK_TOKEN = """\
+import torch
+from torch import nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.mask_encoding = nn.Parameter(torch.zeros(d))
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, mask=None) -> torch.Tensor:
+        if mask is None:
+            mask_x = x
+        else:
+            mask_x = x.clone()
+            mask_x[mask == 1] = self.mask_encoding
+        return self.proj(mask_x)
+
+    def other(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        mask_x = x.clone()
+        mask_x[mask == 1] = self.scale(x)
+        return mask_x
+"""
+
+
+def test_a_copy_whose_masked_rows_take_a_module_vector():
+    """`torch.where(m[..., None], self.mask_encoding, x)`; not a value computed whole."""
+    assert _lines(MASK_TOKEN) == [15]
+
+
 def test_copies_set_slice_by_slice_from_other_values():
     """Pieces along one dimension from values that do not read the copy (a box format's
     conversion), and in-place element-wise ops on slices (clipping boxes); not: pieces that read
