@@ -21,8 +21,18 @@ _RANDOM = frozenset(
     uniform_ normal_ exponential_ geometric_ log_normal_ cauchy_ random_""".split()
 )
 _METADATA = frozenset({"shape", "dtype", "device", "ndim", "T", "mT", "H", "mH", "real", "imag"})
-# The first letters of the compute ops that are also Python builtins (``sum``, ``max``, ``min``,
-# ``all``, ``any``): called bare, they are Python's.
+_PRODUCTS = frozenset({"@", "matmul", "mm", "bmm"})
+_PRODUCT_TEXT = re.compile(r"@|\b(?:matmul|mm|bmm)\s*\(")
+_TRANSPOSE_SUFFIX = re.compile(r"\.(?:T|mT|t\(\)|t|transpose(?:\([^()]*\))?)$")
+_MESSAGE = (
+    "`{}` computed again from the same values: keep the first result in a variable and read it here (a kernel "
+    "fewer in eager, and under a fusing backend where the two are not read in one kernel)"
+)
+_TRANSPOSED_MESSAGE = (
+    "`{}` is the transpose of a product computed above from the same values: take `.mT` of that result "
+    "instead of multiplying again (a matmul kernel and its write fewer, in eager and under a fusing backend)"
+)
+# The compute ops that are also Python builtins: called bare, they are Python's.
 _BUILTIN_STARTS = frozenset({"sum", "max", "min", "all", "any"})
 # Builtins that read a value and change nothing.
 _HOST_BUILTINS = frozenset({"len", "range", "print", "isinstance", "int", "float", "bool", "min", "max", "abs", "tuple", "list", "zip", "enumerate", "str"})
@@ -39,7 +49,7 @@ class ComputedTwice(Rule):
         torch.amax(x, dim=(-2, -1))`, a softmax of `x @ w` taken again for the argmax, `fp =
         (preds != target).sum()` and `fn = (preds != target).sum()`) runs the kernel twice and
         writes its result twice. Kept in a variable, the first result serves both: eager saves
-        one kernel per repeat (the examples: 6 -> 5, 9 -> 7 and 9 -> 7 kernels). A fusing
+        one kernel per repeat (the examples: 6 -> 5, 9 -> 7, 9 -> 7 and 4 -> 3 kernels). A fusing
         backend saves as much where the repeat is read by later work than the first (fusionrt:
         the repeated `amax` 2 -> 1 kernels and 3 -> 1 writes, the repeated softmax of a product
         5 -> 3 kernels, the repeated count 3 -> 2 writes), but two reductions of one input read
@@ -53,8 +63,13 @@ class ComputedTwice(Rule):
         place in between (an attribute it reads, `self.w`, `p.grad`: also no call of unknown
         code in between, which may change it), neither is inside a lambda, a comprehension, a
         conditional expression, `and`/`or`, a one-line `if` body, an `assert` or a `raise` (it
-        may not run, or run on other values), and it draws no random numbers. Of a repeated
-        expression holding repeated calls, the outermost is reported. Not flagged: repeats in
+        may not run, or run on other values), and it draws no random numbers; and, under the
+        same conditions, a product that is the transpose of one computed before it
+        (`cossim_t = feats2 @ feats1.t()` after `cossim = feats1 @ feats2.t()`, as kornia's
+        mutual matcher and CLAP's logits do; `B @ A.mT` after `A @ B.mT`, with `.T`, `.t()`,
+        `.transpose(-2, -1)`, `matmul`, `mm`, `bmm`): `cossim.t()` is a view of the first
+        result (fusionrt and eager: 4 -> 3 kernels). Of a repeated expression holding repeated
+        calls, the outermost is reported. Not flagged: repeats in
         the two arms of an `if` (only one runs) or in a loop's body and after it, repeats of
         element-wise work alone (a fusing backend recomputes it inside the kernel that reads
         it), module calls (`self.norm(x)`: a module may hold state or dropout).
@@ -140,6 +155,29 @@ def mix(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return x * w
 """,
         ),
+        Example(  # the transpose of a product computed above: a mutual nearest-neighbour match
+            bad="""\
+import torch
+
+
+def mutual_match(feats1: torch.Tensor, feats2: torch.Tensor):
+    cossim = feats1 @ feats2.t()
+    cossim_t = feats2 @ feats1.t()
+    return cossim.amax(dim=1), cossim_t.amax(dim=1)
+""",
+            at=((6, 16),),
+            fixed=None,
+            call="mutual_match(randn(256, 64), randn(300, 64))",
+            good="""\
+import torch
+
+
+def mutual_match(feats1: torch.Tensor, feats2: torch.Tensor):
+    cossim = feats1 @ feats2.t()
+    cossim_t = cossim.t()
+    return cossim.amax(dim=1), cossim_t.amax(dim=1)
+""",
+        ),
     )
     valid = (
         # the operand changes in between; the repeats are in two arms of an if; a random op
@@ -197,10 +235,13 @@ def f(xs: list, x: torch.Tensor, norm, flag: bool):
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         for match in compute_call_text(ops).finditer(text):
-            if match.group(0)[:3] in _BUILTIN_STARTS and not text[: match.start()].rstrip().endswith("."):
+            name = match.group(0).rstrip("( \t")
+            if name in _BUILTIN_STARTS and not text[: match.start()].rstrip().endswith("."):
                 continue  # Python's sum/max/min/all/any, not a torch op
             call = _call_text(text, match)
             if call is not None and (_count(text, call) > 1 or any(_count(block[i], call) for i in range(index))):
+                return True
+            if name in _PRODUCTS and _transposed_partner_text(block, index, text, match):
                 return True
         return False
 
@@ -210,34 +251,74 @@ def f(xs: list, x: torch.Tensor, norm, flag: bool):
         groups: dict[tuple[str, int], list[Site]] = {}
         for key, sites in scope.sites.items():
             if key == "@" or scope.ops.op_class(key) == COMPUTE:
+                group = "@" if key in _PRODUCTS else key
                 for site in sites:
                     if not site.conditional:
-                        groups.setdefault((key, id(site.statement.block)), []).append(site)
-        found: list[cst.CSTNode] = []
+                        groups.setdefault((group, id(site.statement.block)), []).append(site)
+        found: list[tuple[cst.CSTNode, bool]] = []  # (the repeat, whether it is the first's transpose)
         for sites in groups.values():
             if len(sites) < 2:
                 continue
             seen: dict[str, Site] = {}
+            products: dict[tuple[str, str], Site] = {}  # (A, B) of each ``A @ B.mT`` seen
             for site in sorted(sites, key=lambda s: s.statement.index):  # stable: in order within a statement
                 op = scope.op(site.node)
                 if op is None or op[1] != COMPUTE or _checking(site) or _in_one_line_suite(site) or _random(site.node):
                     continue
                 code = code_of(site.node)  # type: ignore[arg-type]
                 first = seen.setdefault(code, site)
-                if first is not site and _unchanged(scope, site.node, first, site):
-                    found.append(site.node)
+                if first is not site:
+                    if _unchanged(scope, site.node, first, site):
+                        found.append((site.node, False))
+                    continue
+                pair = _transposed_product(scope, site.node)
+                if pair is None:
+                    continue
+                first = products.get(pair[::-1])
+                if first is not None and pair[0] != pair[1] and _unchanged(scope, site.node, first, site):
+                    found.append((site.node, True))
+                products.setdefault(pair, site)
         inner: set[int] = set()
-        for node in found:
+        for node, _ in found:
             inner.update(id(child) for child in _descendants(node))
-        for node in found:
+        for node, transposed in found:
             if id(node) not in inner:
                 code = code_of(node)  # type: ignore[arg-type]
                 quoted = code if len(code) <= 60 and "\n" not in code else code[:57].split("\n")[0] + "..."
-                yield Violation(
-                    node,
-                    message=f"`{quoted}` computed again from the same values: keep the first result in a variable "
-                    "and read it here (a kernel fewer in eager, and under a fusing backend where the two are not read in one kernel)",
-                )
+                yield Violation(node, message=(_TRANSPOSED_MESSAGE if transposed else _MESSAGE).format(quoted))
+
+
+def _transposed_product(scope: Scope, node: cst.CSTNode) -> tuple[str, str] | None:
+    """(A, B) as code of ``A @ B.mT`` (``B.T``, ``B.t()``, ``B.transpose(-2, -1)``; ``matmul``, ``mm``,
+    ``bmm`` as functions or methods), whose transpose is ``B @ A.mT``; None for another product."""
+    if isinstance(node, cst.BinaryOperation):
+        left, right = node.left, node.right
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+            and all(arg.keyword is None and not arg.star for arg in node.args):
+        if scope.torch_name(node.func) is not None and len(node.args) == 2:
+            left, right = node.args[0].value, node.args[1].value
+        elif scope.torch_name(node.func) is None and len(node.args) == 1:
+            left, right = node.func.value, node.args[0].value
+        else:
+            return None
+    else:
+        return None
+    untransposed = _untransposed(right)
+    return (code_of(left), code_of(untransposed)) if untransposed is not None else None
+
+
+def _untransposed(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``B`` of ``B.T``, ``B.mT``, ``B.t()``, ``B.transpose(-2, -1)`` (or ``(-1, -2)``)."""
+    if isinstance(expr, cst.Attribute) and expr.attr.value in ("T", "mT"):
+        return expr.value
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        return None
+    method, args = expr.func.attr.value, expr.args
+    if method == "t" and not args:
+        return expr.func.value
+    if method == "transpose" and len(args) == 2 and sorted(code_of(arg.value) for arg in args) == ["-1", "-2"]:
+        return expr.func.value
+    return None
 
 
 def _call_text(text: str, match: re.Match[str]) -> str | None:
@@ -257,6 +338,50 @@ def _call_text(text: str, match: re.Match[str]) -> str | None:
             if depth == 0:
                 return text[match.start(): i + 1]
     return None
+
+
+def _transposed_partner_text(block: Sequence[str], index: int, text: str, match: re.Match[str]) -> bool:
+    """Can a statement up to this one hold the transposed product (``B @ A.T`` for ``A @ B.T``): another
+    product, in a statement holding the words next to this product (its right operand's without
+    the transpose)?"""
+    if match.group(0) == "@":
+        before = re.search(r"[\w.]*\s*$", text[: match.start()])
+        after = re.match(r"\s*[\w.]*", text[match.end():])
+        words = [before.group(0).strip() if before else "", after.group(0).strip() if after else ""]
+    else:
+        call = _call_text(text, match)
+        if call is None:
+            return False
+        args = _top_level_args(call[call.index("(") + 1: -1])
+        if len(args) == 2:
+            words = args
+        elif len(args) == 1:
+            before = re.search(r"[\w.]*$", text[: match.start()].rstrip().rstrip("."))
+            words = [before.group(0) if before else "", args[0]]
+        else:
+            return False
+    words[1] = _TRANSPOSE_SUFFIX.sub("", words[1])
+    for i in range(index + 1):
+        other = block[i]
+        markers = len(_PRODUCT_TEXT.findall(other))
+        if markers > (1 if i == index else 0) and all(word in other for word in words):
+            return True
+    return False
+
+
+def _top_level_args(text: str) -> list[str]:
+    """The arguments of a call's text, split at commas outside brackets, stripped."""
+    args, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            args.append(text[start:i].strip())
+            start = i + 1
+    last = text[start:].strip()
+    return args + [last] if last else args
 
 
 def _count(text: str, call: str) -> int:

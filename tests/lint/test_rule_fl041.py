@@ -123,3 +123,48 @@ def f(x: torch.Tensor, layers: list):
     return before, after
 """
     assert findings(source) == []
+
+
+def test_a_product_transposed_is_flagged_in_every_spelling():
+    source = """\
+import torch
+
+
+def logits(text: torch.Tensor, audio: torch.Tensor, st, sa):
+    per_text = torch.matmul(text, audio.t()) * st
+    per_audio = torch.matmul(audio, text.t()) * sa
+    return per_text, per_audio
+
+
+def phasor(p: torch.Tensor):
+    real_imag = torch.matmul(p[..., 0], p[..., 1].transpose(-2, -1))
+    imag_real = torch.matmul(p[..., 1], p[..., 0].transpose(-2, -1))
+    return real_imag, imag_real
+
+
+def methods(x: torch.Tensor, y: torch.Tensor):
+    a = x.matmul(y.mT)
+    b = y @ x.mT
+    return a, b
+"""
+    found = findings(source)
+    assert [line for line, _ in found] == [6, 12, 18]
+    assert all("is the transpose of a product computed above" in message for _, message in found)
+
+
+def test_a_gram_matrix_and_a_transposed_product_of_changed_values_stay_silent():
+    source = """\
+import torch
+
+
+def f(x: torch.Tensor, y: torch.Tensor):
+    g = x @ x.T
+    h = x @ x.t()
+    b = x @ y.T
+    y = y * 2
+    c = y @ x.T
+    s = torch.matmul(x, y.transpose(0, 1))
+    t = torch.matmul(y, x.transpose(0, 1))
+    return g, h, b, c, s, t
+"""
+    assert findings(source) == []

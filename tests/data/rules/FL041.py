@@ -28,6 +28,15 @@ def mix(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     w = a.exp().sum() / (a.exp().sum() + b.exp().sum())
     return x * w
 
+# --- example 4
+import torch
+
+
+def mutual_match(feats1: torch.Tensor, feats2: torch.Tensor):
+    cossim = feats1 @ feats2.t()
+    cossim_t = feats2 @ feats1.t()
+    return cossim.amax(dim=1), cossim_t.amax(dim=1)
+
 # --- look-alike 1
 import torch
 
