@@ -1,5 +1,6 @@
 """FL015: a constant tensor made from ``torch.ones``/``torch.zeros`` by arithmetic
-(``torch.ones(n, 1) * pad``, ``-torch.ones(n, n)``, ``torch.zeros(n) + c``): ``torch.full`` makes it;
+(``torch.ones(n, 1) * pad``, ``-torch.ones(n, n)``, ``torch.zeros(n) + c``, ``c * x.new_ones(n)``,
+``torch.ones_like(x) * c``) or by ``fill_``: ``torch.full`` (``full_like``, ``new_full``) makes it;
 ones only summed cumulatively (``grid = torch.ones(h, w)``, ``grid.cumsum(0)``): ``torch.arange``."""
 from __future__ import annotations
 
@@ -14,11 +15,18 @@ from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, fused_call, replace_nodes
 
-_FACTORY_TEXT = re.compile(r"\b(?:ones|zeros)\s*\(")
+_FACTORY_TEXT = re.compile(r"\b(?:ones|zeros|ones_like|zeros_like|new_ones|new_zeros)\s*\(")
 # Functions that build a model's parameters once: a constant made there costs nothing per step.
 _RUNS_ONCE = re.compile(r"^(?:__init__|_?reset_parameters|_?init\w*|_?reset\w*)$")
 # The factory and the operator that turns what it makes into a constant: ``ones * c``, ``zeros + c``.
 _FILLS = {"torch.ones": cst.Multiply, "torch.zeros": cst.Add}
+# The factories whose size and dtype follow a tensor (``torch.ones_like(x)``, ``x.new_ones(n)``), by
+# the operator that fills them and the op that makes the constant at once (reported without a fix).
+_LIKE_FILLS = {
+    "torch.ones_like": (cst.Multiply, "torch.full_like"), "torch.zeros_like": (cst.Add, "torch.full_like"),
+    "new_ones": (cst.Multiply, "new_full"), "new_zeros": (cst.Add, "new_full"),
+}
+_FRESH_FILLED = frozenset({"torch.ones", "torch.zeros", "torch.ones_like", "torch.zeros_like", "new_ones", "new_zeros"})
 
 
 class FillByHand(Rule):
@@ -43,9 +51,16 @@ class FillByHand(Rule):
         Flagged: `torch.ones(...) * c` (either order), `-torch.ones(...)` and `torch.zeros(...) +
         c` (either order), `c` not known to be a tensor; a name a function's body assigns
         `torch.ones(...)` and reads only as `.cumsum(...)` (or `torch.cumsum(name, ...)`), at
-        the `torch.ones` (no fix: the arange needs the sizes per dim). Not flagged: `ones_like`/`zeros_like`
-        (their dtype follows a tensor the rule cannot see), a factor that is a tensor, code that
-        builds a model's parameters once (`__init__`, `reset_parameters`, `init_*`).
+        the `torch.ones` (no fix: the arange needs the sizes per dim). Without a fix: the same
+        with a factory whose size and dtype follow a tensor (`10.0 * x.new_ones(n, 1)` ->
+        `x.new_full((n, 1), 10.0)`, SAM 2's object score; `torch.ones_like(g) * c` ->
+        `torch.full_like(g, c)`; fusionrt 1 -> 0 kernels, eager 2 -> 1), and a fresh `ones`/`zeros`
+        filled in place (`x.new_zeros(n).fill_(bos)` -> `x.new_full((n,), bos)`), the value a
+        number as far as the code shows (not a call's result or an element, which may be 0-d
+        tensors); the rule cannot see the tensor's dtype, so the message says to pass `dtype=`
+        where the value's type would change the result's (`ones_like(int_x) * 0.5` is float).
+        Not flagged: a factor that is a tensor, code that builds a model's parameters once
+        (`__init__`, `reset_parameters`, `init_*`).
     """
     use_instead = "`torch.full(size, value, dtype=..., device=...)`; for cumulative sums of ones, `torch.arange(1, n + 1)` broadcast."
     pays_in = (EAGER,)
@@ -124,15 +139,36 @@ def position_encoding(gaussian: torch.Tensor, h: int, w: int) -> torch.Tensor:
 """,
             call="position_encoding(randn(2, 64), 32, 32)",
         ),
+        Example(  # a factory that follows a tensor: reported without a fix
+            bad="""\
+import torch
+
+
+def object_scores(iou_pred: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    scores = 10.0 * iou_pred.new_ones(iou_pred.shape[0], 1)
+    return torch.cat([scores, logits], dim=1)
+""",
+            at=((5, 14),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def object_scores(iou_pred: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    scores = iou_pred.new_full((iou_pred.shape[0], 1), 10.0)
+    return torch.cat([scores, logits], dim=1)
+""",
+            call="object_scores(randn(4096, 4), randn(4096, 4))",
+        ),
     )
     valid = (
-        # a dtype that follows a tensor; a tensor factor; ones used as they are
+        # a tensor factor; ones used as they are
         """\
 import torch
 
 
 def f(x: torch.Tensor, w: torch.Tensor):
-    a = torch.ones_like(x) * 2
+    a = torch.ones_like(x) * w
     b = torch.ones(4, 4) * w
     c = torch.ones(4, 4) + 1
     return a, b, c
@@ -158,7 +194,8 @@ class LayerScale(nn.Module):
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         return _FACTORY_TEXT.search(text) is not None and (
-            any(op in text for op in "*+-") or any("cumsum(" in block[i] for i in range(index + 1, len(block))))
+            any(op in text for op in "*+-") or "fill_(" in text
+            or any("cumsum(" in block[i] for i in range(index + 1, len(block))))
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if isinstance(scope.node, cst.FunctionDef) and _RUNS_ONCE.match(scope.node.name.value):
@@ -176,6 +213,10 @@ class LayerScale(nn.Module):
                         full = full.with_changes(lpar=node.lpar, rpar=node.rpar)
                         fix = (StatementEdit(ref.node, (replace_nodes(ref.node, {node: full}),)),)
                 yield Violation(node, fix=fix)
+            for node, op in found.likes:
+                yield Violation(node, message=(
+                    f"a constant tensor made by filling a fresh `ones`/`zeros` by hand: `{op}` makes it in one kernel "
+                    "(with `dtype=` where the fill value's type would change the result's)"))
             summed = _ones_summed(scope, ref) if cumsums else None
             if summed is not None:
                 name, ones = summed
@@ -237,6 +278,7 @@ class _Fills(Walker):
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
         self.fills: list[tuple[cst.BaseExpression, cst.Call, cst.BaseExpression]] = []
+        self.likes: list[tuple[cst.BaseExpression, str]] = []  # (node, the op that makes it): no fix
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> bool:
         if isinstance(node.operator, cst.Minus) and _factory(self.scope, node.expression) == "torch.ones":
@@ -251,6 +293,20 @@ class _Fills(Walker):
             if name is not None and isinstance(node.operator, _FILLS[name]) and _scalar(self.scope, value):
                 self.fills.append((node, factory, value))  # type: ignore[arg-type]
                 return False
+            like = _like_factory(self.scope, factory)
+            if like is not None and isinstance(node.operator, _LIKE_FILLS[like][0]) and _number(self.scope, value):
+                self.likes.append((node, _LIKE_FILLS[like][1]))
+                return False
+        return True
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        """``torch.zeros(n).fill_(c)``, ``x.new_zeros(n).fill_(c)``: the factory's write is wasted."""
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "fill_" and len(node.args) == 1:
+            made = _factory(self.scope, func.value) or _like_factory(self.scope, func.value)
+            if made in _FRESH_FILLED and _number(self.scope, node.args[0].value):
+                self.likes.append((node, "new_full" if made.startswith("new_") else "torch.full"))  # type: ignore[union-attr]
+                return False
         return True
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
@@ -263,6 +319,25 @@ def _factory(scope: Scope, expr: cst.BaseExpression) -> str | None:
         return None
     name = scope.torch_name(expr.func)
     return name if name in _FILLS else None
+
+
+def _like_factory(scope: Scope, expr: cst.BaseExpression) -> str | None:
+    """``torch.ones_like``/``torch.zeros_like`` or the method ``new_ones``/``new_zeros`` of a tensor."""
+    if not isinstance(expr, cst.Call) or expr.lpar:
+        return None
+    func = expr.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ("new_ones", "new_zeros") and scope.is_tensor(func.value):
+        return func.attr.value
+    name = scope.torch_name(func)
+    return name if name in ("torch.ones_like", "torch.zeros_like") else None
+
+
+def _number(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """A fill value that is a number, as far as the code shows: not a tensor, a call's result or an
+    element (``self.sigma(t)``, ``scale[i]`` may be 0-d tensors: the fill would read them on the host)."""
+    if isinstance(expr, cst.UnaryOperation):
+        expr = expr.expression
+    return not isinstance(expr, (cst.Call, cst.Subscript)) and _scalar(scope, expr)
 
 
 def _scalar(scope: Scope, expr: cst.BaseExpression) -> bool:

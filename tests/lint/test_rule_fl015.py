@@ -74,3 +74,42 @@ def f(n: int):
 @pytest.mark.parametrize("name", sorted(SILENT))
 def test_silent(name):
     assert positions(SILENT[name]) == []
+
+
+LIKE = """\
+import torch
+
+
+def f(x: torch.Tensor, iou_pred: torch.Tensor, gain: torch.Tensor, enc: torch.Tensor, scale: float):
+    a = 10.0 * iou_pred.new_ones(iou_pred.shape[0], 1)
+    b = torch.ones_like(x) * scale
+    c = torch.min(gain, 5.0 * torch.ones_like(gain))
+    d = enc.new_zeros(4).fill_(3).long()
+    e = torch.zeros(4, 4).fill_(2.0)
+    g = torch.zeros_like(x) + 1
+    return a, b, c, d, e, g
+"""
+
+
+def test_constants_like_a_tensor_and_filled_factories_are_reported_without_a_fix():
+    assert positions(LIKE) == [(5, 9), (6, 9), (7, 25), (8, 9), (9, 9), (10, 9)]
+    assert fixed(LIKE) in (None, LIKE)
+
+
+LIKE_SILENT = """\
+import torch
+
+
+def f(x: torch.Tensor, sigma, scale: torch.Tensor, values: list):
+    a = sigma(x) * x.new_ones([x.shape[0]])  # a call's result may be a 0-d tensor: a broadcast, not a fill
+    b = torch.ones_like(x) * x
+    c = torch.ones_like(x) * scale
+    d = torch.zeros_like(x) * 2
+    e = x.new_zeros(4).fill_(values[0])
+    f = torch.empty(4).fill_(1.0)  # one write already
+    return a, b, c, d, e, f
+"""
+
+
+def test_a_fill_by_a_tensor_or_a_call_is_silent():
+    assert positions(LIKE_SILENT) == []

@@ -27,12 +27,20 @@ def position_encoding(gaussian: torch.Tensor, h: int, w: int) -> torch.Tensor:
     coords = torch.stack([x_embed / w, y_embed / h], dim=-1)
     return coords @ gaussian
 
+# --- example 4
+import torch
+
+
+def object_scores(iou_pred: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    scores = 10.0 * iou_pred.new_ones(iou_pred.shape[0], 1)
+    return torch.cat([scores, logits], dim=1)
+
 # --- look-alike 1
 import torch
 
 
 def f(x: torch.Tensor, w: torch.Tensor):
-    a = torch.ones_like(x) * 2
+    a = torch.ones_like(x) * w
     b = torch.ones(4, 4) * w
     c = torch.ones(4, 4) + 1
     return a, b, c
