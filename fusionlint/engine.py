@@ -32,6 +32,7 @@ from typing import Callable, Collection, Iterable, Iterator, TypeVar
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from fusionlint.analysis import project
+from fusionlint.analysis.nodes import remembered_children
 from fusionlint.model import Finding, FixMode, FixSafety, LineEdit, LintOptions, LintResult, internal_error
 from fusionlint.ops import OpTables, op_tables
 from fusionlint.rule import Rule, StatementEdit
@@ -227,7 +228,8 @@ def _check(
                 raise
             return [], [f"{path}: libcst cannot parse this file, it was not checked: {_describe(exc)}"]
     try:
-        return _run_rules(module, masked, lines, path, rules, codes, tables, facts)
+        with remembered_children():
+            return _run_rules(module, masked, lines, path, rules, codes, tables, facts)
     finally:
         project.record(facts)  # the files of the package whose facts the rules consulted
 

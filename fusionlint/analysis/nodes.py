@@ -1,8 +1,9 @@
 """Small helpers over libcst nodes: names, children, a read-only walker, reads and stores."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
@@ -33,12 +34,19 @@ _SKIPPED_FIELDS = frozenset(
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
     """The child nodes that hold code (no whitespace, punctuation, attribute or keyword names).
 
     libcst's own traversal rebuilds every node it passes, several times slower than reading
-    the dataclass fields; the rules only read, so this is all they need.
+    the dataclass fields; the rules only read, so this is all they need. Within
+    ``remembered_children`` each node's are computed once: the collector and the operation
+    index walk the same trees.
     """
+    memo = _REMEMBERED
+    if memo is not None:
+        hit = memo.get(id(node))
+        if hit is not None:
+            return hit[1]
     fields = _CHILD_FIELDS.get(type(node))
     if fields is None:
         fields = _CHILD_FIELDS[type(node)] = tuple(
@@ -51,7 +59,26 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
             found += [v for v in value if type(v) in _NODES]
         elif type(value) in _NODES:
             found.append(value)
+    found = tuple(found)
+    if memo is not None:
+        memo[id(node)] = (node, found)  # the node held, so that its id is not reused meanwhile
     return found
+
+
+_REMEMBERED: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] | None = None
+
+
+@contextlib.contextmanager
+def remembered_children() -> Iterator[None]:
+    """``children`` answers from memory meanwhile (one file's analysis: its nodes stay alive)."""
+    global _REMEMBERED
+    outer = _REMEMBERED
+    if outer is None:
+        _REMEMBERED = {}
+    try:
+        yield
+    finally:
+        _REMEMBERED = outer
 
 
 def node_types(*classes: type) -> frozenset[type]:
