@@ -23,14 +23,15 @@ from fusionlint.rule import Example, Rule, Violation
 # Every pattern calls one of these, as a function or a method (top-level alternatives, each
 # with a literal prefix: the engine's search of a file is one fast scan per alternative).
 _CALL_TEXT = re.compile(
-    r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|log\s*\(|exp\s*\(|relu6\s*\(|clamp\(.*6|clip\(.*6"
+    r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|erfinv\s*\(|log\s*\(|exp\s*\(|relu6\s*\(|clamp\(.*6|clip\(.*6"
     r"|1(?:\.0*)?\s*/\s*[\w.\[\]()]*sqrt\s*\("
 )
-_SMOOTH_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|log\s*\(|exp\s*\(|sqrt\s*\(")
+_SMOOTH_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|erfinv\s*\(|log\s*\(|exp\s*\(|sqrt\s*\(")
 # ``name = ...``: a link a later statement's formula may read through the name (analysis.chains)
 _BINDS_NAME = re.compile(r"\s*(\w+)\s*=[^=]")
 # The divisor or factor that makes ``x / sqrt(2)``: ``math.sqrt(2.0)``, ``1.4142...``, ``0.7071...``.
-_SQRT_TWO = re.compile(r"^(?:(?:math\.|torch\.|np\.)?sqrt\(\s*2(?:\.0*)?\s*\)|1\.4142\d*)$")
+_SQRT_TWO = re.compile(r"^(?:(?:math\.|torch\.|np\.)?sqrt\(\s*2(?:\.0*)?\s*\)|1\.4142\d*|2(?:\.0*)?\s*\*\*\s*0?\.5)$")
+_SQRT_TWO_NAME = re.compile(r"^(?:self\.)?_*(?:SQRT_?2|sqrt_?2|SQRT_?TWO|sqrt_?two)$")  # a constant named so
 _INVERSE_SQRT_TWO = re.compile(r"^0\.7071\d*$")
 _GELU_TANH_CONSTANT = "0.044715"
 Match = tuple[str, str]  # what the formula computes, the op that computes it
@@ -45,9 +46,12 @@ _FUNCTIONS = {  # the torch functions a pattern may call, by the op they compute
     "softplus": ("torch.nn.functional.softplus",),
     "relu6": ("torch.nn.functional.relu6",),
     "sqrt": ("torch.sqrt",),
+    "erfinv": ("torch.erfinv", "torch.special.erfinv"),
 }
 # The functions and methods a formula calls, by the name ``Scope.sites`` files their calls under.
-_SITE_NAMES = ("sigmoid", "tanh", "erf", "exp", "log", "log1p", "softplus", "relu6", "clamp", "clip", "hardtanh", "sqrt")
+_SITE_NAMES = (
+    "sigmoid", "tanh", "erf", "exp", "log", "log1p", "softplus", "relu6", "clamp", "clip", "hardtanh", "sqrt", "erfinv",
+)
 _CLAMPS = ("torch.clamp", "torch.clip", "torch.nn.functional.hardtanh")
 
 
@@ -80,7 +84,12 @@ class ElementwiseByHand(Rule):
         where `h` is `relu6(x + 3)`, `hardtanh(x + 3, 0, 6)` or `(x + 3).clamp(0, 6)`, and
         `x` times it (`x * h / 6` too); `1 / (1 + exp(-x))`; `log(1 + exp(x))` and
         `log1p(exp(x))`; `log(1 + x)`, `log(x + 1)`; `exp(x) - 1`; `1 / sqrt(x)` (`torch.rsqrt`:
-        eager 4 -> 2 kernels with the input's `abs`); `1.0` for `1` everywhere. Each formula
+        eager 4 -> 2 kernels with the input's `abs`); `(1 + tanh(y)) / 2` and `0.5 * (1 +
+        tanh(y))` (`torch.sigmoid(2 * y)`: 3 -> 2 kernels; also the tanh approximation of the
+        normal CDF); `erfinv(2 * p - 1) * sqrt(2)` (`torch.special.ndtri(p)`, the normal
+        quantile: eager 5 -> 2 kernels, fusionrt 3 -> 2 measured on a finite scalar
+        quantizer's activation; `sqrt(2)` spelled as a literal, `2 ** 0.5` or a name like
+        `_SQRT2`); `1.0` for `1` everywhere. Each formula
         also split over statements (`gate = torch.sigmoid(x)`, then `x * gate`; `cdf = 0.5 * (1
         + erf(x / sqrt(2)))`, then `x * cdf`): a name bound just before in the same block and
         read once there and never again is read as its value (`analysis.chains`). Not flagged: `x * sigmoid(1.702 * x)` (QuickGELU: no
@@ -91,7 +100,8 @@ class ElementwiseByHand(Rule):
     """
     use_instead = (
         "`F.silu(x)`, `F.gelu(x)`, `F.gelu(x, approximate=\"tanh\")`, `F.mish(x)`, `F.hardsigmoid(x)`, "
-        "`F.hardswish(x)`, `torch.sigmoid(x)`, `F.softplus(x)`, `torch.log1p(x)`, `torch.expm1(x)`, `torch.rsqrt(x)`."
+        "`F.hardswish(x)`, `torch.sigmoid(x)`, `F.softplus(x)`, `torch.log1p(x)`, `torch.expm1(x)`, `torch.rsqrt(x)`, "
+        "`torch.special.ndtri(p)`."
     )
     pays_in = (EAGER,)
     fix_safety = FixSafety.NONE
@@ -282,7 +292,8 @@ class _Formulas(Walker):
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
         chain = self.chain
         return self._match(node, _silu(chain, node) or _mish(chain, node) or _gelu(chain, node) or _hard(chain, node)
-                           or _logistic(chain, node) or _expm1(chain, node) or _reciprocal_root(chain, node))
+                           or _logistic(chain, node) or _expm1(chain, node) or _reciprocal_root(chain, node)
+                           or _tanh_logistic(chain, node) or _ndtri(chain, node))
 
     def visit_Call(self, node: cst.Call) -> bool:
         chain = self.chain
@@ -370,6 +381,37 @@ def _gelu(chain: Chain, node: cst.BinaryOperation) -> Match | None:
         if tanh is not None and _GELU_TANH_CONSTANT in code_of(tanh) and code_of(x) in code_of(tanh):
             return "GELU's tanh approximation", 'F.gelu(..., approximate="tanh")'
     return None
+
+
+def _tanh_logistic(chain: Chain, node: cst.BinaryOperation) -> Match | None:
+    """``(1 + tanh(y)) / 2``, ``(1 + tanh(y)) * 0.5`` (either order): ``sigmoid(2 * y)``."""
+    if isinstance(node.operator, cst.Divide) and _is_value(node.right, 2):
+        pairs = [(node.left, node.right)]
+    elif isinstance(node.operator, cst.Multiply):
+        pairs = [(a, b) for a, b in ((node.left, node.right), (node.right, node.left)) if _is_half(b)]
+    else:
+        return None
+    for offset, _ in pairs:
+        inner = one_plus(chain.value(offset))
+        if inner is not None and _applied(chain, inner, "tanh") is not None:
+            return "the logistic function through `tanh`", "torch.sigmoid(2 * y)"
+    return None
+
+
+def _ndtri(chain: Chain, node: cst.BinaryOperation) -> Match | None:
+    """``erfinv(2 * p - 1) * sqrt(2)`` (either order): the normal quantile, ``torch.special.ndtri(p)``."""
+    for inverse, factor in factor_orders(node):
+        argument = _applied(chain, inverse, "erfinv")
+        if argument is None or not _SQRT_TWO.match(code_of(factor)) and not _SQRT_TWO_NAME.match(code_of(factor)):
+            continue
+        if isinstance(argument, cst.BinaryOperation) and isinstance(argument.operator, cst.Subtract) \
+                and is_one(argument.right) and any(_is_value(f, 2) for f in factors_of(argument.left)):
+            return "the normal quantile", "torch.special.ndtri"
+    return None
+
+
+def _is_half(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Float) and expr.evaluated_value == 0.5
 
 
 def _reciprocal_root(chain: Chain, node: cst.BinaryOperation) -> Match | None:

@@ -166,3 +166,33 @@ def look_alikes(x: torch.Tensor, y: torch.Tensor):
 
 def test_a_link_read_again_or_changed_is_not_read_through():
     assert findings(SPLIT_LOOK_ALIKES) == [(16, "`log(1 + x)` written out: `torch.log1p` computes it in one kernel")]
+
+
+QUANTILES = """\
+import math
+
+import torch
+
+_SQRT2 = 2.0 ** 0.5
+
+
+def f(z: torch.Tensor, x: torch.Tensor):
+    a = (torch.tanh(z) + 1.0) / 2.0
+    b = 0.5 * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x ** 3))))
+    p = x.sigmoid()
+    c = torch.erfinv(2.0 * p - 1.0) * _SQRT2
+    d = math.sqrt(2) * torch.erfinv(2 * p - 1)
+    g = (torch.tanh(z) + 2.0) / 2.0  # not 1 + tanh
+    h = torch.erfinv(2.0 * p - 1.0) * 2.0  # not sqrt(2)
+    i = torch.erfinv(p) * _SQRT2  # not 2p - 1
+    return a, b, c, d, g, h, i
+"""
+
+
+def test_the_logistic_through_tanh_and_the_normal_quantile():
+    assert findings(QUANTILES) == [
+        (9, "the logistic function through `tanh` written out: `torch.sigmoid(2 * y)` computes it in one kernel"),
+        (10, "the logistic function through `tanh` written out: `torch.sigmoid(2 * y)` computes it in one kernel"),
+        (12, "the normal quantile written out: `torch.special.ndtri` computes it in one kernel"),
+        (13, "the normal quantile written out: `torch.special.ndtri` computes it in one kernel"),
+    ]
