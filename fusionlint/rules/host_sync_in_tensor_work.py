@@ -1006,7 +1006,9 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                 else:
                     casts = [cast for cast in _repeated_element_casts(scope).get(id(statement), ()) if part is statement
                              or ancestors(part, cast) is not None]
-                syncs = _syncs(scope, part, test, by_name=loop is not None or _hot(scope))
+                syncs = _syncs(scope, part, test, by_name=loop is not None or _hot(scope), loop=loop)
+                if casts:
+                    syncs = [(node, kind) for node, kind in syncs if not any(node is cast for cast in casts)]
                 if test and (casts or syncs) and _needed_branch(scope, statement, ref):
                     continue  # validation, a loop exit: asked only of a test that syncs (it reads both arms)
                 if loop is not None:
@@ -1143,20 +1145,25 @@ def _op_call_text(ops: OpTables) -> re.Pattern[str]:
 # --------------------------------------------------------------------------- finding syncs
 
 
-def _syncs(scope: Scope, part: cst.CSTNode, test: bool, by_name: bool) -> list[tuple[cst.CSTNode, str]]:
+def _syncs(
+    scope: Scope, part: cst.CSTNode, test: bool, by_name: bool, loop: cst.CSTNode | None = None
+) -> list[tuple[cst.CSTNode, str]]:
     """(node, kind) of each host sync evaluated by ``part`` (not inside lambdas or definitions);
     ``test``: ``part`` is the test of an ``if``/``elif``/``while``, whose truth value Python takes;
     ``by_name``: a local name that tensor ops computed counts as a computed tensor (in a working
-    loop, where each iteration makes it anew)."""
+    loop, where each iteration makes it anew); ``loop``: the working loop around ``part``, whose
+    elements are compared per iteration when it does not change their tensor."""
     found = list(_branch_syncs(scope, part, by_name)) if test else []  # type: ignore[arg-type]
-    _add_syncs(scope, part, by_name, found)
+    _add_syncs(scope, part, by_name, found, loop)
     return found
 
 
 _NOT_EVALUATED_HERE = node_types(cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise, cst.Assert)
 
 
-def _add_syncs(scope: Scope, node: cst.CSTNode, by_name: bool, found: list[tuple[cst.CSTNode, str]]) -> None:
+def _add_syncs(
+    scope: Scope, node: cst.CSTNode, by_name: bool, found: list[tuple[cst.CSTNode, str]], loop: cst.CSTNode | None = None
+) -> None:
     """Add ``_syncs``' finds under ``node`` to ``found`` (a walk of every node of a statement: a list
     filled in place costs less than a generator per node)."""
     # The value is needed on the host once, not in the middle of work: an exception's message
@@ -1168,11 +1175,11 @@ def _add_syncs(scope: Scope, node: cst.CSTNode, by_name: bool, found: list[tuple
         return
     tests: list[cst.BaseExpression] = []
     if kind is cst.IfExp:
-        if by_name and _compares_element(scope, node.test):
+        if by_name and _compares_element(scope, node.test, loop or scope.node):
             found.append((node, "element"))  # `gamma = g if lo <= sigmas[i] <= hi else 0.0`
         if not (_does_work(scope, node.body) or _does_work(scope, node.orelse)):
-            _add_syncs(scope, node.body, by_name, found)
-            _add_syncs(scope, node.orelse, by_name, found)
+            _add_syncs(scope, node.body, by_name, found, loop)
+            _add_syncs(scope, node.orelse, by_name, found, loop)
             return
         tests.append(node.test)
     elif kind is cst.UnaryOperation and isinstance(node.operator, cst.Not):
@@ -1192,7 +1199,7 @@ def _add_syncs(scope: Scope, node: cst.CSTNode, by_name: bool, found: list[tuple
     for test in tests:
         found.extend(_branch_syncs(scope, test, by_name))
     for child in children(node):
-        _add_syncs(scope, child, by_name, found)
+        _add_syncs(scope, child, by_name, found, loop)
 
 
 def _is_check(node: cst.CSTNode) -> bool:
@@ -1367,11 +1374,12 @@ def _synced(scope: Scope, value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.Call) and (_call_sync(scope, value) is not None or _after_sync(scope, value))
 
 
-def _compares_element(scope: Scope, test: cst.BaseExpression) -> bool:
-    """A comparison of an element of a tensor the function never changes (``lo <= sigmas[i] <= hi``)."""
+def _compares_element(scope: Scope, test: cst.BaseExpression, within: cst.CSTNode) -> bool:
+    """A comparison of an element of a tensor ``within`` (the function, or the loop around the
+    test) never changes (``lo <= sigmas[i] <= hi``, ``tensor[i, 0] == 0``)."""
     return isinstance(test, cst.Comparison) and not any(
         isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons
-    ) and _element_work(scope, scope.node, test)
+    ) and _element_work(scope, within, test)
 
 
 def _element_choice_costs(scope: Scope, ref: StatementRef, choice: cst.IfExp, loop: cst.CSTNode | None) -> bool:
@@ -1434,9 +1442,83 @@ def _element_cast(scope: Scope, loop: cst.CSTNode, node: cst.CSTNode) -> bool:
     if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)) or node.func.value not in ("int", "float", "bool"):
         return False
     values = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
-    if not (values and isinstance(values[0], cst.BinaryOperation) and _element_work(scope, loop, values[0])):
+    if not values or node.func.value in scope.facts.aliases:
         return False
-    return node.func.value not in scope.facts.aliases and not _computes_tensor(scope, values[0], by_name=True)
+    if isinstance(values[0], cst.BinaryOperation) and _element_work(scope, loop, values[0]):
+        return not _computes_tensor(scope, values[0], by_name=True)
+    return _element_op(scope, loop, values[0])
+
+
+# Element-wise ops that only change a value's type: on a host number's way they launch nothing new.
+_CASTS = frozenset({"to", "float", "double", "half", "bfloat16", "int", "long", "bool", "type_as"})
+
+
+def _element_op(scope: Scope, loop: cst.CSTNode, expr: cst.BaseExpression) -> bool:
+    """An element-wise torch function of arithmetic on elements the loop does not change
+    (``torch.round(lengths[i] * T)``, ``torch.ceil(seq_len * n)`` for the ``seq_len`` a ``for``
+    takes from ``zip(x, seq_lens)``): each iteration launches kernels on 0-d tensors, where one
+    op on the whole tensor before the loop and one ``.tolist()`` make every value. A torch op's
+    operand is a tensor, so the elements are 0-d tensors whatever the container's type says."""
+    op = scope.op(expr) if isinstance(expr, cst.Call) and scope.torch_name(expr.func) is not None else None
+    if op is None or op[1] != ELEMENTWISE or op[0] in _CASTS or op[2] is None or len(expr.args) != 1:  # type: ignore[attr-defined]
+        return False
+    operand = op[2]
+    return _element_op(scope, loop, operand) or _loop_arithmetic(scope, loop, operand)
+
+
+def _loop_arithmetic(scope: Scope, loop: cst.CSTNode, expr: cst.BaseExpression) -> bool:
+    """Arithmetic on at least one element the loop does not change (``lengths[i] * x.shape[1]``),
+    the other operands numbers, sizes or such elements (no tensor of its own)."""
+    if not isinstance(expr, cst.BinaryOperation):
+        return False
+    kinds = [_operand_kind(scope, loop, operand) for operand in (expr.left, expr.right)]
+    return None not in kinds and "element" in kinds
+
+
+def _operand_kind(scope: Scope, loop: cst.CSTNode, expr: cst.BaseExpression) -> str | None:
+    """"element" (of a container ``loop`` does not change), "host" (a number, a size, a name that
+    is no tensor), or None."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return "host"
+    if isinstance(expr, cst.BinaryOperation):
+        return "element" if _loop_arithmetic(scope, loop, expr) else None
+    if _invariant_container_element(scope, loop, expr):
+        return "element"
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        return "host"
+    if isinstance(expr, cst.Name) and not scope.is_tensor(expr):
+        return "host"
+    return None
+
+
+def _invariant_container_element(scope: Scope, loop: cst.CSTNode, expr: cst.BaseExpression) -> bool:
+    """``c[i]`` of a name ``c`` the loop does not write (an index, not a slice), or the element a
+    ``for`` takes from such a name (``for x, n in zip(xs, lengths)``: ``n``)."""
+    if isinstance(expr, cst.Subscript):
+        return isinstance(expr.value, cst.Name) and all(isinstance(e.slice, cst.Index) for e in expr.slice) \
+            and not _writes_name(loop, expr.value.value)
+    if not (isinstance(expr, cst.Name) and isinstance(loop, cst.For)):
+        return False
+    container = _iterated_for(loop.target, loop.iter, expr.value)
+    return isinstance(container, cst.Name) and not _writes_name(loop.body, container.value)
+
+
+def _iterated_for(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> cst.BaseExpression | None:
+    """What ``name`` is an element of in ``for target in iterable`` (directly, through ``enumerate``
+    or by its place in ``zip``), or None."""
+    if isinstance(target, cst.Name):
+        return iterable if target.value == name and not isinstance(iterable, cst.Call) else None
+    if not (isinstance(target, cst.Tuple) and isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name)):
+        return None
+    args = [arg.value for arg in iterable.args if arg.keyword is None and not arg.star]
+    if iterable.func.value == "enumerate" and len(target.elements) == 2 and len(args) == 1:
+        return _iterated_for(target.elements[1].value, args[0], name)
+    if iterable.func.value == "zip" and len(args) == len(target.elements):
+        for element, arg in zip(target.elements, args):
+            found = _iterated_for(element.value, arg, name)
+            if found is not None:
+                return found
+    return None
 
 
 @per_scope

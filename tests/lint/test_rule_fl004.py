@@ -314,12 +314,49 @@ def sample(x: torch.Tensor, sigmas: torch.Tensor, w: torch.Tensor):
         x = x * (1 + gamma)
     return x
 """,
+    "a size rounded from a length element per utterance (speechbrain's statistics pooling)": """\
+import torch
+
+class Pooling(torch.nn.Module):
+    def forward(self, x, lengths=None):
+        mean = []
+        for snt_id in range(x.shape[0]):
+            actual_size = int(torch.round(lengths[snt_id] * x.shape[1]))
+            mean.append(torch.mean(x[snt_id, 0:actual_size, ...], dim=0))
+        return torch.stack(mean)
+""",
+    "a size rounded from the element a loop takes from zip (a greedy CTC decoder)": """\
+import torch
+
+def ctc_greedy_decode(probabilities, seq_lens):
+    batch_max_len = probabilities.shape[1]
+    outputs = []
+    for seq, seq_len in zip(probabilities, seq_lens):
+        actual_size = int(torch.round(seq_len * batch_max_len))
+        outputs.append(torch.max(seq.narrow(0, 0, actual_size), dim=1)[1])
+    return outputs
+""",
+    "a choice on an element of a tensor the function rebinds before the loop, not in it": """\
+import torch
+
+def runs(tensor: torch.Tensor, change: torch.Tensor):
+    tensor = tensor.flatten(1)
+    out = []
+    for i in range(tensor.shape[0]):
+        idx = change[change[:, 0] == i, 1]
+        counts = [] if tensor[i, 0] == 0 else [0]
+        out.append((counts, idx[1:] - idx[:-1]))
+    return out
+""",
 }
 EXPECTED = {
     "a count a loss computed, read by name in a branch whose arms do tensor work": [(6, 8)],
     "arithmetic on tensor parameters read as a host number in forward": [(6, 13)],
     "a step function's sync with no work above it: the caller's work is pending": [(5, 16)],
     "a scheduler's choice on an element of its schedule in a loop": [(6, 24)],
+    "a size rounded from a length element per utterance (speechbrain's statistics pooling)": [(7, 27)],
+    "a size rounded from the element a loop takes from zip (a greedy CTC decoder)": [(7, 23)],
+    "a choice on an element of a tensor the function rebinds before the loop, not in it": [(8, 24)],
     "a diffusion sampler's noise scale read by index and compared each step": [(6, 12)],
     "an element compared in a test whose arm only skips the iteration": [(6, 12)],
     "box sizes made by arithmetic on a box tensor's elements, in a loop": [(7, 13), (8, 13)],
@@ -815,6 +852,28 @@ class Boxes(torch.nn.Module):
         for i in range(boxes.shape[0]):
             self.sizes.append(int(boxes[i, 2] - boxes[i, 0]))
             self.register_buffer(f"b{i}", torch.tanh(boxes[i]))
+""",
+    "a size rounded from an element of a tensor the loop changes": """\
+import torch
+
+def f(x: torch.Tensor, lengths: torch.Tensor):
+    out = []
+    for i in range(x.shape[0]):
+        n = int(torch.round(lengths[i] * 4))
+        lengths = lengths - 1
+        out.append(torch.tanh(x[i, :n]))
+    return out
+""",
+    "a choice on an element of a tensor the loop writes": """\
+import torch
+
+def g(t: torch.Tensor, w: torch.Tensor):
+    out = []
+    for i in range(t.shape[0]):
+        t[i] = torch.tanh(t[i] @ w)
+        flag = 1 if t[i, 0] == 0 else 0
+        out.append(flag)
+    return out
 """,
 }
 
