@@ -24,9 +24,10 @@ from fusionlint.rule import Example, Rule, Violation
 # with a literal prefix: the engine's search of a file is one fast scan per alternative).
 _CALL_TEXT = re.compile(
     r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|erfinv\s*\(|log\s*\(|exp\s*\(|relu6\s*\(|clamp\(.*6|clip\(.*6"
-    r"|1(?:\.0*)?\s*/\s*[\w.\[\]()]*sqrt\s*\("
+    r"|1(?:\.0*)?\s*/\s*[\w.\[\]()]*sqrt\s*\("  # _RECIPROCAL_ROOT_TEXT
 )
-_SMOOTH_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|erfinv\s*\(|log\s*\(|exp\s*\(|sqrt\s*\(")
+_SMOOTH_TEXT = re.compile(r"sigmoid\s*\(|tanh\s*\(|erf\s*\(|erfinv\s*\(|log\s*\(|exp\s*\(")
+_RECIPROCAL_ROOT_TEXT = re.compile(r"1(?:\.0*)?\s*/\s*[\w.\[\]()]*sqrt\s*\(")
 # ``name = ...``: a link a later statement's formula may read through the name (analysis.chains)
 _BINDS_NAME = re.compile(r"\s*(\w+)\s*=[^=]")
 # The divisor or factor that makes ``x / sqrt(2)``: ``math.sqrt(2.0)``, ``1.4142...``, ``0.7071...``.
@@ -234,6 +235,8 @@ def g(x: torch.Tensor):
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
+        if _RECIPROCAL_ROOT_TEXT.search(text) is not None:
+            return True
         if _SMOOTH_TEXT.search(text) is not None:
             # every formula has an operator but ``log1p(exp(x))`` and ``x.mul(...)``
             return "*" in text or "+" in text or "-" in text or "/" in text or "log1p" in text or "mul(" in text \
