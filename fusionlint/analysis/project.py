@@ -37,6 +37,7 @@ MAX_HOPS = 3
 
 _modules: dict[str, "_Module"] = {}  # by path
 _roots: dict[str, str | None] = {}  # folder -> the folder of its top-level package (None: in no package)
+_named: dict[tuple[str, str], str | None] = {}  # (folder, name) -> the package folder of that name above it
 _recorded: list[dict[str, str | None]] = []  # the open recordings, innermost last
 
 
@@ -128,6 +129,7 @@ def forget() -> None:
     """Drops what was read: files may have changed since (a new run in the same process)."""
     _modules.clear()
     _roots.clear()
+    _named.clear()
 
 
 def dependencies(facts: ModuleFacts) -> dict[str, str | None]:
@@ -198,11 +200,34 @@ def _module_folder(path: str, level: int, module: str | None) -> str | None:
         for _ in range(level - 1):
             folder = os.path.dirname(folder)
     else:
-        root = _package_root(folder)
-        if root is None or not parts or parts[0] != os.path.basename(root):
+        if not parts:
             return None
+        root = _package_root(folder)
+        if root is None or parts[0] != os.path.basename(root):
+            root = _named_ancestor(folder, parts[0])  # a file in a namespace folder of the package
+            if root is None:
+                return None
         folder = os.path.dirname(root)
     return os.path.join(folder, *parts)
+
+
+def _named_ancestor(folder: str, name: str) -> str | None:
+    """The nearest folder above ``folder`` named ``name`` that is a package (``__init__.py``):
+    where ``torchtitan/models/flux/model/`` (no ``__init__.py``) imports ``torchtitan.protocols``."""
+    key = (folder, name)
+    if key not in _named:
+        found = None
+        current = folder
+        while True:
+            if os.path.basename(current) == name and os.path.isfile(os.path.join(current, "__init__.py")):
+                found = current
+                break
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+        _named[key] = found
+    return _named[key]
 
 
 def _package_root(folder: str) -> str | None:

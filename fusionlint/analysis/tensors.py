@@ -14,7 +14,8 @@ import libcst as cst
 from fusionlint.analysis.facts import ModuleFacts, torch_call_returns_tensor
 from fusionlint.analysis.project import imported, inherited, member_class
 from fusionlint.analysis.views import (
-    ATTR, BINOP, CALL, COMPARE, COMPREHENSION, IFEXP, NAME, NONE, OTHER, SEQ, STRING, SUBSCRIPT, UNARY, View, ast_view,
+    ATTR, BINOP, CALL, COMPARE, COMPREHENSION, IFEXP, LAMBDA, NAME, NONE, OTHER, SEQ, STRING, SUBSCRIPT, UNARY, View,
+    ast_view,
     dotted_path,
 )
 from fusionlint.ops import MATMULS, VIEW_ATTRIBUTES, OpTables, op_tables
@@ -31,6 +32,8 @@ _MODULE_TENSORS = frozenset({"weight", "bias"})
 # without numpy, ``x.shape[-1]`` tells that ``x`` is a tensor.
 SHAPE_ATTRIBUTES = frozenset({"shape", "ndim"})
 _EINOPS = frozenset({"einops.rearrange", "einops.repeat", "einops.reduce", "einops.einsum"})
+# ``x, ps = pack([x, cls], 'b * d')``: the packed tensor and its shapes; ``unpack``: a list of tensors.
+_EINOPS_PACKING: dict[str, tuple[bool, ...]] = {"einops.pack": (True, False), "einops.unpack": (True,)}
 # Methods that, of the values a model file handles, only a tensor has; and those a numpy array
 # has too, which tell a tensor only in a file that does not import numpy (as does ``a @ b``).
 _TENSOR_ONLY_METHODS = frozenset(
@@ -62,6 +65,7 @@ _SEQUENCE_TYPES = frozenset(
     for name in ("list", "List", "tuple", "Tuple", "Sequence", "Iterable", "Iterator", "MutableSequence")
 )
 _CONTAINERS = ("list", "dict", "sequential")
+_CONTAINER_BASES = {"ModuleList": "list", "ModuleDict": "dict", "Sequential": "sequential"}
 _NOT_CALLABLE = (None, "list", "dict")  # module kinds whose call is no module's call
 
 # What a call returns, as far as tensors go: True a tensor, a tuple the tensor flags of the
@@ -72,6 +76,9 @@ _FIRST_ONLY = (True, False)  # what a module returns that is no tensor: a tuple 
 _LIST_BUILDERS = (COMPREHENSION, SEQ)  # the views of values that build lists (and ``torch.jit.annotate``)
 # torch.nn layers whose call returns a tuple, not one tensor.
 _TUPLE_LAYERS = frozenset({"LSTM", "GRU", "RNN", "MultiheadAttention"})
+# Builtins whose call iterates its arguments: ``map(f, xs)``, ``tuple(xs)``, ``list(xs)``.
+_ITERATING_BUILTINS = frozenset({"map", "tuple", "list"})
+_PARTIALS = ("partial", "functools.partial")
 
 
 class Typing:
@@ -187,16 +194,68 @@ class Typing:
                 )
             if owner[0] == CALL and self.class_name is not None and dotted_path(self.view, owner[1]) == "super":
                 return self._super_returns(callee[2], self._given_tensor(call))
+            if owner[0] == NAME and owner[1] in self.facts.classes and self.facts.has_method(owner[1], callee[2]):
+                # ``Attention.apply_mask(w, m)``: a static or class method of a same-file class
+                return returned(self.facts, owner[1], callee[2]) or self._passes_on_tensors(call, owner[1], callee[2])
         if callee[0] == NAME and callee[1] in self.facts.functions:
             return returned(self.facts, None, callee[1]) or self._passes_on_tensors(call, None, callee[1])
         canonical = self.torch_name(func)
         if canonical is None:
-            return self._imported_returns(call) if callee[0] == NAME else False
+            if callee[0] != NAME:
+                return False
+            if callee[1] in _ITERATING_BUILTINS and callee[1] not in self.facts.imported:
+                return self._iterated(call, callee[1])
+            return self._imported_returns(call)
         if canonical in _EINOPS:
             return any(self.is_tensor(arg) for arg in positional[:1])
+        if canonical in _EINOPS_PACKING:
+            return _EINOPS_PACKING[canonical]
         if canonical.startswith("einx."):  # einx.multiply("b n, b", x, w): the pattern, then the operands
             return any(self.is_tensor(arg) for arg in positional[1:])
         return torch_call_returns_tensor(canonical)
+
+    def _iterated(self, call: tuple, builtin: str) -> Returned:
+        """``map(f, xs)`` of a function that makes tensors (``lambda t: rearrange(t, ...)`` of
+        tensors, ``partial(torch.cat, dim=-1)``), ``tuple(xs)`` or ``list(xs)`` of tensors: every
+        element a tensor (the one flag ``(True,)``); else nothing known."""
+        arguments = call[2]
+        if call[3]:
+            return False
+        if builtin != "map":
+            return (True,) if len(arguments) == 1 and (
+                self.is_tensor(arguments[0]) or self._tensor_elements(arguments[0])
+            ) else False
+        if len(arguments) < 2:
+            return False
+        target = arguments[0]
+        func = self.view(target)
+        if func[0] == CALL and func[2] and dotted_path(self.view, func[1]) in _PARTIALS:
+            target = func[2][0]
+            func = self.view(target)
+        canonical = self.torch_name(target) if func[0] == NAME or func[0] == ATTR else None
+        if canonical is not None:
+            return (True,) if canonical in _EINOPS or torch_call_returns_tensor(canonical) else False
+        if self.is_module(target):  # ``map(self.norm, (q, k))``
+            return (True,) if self._module_returns(target) is True else False
+        iterables = arguments[1:]
+        if not all(self.is_tensor(it) or self._tensor_elements(it) for it in iterables):
+            return False
+        if func[0] == LAMBDA:
+            return (True,) if func[1] is not None and len(func[1]) == len(iterables) and self._given(func[1], func[2]) \
+                else False
+        if func[0] == NAME and func[1] in self.facts.functions:
+            return (True,) if returned(self.facts, None, func[1]) is True \
+                or returned(self.facts, None, func[1], given_tensors=True) is True else False
+        return False
+
+    def _given(self, names: list[str], body: object) -> bool:
+        """Is ``body`` a tensor when ``names`` (a lambda's parameters) hold tensors?"""
+        added = [name for name in names if name not in self.tensors]
+        self.tensors.update(added)
+        try:
+            return self.is_tensor(body)
+        finally:
+            self.tensors.difference_update(added)
 
     def _passes_on_tensors(self, call: tuple, class_name: str | None, name: str,
                            facts: ModuleFacts | None = None) -> Returned:
@@ -302,11 +361,16 @@ class Typing:
 
     def _container(self, expr: object) -> str | None:
         """The kind of ``self.blocks`` holding an ``nn.ModuleList`` ("list"), ``ModuleDict`` ("dict")
-        or ``Sequential`` ("sequential"), or of a slice of it; None for anything else."""
+        or ``Sequential`` ("sequential"), also of a class of another file of the package deriving
+        from one (``class ModuleList(nn.ModuleList, Module)``), or of a slice of it; None for
+        anything else."""
         view = self.view(expr)
         if view[0] == SUBSCRIPT:
             return self._container(view[1])
         kind = self._module_class(expr)
+        if kind == "nn":
+            held = self._imported_module(expr)
+            return _CONTAINER_BASES.get(held[0].torch_base(held[1]) or "") if held is not None else None
         return kind if kind in _CONTAINERS else None
 
     def _module_returns(self, func: object) -> Returned:
@@ -353,8 +417,11 @@ class Typing:
                 for element, source in zip(bound[1], view[2]):
                     yield from self.loop_modules(element, source)
             return
-        if bound[0] == NAME and self._container(iterable) in ("list", "sequential"):  # a ModuleDict yields keys
-            yield bound[1]
+        if self._container(iterable) in ("list", "sequential"):  # a ModuleDict yields keys
+            if bound[0] == NAME:
+                yield bound[1]
+            elif bound[0] == SEQ:  # ``for attn, ff in self.layers``: what unpacks is a container of modules
+                yield from (element[1] for element in map(self.view, bound[1]) if element[0] == NAME)
 
     # --- names -----------------------------------------------------------------------------------
 
@@ -567,9 +634,21 @@ class Typing:
                 return set()
         if bound[0] != NAME:
             return set()
-        if self.is_tensor(iterable) or (source[0] == NAME and source[1] in self.tensor_lists):
+        if self.is_tensor(iterable) or self._tensor_elements(iterable):
             return {bound[1]}
         return set()
+
+    def _tensor_elements(self, expr: object) -> bool:
+        """Is every element of what ``expr`` holds a tensor: a list of tensors, a display of
+        tensors (``for t in (q, k, v)``), a tuple of tensors returned or annotated, what ``map``
+        gives of tensors?"""
+        view = self.view(expr)
+        if view[0] == SEQ:
+            return bool(view[1]) and len(view[1]) == view[2] and all(map(self.is_tensor, view[1]))
+        if view[0] == NAME and view[1] in self.tensor_lists or view[0] == COMPREHENSION and self.is_tensor(view[1]):
+            return True
+        flags = self._tuple(expr)
+        return bool(flags) and all(flags)
 
     def _tensor_targets(self, target: object, value: object) -> set[str]:
         bound, source = self.view(target), self.view(value)
@@ -603,7 +682,16 @@ class Typing:
                 for t, v in zip(elements, source[1]):
                     found |= self._tensor_targets(t, v)
                 return found
-            returns = self.call_returns(source) if source[0] == CALL else self._tuple(value)
+            if source[0] != CALL and self._container(value) in ("list", "sequential"):
+                # ``attn_space, attn_time = self.attn`` of an ``nn.ModuleList``
+                self.modules.update(v[1] for v in map(self.view, elements) if v[0] == NAME)
+                return set()
+            if source[0] == CALL:
+                returns = self.call_returns(source)
+            elif source[0] == COMPREHENSION:  # ``q, k = (rearrange(t, ...) for t in (q, k))``
+                returns = self.is_tensor(source[1])
+            else:
+                returns = self._tuple(value)
             if returns is True and source[0] == CALL and not self._one_tensor(source[1]) and (
                 self.is_module(source[1]) or self._calls_member_on_tensors(source)
             ):
@@ -717,8 +805,9 @@ def _function_returns(
 
 def member_holds_tensor(facts: ModuleFacts, class_name: str, attr: str) -> bool:
     """Does a method of the class assign ``self.<attr>`` a tensor that is no torch call of its
-    own (``self.cache = k.detach()``, ``self.freqs = freqs``)? Read when first asked; a question
-    met again while it is being answered counts as no."""
+    own (``self.cache = k.detach()``, ``self.freqs = freqs``), or is ``attr`` a property of the
+    class that returns one (``@property def mean(self): return self.sum_x / self.counts``)? Read
+    when first asked; a question met again while it is being answered counts as no."""
     key = (class_name, attr)
     known = facts.member_tensors.get(key)
     if known is not None:
@@ -726,15 +815,26 @@ def member_holds_tensor(facts: ModuleFacts, class_name: str, attr: str) -> bool:
     facts.member_tensors[key] = False
     if facts.module_attr(class_name, attr) is not None:
         return False
-    bare = Typing(facts, op_tables(), ast_view, class_name)
-    for assignment in facts.member_values(class_name, attr):
+    values = facts.member_values(class_name, attr)
+    bare = Typing(facts, op_tables(), ast_view, class_name) if values else None
+    for assignment in values:
         value = assignment.value
         if type(value) not in _TENSOR_VALUES:
             continue
-        if bare.is_tensor(value) or _is_tensor_in_method(facts, class_name, assignment):
+        if bare.is_tensor(value) or _is_tensor_in_method(facts, class_name, assignment):  # type: ignore[union-attr]
             facts.member_tensors[key] = True
             return True
+    if not values and any(map(_is_property, facts.methods(class_name, attr))) and returned(facts, class_name, attr) is True:
+        facts.member_tensors[key] = True
+        return True
     return False
+
+
+def _is_property(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(dotted_path(ast_view, d) in _PROPERTIES for d in function.decorator_list)
+
+
+_PROPERTIES = frozenset({"property", "functools.cached_property", "cached_property"})
 
 
 def _body(facts: ModuleFacts, function: ast.FunctionDef | ast.AsyncFunctionDef) -> "_FunctionBody":

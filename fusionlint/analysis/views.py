@@ -8,7 +8,7 @@ from typing import Callable
 import libcst as cst
 
 # The kinds of an expression's view; the fields after the kind differ per kind.
-NAME, ATTR, CALL, BINOP, UNARY, SUBSCRIPT, COMPARE, IFEXP, SEQ, STRING, NONE, OTHER, COMPREHENSION = range(13)
+NAME, ATTR, CALL, BINOP, UNARY, SUBSCRIPT, COMPARE, IFEXP, SEQ, STRING, NONE, OTHER, COMPREHENSION, LAMBDA = range(14)
 View = Callable[[object], tuple]
 
 
@@ -16,7 +16,8 @@ def cst_view(expr: cst.CSTNode) -> tuple:
     """(kind, fields...) of a libcst expression: NAME name | ATTR value attr | CALL func positional
     keywords | BINOP left right operator | UNARY operand is_not | SUBSCRIPT value indices |
     COMPARE operands | IFEXP body orelse | SEQ elements count | STRING text | NONE | OTHER |
-    COMPREHENSION element (of a list comprehension or generator).
+    COMPREHENSION element (of a list comprehension or generator) | LAMBDA parameters body (the
+    names of its positional parameters, None with ``*args`` or keyword-only ones).
 
     Node types are told by identity: isinstance of a libcst class runs ABCMeta's Python
     ``__instancecheck__``, and the classes read here have no subclasses."""
@@ -47,6 +48,11 @@ def cst_view(expr: cst.CSTNode) -> tuple:
         return (STRING, text) if isinstance(text, str) else (OTHER,)
     if node_type is cst.ListComp or node_type is cst.GeneratorExp:
         return COMPREHENSION, expr.elt
+    if node_type is cst.Lambda:
+        params = expr.params
+        simple = type(params.star_arg) is not cst.Param and not params.kwonly_params and params.star_kwarg is None
+        names = [p.name.value for p in (*params.posonly_params, *params.params)] if simple else None
+        return LAMBDA, names, expr.body
     return (OTHER,)
 
 
@@ -77,6 +83,10 @@ def ast_view(expr: ast.AST) -> tuple:
         return (NONE,) if expr.value is None else (STRING, expr.value) if isinstance(expr.value, str) else (OTHER,)
     if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
         return COMPREHENSION, expr.elt
+    if isinstance(expr, ast.Lambda):
+        args = expr.args
+        simple = args.vararg is None and not args.kwonlyargs and args.kwarg is None
+        return LAMBDA, [a.arg for a in (*args.posonlyargs, *args.args)] if simple else None, expr.body
     return (OTHER,)
 
 

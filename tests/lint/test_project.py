@@ -244,3 +244,51 @@ def test_a_cached_finding_follows_the_files_it_depends_on(package, capsys, monke
     assert addcmul() and linted[-1] == 1  # rope.py's first entry serves again; model.py's was replaced
     rope.unlink()
     assert not addcmul() and linted[-1] == 1  # the file that read it; the one gone is no file to lint
+
+
+def test_a_namespace_folder_and_a_container_class_of_another_file(tmp_path):
+    """A file in a folder without ``__init__.py`` imports its package by absolute name; a member
+    holding another file's class deriving from ``nn.ModuleList`` is a container of modules."""
+    write(tmp_path, {
+        "tt/__init__.py": "",
+        "tt/protocols.py": """\
+            from torch import nn
+
+
+            class ModuleList(nn.ModuleList):
+                pass
+
+
+            class ModuleDict(nn.ModuleDict):
+                pass
+            """,
+        "tt/models/flux/model.py": """\
+            import torch
+            from torch import nn
+            from tt.protocols import ModuleDict, ModuleList
+
+
+            class Flux(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.blocks = ModuleList([nn.Linear(4, 4)])
+                    self.heads = ModuleDict({"a": nn.Linear(4, 4)})
+
+                def forward(self, x):
+                    for block in self.blocks:
+                        x = block(x)
+                    for key in self.heads:
+                        name = key
+                    return x
+            """,
+    })
+    path = tmp_path / "tt" / "models" / "flux" / "model.py"
+    facts = facts_of(path)
+    assert project.imported(facts, "ModuleList")[0].path == str(tmp_path / "tt" / "protocols.py")
+    import libcst as cst
+    from fusionlint.analysis import collect_scopes
+    from fusionlint.ops import op_tables
+    scopes = collect_scopes(cst.parse_module(path.read_text()), facts, op_tables())
+    forward = next(s for s in scopes if isinstance(s.node, cst.FunctionDef) and s.node.name.value == "forward")
+    assert "block" in forward.typing.modules and "key" not in forward.typing.modules
+    assert "name" not in forward.tensors

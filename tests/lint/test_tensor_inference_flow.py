@@ -361,3 +361,140 @@ def test_einx_calls_of_tensors_return_tensors():
     """)["f"]
     assert {"a", "b", "c"} <= found
     assert not {"d", "e"} & found
+
+
+def test_what_map_lambdas_and_displays_give_of_tensors():
+    """``q, k, v = map(lambda t: rearrange(t, ...), qkv)``, ``map(partial(torch.cat, dim=-1), ...)``,
+    ``map(l2norm, (q, k))``, ``map(self.norm, ...)``, generators over a display of tensors
+    unpacked, ``list(map(...))`` indexed and a loop over ``(q, k)``: tensors. Not: ``map(exists,
+    ...)``, a lambda that makes a number, ``map(str, ...)``, ``map(int, ...)``."""
+    found = tensors("""
+        import torch
+        from torch import nn
+        from functools import partial
+        from einops import rearrange
+
+        def exists(v):
+            return v is not None
+
+        def l2norm(t):
+            return torch.nn.functional.normalize(t, dim=-1)
+
+        class Attn(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.to_qkv = nn.Linear(4, 12)
+                self.norm = nn.LayerNorm(4)
+
+            def forward(self, x, mask=None):
+                qkv = self.to_qkv(x).chunk(3, dim=-1)
+                q, k, v = map(lambda t: rearrange(t, 'b n (h d) -> b h n d', h=4), qkv)
+                a, b = map(partial(torch.cat, dim=-1), ((q, k), (k, v)))
+                c, d = map(l2norm, (q, k))
+                n1, n2 = map(self.norm, (q, k))
+                g, h = (t.float() for t in (q, k))
+                normed = list(map(lambda u: u + 1, (q, k)))
+                first = normed[0]
+                for each in (q, k):
+                    pass
+                e, f = map(exists, (q, mask))
+                s1, s2 = map(lambda w: w.size(0), (q, k))
+                names = list(map(str, range(3)))
+                i1, i2 = map(int, ("1", "2"))
+                return q
+    """)["forward"]
+    assert {"q", "k", "v", "a", "b", "c", "d", "n1", "n2", "g", "h", "first", "each"} <= found
+    assert not {"e", "f", "s1", "s2", "names", "i1", "i2", "normed"} & found
+
+
+def test_module_containers_unpacked_bind_modules():
+    """``for block1, block2 in self.downs`` (a ModuleList of ModuleLists), ``for i, (attn, ff) in
+    enumerate(self.layers)`` and ``space, time = self.attn`` bind modules, whose calls return
+    tensors; ``Attention.scale(x)``, a static method of a same-file class, too. Not: a loop over
+    a ModuleDict (its keys) or over a list of numbers."""
+    source = """
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            @staticmethod
+            def scale(x):
+                return x * 0.5
+
+            @staticmethod
+            def width(x):
+                return x.shape[-1]
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.downs = nn.ModuleList([nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])])
+                self.layers = nn.ModuleList([nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])])
+                self.attn = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+                self.heads = nn.ModuleDict({"a": nn.Linear(4, 4)})
+
+            def forward(self, x, sizes: list[int]):
+                for block1, block2 in self.downs:
+                    y = block1(x)
+                    z = block2(y)
+                for i, (attn, ff) in enumerate(self.layers):
+                    o = ff(attn(x))
+                space, time = self.attn
+                s = space(x)
+                h = Attention.scale(x)
+                w = Attention.width(x)
+                for key in self.heads:
+                    label = key
+                for size, other in zip(sizes, sizes):
+                    n = size
+                return x
+    """
+    source = textwrap.dedent(source)
+    scopes = collect_scopes(cst.parse_module(source), module_facts(ast.parse(source)), op_tables())
+    forward = next(s for s in scopes if isinstance(s.node, cst.FunctionDef) and s.node.name.value == "forward")
+    assert {"block1", "block2", "attn", "ff", "space", "time"} <= forward.typing.modules
+    assert {"y", "z", "o", "s", "h"} <= forward.tensors
+    assert not {"w", "label", "n", "key", "size"} & forward.tensors
+    assert not {"key", "size", "other"} & forward.typing.modules
+
+
+def test_einops_packing_and_properties_that_return_tensors():
+    """``x, ps = pack([x, cls], ...)`` and ``unpack`` (also through helpers: ``pack_one``) give
+    tensors, not the packed shapes; ``self.mean`` of a ``@property`` returning a tensor is one,
+    not a property returning a number."""
+    source = """
+        import torch
+        from einops import pack, unpack
+
+        def pack_one(t, pattern):
+            return pack([t], pattern)
+
+        def unpack_one(t, ps, pattern):
+            return unpack(t, ps, pattern)[0]
+
+        class Stats(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("total", torch.zeros(4))
+                self.count = 0
+
+            @property
+            def mean(self):
+                return self.total / 4
+
+            @property
+            def size(self):
+                return self.count + 1
+
+            def forward(self, x, cls):
+                y, ps = pack([x, cls], 'b * d')
+                a, b = unpack(y, ps, 'b * d')
+                z, zps = pack_one(x, 'b * d')
+                w = unpack_one(z, zps, 'b * d')
+                m = self.mean
+                n = self.size
+                return w
+    """
+    found = tensors(source)["forward"]
+    assert {"y", "a", "b", "z", "w", "m"} <= found
+    assert not {"ps", "zps", "n"} & found
