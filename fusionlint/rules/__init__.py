@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from fusionlint.rule import Rule
 from fusionlint.rules.bmm_scale_add import BmmScaleAdd
+from fusionlint.rules.cat_grown_in_loop import CatGrownInLoop
 from fusionlint.rules.clone_before_compute import CloneBeforeCompute
 from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
 from fusionlint.rules.computed_twice import ComputedTwice
@@ -65,6 +66,7 @@ _RULES: tuple[type[Rule], ...] = (
     LogByHand,
     LoopOverSlices,
     ComputedTwice,
+    CatGrownInLoop,
     SyntaxErrorRule,
 )
 
