@@ -19,6 +19,7 @@ from fusionlint.rules.lerp_by_hand import LerpByHand
 from fusionlint.rules.log_by_hand import LogByHand
 from fusionlint.rules.loop_over_slices import LoopOverSlices
 from fusionlint.rules.manual_attention import ManualAttention
+from fusionlint.rules.mask_multiply import MaskMultiply
 from fusionlint.rules.matmul_bias import MatmulBias
 from fusionlint.rules.min_max_one_output import MinMaxOneOutput
 from fusionlint.rules.norm_before_select import NormBeforeSelect
@@ -64,6 +65,7 @@ _RULES: tuple[type[Rule], ...] = (
     MinMaxOneOutput,
     NormByHand,
     LogByHand,
+    MaskMultiply,
     LoopOverSlices,
     ComputedTwice,
     CatGrownInLoop,
