@@ -218,7 +218,12 @@ class RedundantCopy(Rule):
         is element-wise and fuses into the copy) is flagged so: the uses of the source after a
         statement of the body later than the copy binds its name to a new tensor (`x =
         block1(x, t)`, arithmetic, a known op) read that value, not the copied one, and a lambda
-        that only reads the name (`default(cond, lambda: torch.zeros_like(x))`) cannot write it.
+        that only reads the name (`default(cond, lambda: torch.zeros_like(x))`) cannot write it,
+        nor can a nested helper whose own local has the name (`mean = (m * x).sum(2)` inside it). A
+        `torch.zeros_like(x)` reads only its sizes (a mixture of experts' `residual_x =
+        x.clone()`), and rows gathered by an index of one dimension or more (a slice of a
+        tensor, a mask, `argsort`: `pop[order[:k]].clone()`) are a new tensor no name holds; a
+        0-d index (`argmax()`'s) views its row.
     """
     use_instead = """
         Use the tensor itself (`x`, or `x.detach()` for `x.detach().clone()`).
@@ -1371,12 +1376,15 @@ def _dims(scope: Scope, call: cst.BaseExpression) -> list[int | None]:
 
 
 def _unviewed(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The tensor that ``expr`` views or casts (``x`` of ``x.t()[0].float()``), itself if none;
-    None where a view on the way makes elements share memory (``expand``: a copy of it may be
-    written per element, the view may not)."""
+    """The tensor that ``expr`` views or casts (``x`` of ``x.t()[0].float()``), itself if none
+    or where indexing by a tensor gathers anew (``pop[order[:k]]``); None where a view on the way
+    makes elements share memory (``expand``: a copy of it may be written per element, the view
+    may not)."""
     while True:
         op = scope.op(expr)
         if isinstance(expr, cst.Subscript):
+            if any(isinstance(e.slice, cst.Index) and _gathers(scope, e.slice.value) for e in expr.slice):
+                return expr
             expr = expr.value
         elif op is not None and op[2] is not None and (op[1] == VIEW or op[0] in MAY_ALIAS):
             if op[0] in _OVERLAPPING:
@@ -1384,6 +1392,20 @@ def _unviewed(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | No
             expr = op[2]
         else:
             return expr
+
+
+def _gathers(scope: Scope, index: cst.BaseExpression) -> bool:
+    """Is ``index`` surely a tensor of one dimension or more, so that indexing by it gathers into a
+    new tensor: a slice of a tensor (``order[:k]``), a comparison (a mask), ``argsort``,
+    ``randperm``, ``arange`` or ``nonzero``? A 0-d index (``argmax()``'s) views its row instead."""
+    if isinstance(index, cst.Comparison):
+        return True
+    if isinstance(index, cst.Subscript):
+        return scope.is_tensor(index.value) and any(isinstance(e.slice, cst.Slice) for e in index.slice)
+    op = scope.op(index)
+    name = op[0] if op is not None else (scope.torch_name(index.func) or "").rpartition(".")[2] \
+        if isinstance(index, cst.Call) else ""
+    return name in ("argsort", "randperm", "arange", "nonzero")
 
 
 def _temporary(scope: Scope, source: cst.BaseExpression) -> bool:
@@ -1497,8 +1519,10 @@ def _captured_to_write(scope: Scope, name: str) -> bool:
     todo: list[cst.CSTNode] = list(children(scope.node.body))  # type: ignore[attr-defined]
     while todo:
         node = todo.pop()
+        if isinstance(node, cst.FunctionDef) and _binds_locally(node, name):
+            continue  # `mean = ...` in a nested helper: a name of its own
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Global, cst.Nonlocal)):
-            if _name_nodes(node, name):
+            if any(isinstance(inner, cst.Name) and inner.value == name for inner in _walk(node)):
                 return True
             continue
         if isinstance(node, cst.Lambda):
@@ -1508,6 +1532,23 @@ def _captured_to_write(scope: Scope, name: str) -> bool:
             continue
         todo += children(node)
     return False
+
+
+def _binds_locally(function: cst.FunctionDef, name: str) -> bool:
+    """Is ``name`` a local of ``function`` (a parameter, or bound in its own body, neither
+    ``global`` nor ``nonlocal``), so that its uses there are not the enclosing function's?"""
+    params = function.params
+    if name in {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}:
+        return True
+    bound = False
+    for node in _walk(function.body):
+        if isinstance(node, (cst.Global, cst.Nonlocal)) and any(item.name.value == name for item in node.names):
+            return False
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        bound |= isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.For, cst.AugAssign)) and name in bound_names(
+            node.target)
+    return bound
 
 
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -1529,11 +1570,17 @@ def _read_in_lambda(scope: Scope, use: cst.Name, parents: dict[int, cst.CSTNode]
     call = parents.get(id(parent)) if isinstance(parent, cst.Arg) else None
     if not isinstance(call, cst.Call) or any(a.keyword is not None and a.keyword.value == "out" for a in call.args):
         return False
-    name = scope.torch_name(call.func) or ""
-    if name.startswith("torch.") and name.endswith("_like"):
+    if _like_factory(scope, call):
         return True  # `torch.zeros_like(x)`: its sizes, dtype and device only
     op = scope.op(call)
     return op is not None and op[1] is not None and not op[0].endswith("_")
+
+
+def _like_factory(scope: Scope, call: cst.Call) -> bool:
+    """``torch.zeros_like(x)``, ``torch.randn_like(x)``: a new tensor shaped like its first
+    argument, whose values it never reads."""
+    name = scope.torch_name(call.func) or ""
+    return name.startswith("torch.") and name.endswith("_like") and name.count(".") == 1
 
 
 def _only_tensor_ops(scope: Scope, statement: cst.CSTNode) -> bool:
@@ -1777,6 +1824,9 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 continue
             known = scope.ops.op_class(name) is not None or name in READS_INTO_NEW
             return known and reading.read(fast=reads_strided(name, scope.ops))
+        if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and reading.strided \
+                and parent is after.args[0] and parent.keyword is None and _like_factory(scope, after):
+            return reading.read(fast=False)  # `torch.zeros_like(x)`: its sizes, dtype, device and strides
         if isinstance(parent, cst.Arg) and isinstance(after, cst.Call) and reading.strided \
                 and _module_reads(scope, after, parent):
             if _hands_back_new(scope, after, parent):
@@ -2158,7 +2208,7 @@ def _only_read_name(scope: Scope, assign: cst.Assign | cst.AnnAssign, reading: _
     if assigned is None or not isinstance(assigned[0], cst.Name):
         return False
     name = assigned[0].value
-    if name in scope.escaped:
+    if name in scope.escaped and _captured_to_write(scope, name):
         return False
     if _assigned_once(scope, name) and name not in scope.params:  # a parameter is bound on entry
         if name in scope.inplace and not reading.writable:

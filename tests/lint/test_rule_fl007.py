@@ -17,6 +17,48 @@ def positions(source: str) -> list[tuple[int, int]]:
 
 
 FLAGGED = {
+    "a residual clone whose source only a zeros_like and a module read (a mixture of experts)": """\
+import torch
+from torch import nn
+
+
+class MoE(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.gate = nn.Linear(d, 4)
+        self.shared = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        residual_x = x.clone()
+        router = self.gate(x)
+        y = torch.zeros_like(x)
+        y += router.softmax(-1)[..., :1] * x
+        return y + self.shared(residual_x)
+""",
+    "a repeat of an unsqueezed mean named like a nested helper's own local": """\
+import torch
+
+
+def pool(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    L = x.shape[-1]
+
+    def stats(x, m):
+        mean = (m * x).sum(2)
+        return mean, mean * 2
+
+    mean, std = stats(x, m)
+    mean = mean.unsqueeze(2).repeat(1, 1, L)
+    return torch.cat([x, mean], dim=1)
+""",
+    "a clone of rows gathered by a slice of sorted indices": """\
+import torch
+
+
+def elites(pop: torch.Tensor, fitness: torch.Tensor, k: int) -> torch.Tensor:
+    order = torch.argsort(fitness, descending=True)
+    kept = pop[order[:k]].clone()
+    return torch.cat([kept, pop * 2], dim=0)
+""",
     "a U-Net's skip clone: its source read by the file's blocks in loops over ModuleLists, then rebound": """\
 import torch
 from torch import nn
@@ -794,6 +836,9 @@ class Block(nn.Module):
 """,
 }
 EXPECTED = {
+    "a residual clone whose source only a zeros_like and a module read (a mixture of experts)": [(12, 22)],
+    "a repeat of an unsqueezed mean named like a nested helper's own local": [(12, 12)],
+    "a clone of rows gathered by a slice of sorted indices": [(6, 12)],
     "a U-Net's skip clone: its source read by the file's blocks in loops over ModuleLists, then rebound": [(29, 13)],
     "a residual clone read by a same-file module and its source by one whose class the file builds": [(19, 15)],
     "a returned unpadded slice of a parameter normalised first, its other name rebound; of a ConvTranspose1d's output": [(23, 17), (29, 16)],
@@ -857,6 +902,26 @@ def test_flagged(name):
 
 
 SILENT = {
+    "a clone of the row a 0-d index views, and a name a nested function writes": """\
+import torch
+
+
+def best(pop: torch.Tensor, fitness: torch.Tensor) -> torch.Tensor:
+    i = torch.argmax(fitness)
+    gene = pop[i].clone()
+    pop.mul_(2)
+    return gene
+
+
+def nested(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    mean = x.unsqueeze(2).repeat(1, 1, 4)
+
+    def bump():
+        mean.add_(1)
+
+    bump()
+    return mean + 1
+""",
     "a clone of an object handed to a method that reads its attributes (an audio signal, no tensor)": """\
 import torch
 from torch import nn
