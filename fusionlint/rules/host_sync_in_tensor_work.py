@@ -1001,14 +1001,17 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                     continue
                 if test and isinstance(statement, cst.While):
                     continue  # a loop's exit condition
+                rows: list[cst.Call] = []
                 if loop is not None:
                     casts = [] if _in_failing_arm(ref) else list(_element_casts(scope, loop, part))
+                    rows = [] if _in_failing_arm(ref) else list(_row_reads(scope, loop, ref, part))
+                    casts = [cast for cast in casts if not any(cast is row for row in rows)]
                 else:
                     casts = [cast for cast in _repeated_element_casts(scope).get(id(statement), ()) if part is statement
                              or ancestors(part, cast) is not None]
                 syncs = _syncs(scope, part, test, by_name=loop is not None or _hot(scope), loop=loop)
-                if casts:
-                    syncs = [(node, kind) for node, kind in syncs if not any(node is cast for cast in casts)]
+                if casts or rows:
+                    syncs = [(node, kind) for node, kind in syncs if not any(node is cast for cast in (*casts, *rows))]
                 if test and (casts or syncs) and _needed_branch(scope, statement, ref):
                     continue  # validation, a loop exit: asked only of a test that syncs (it reads both arms)
                 if loop is not None:
@@ -1016,6 +1019,11 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                 else:
                     where, advice = "one of several reads of the same tensor's elements: each launches", \
                         _ADVICE["elements"]
+                for row in rows:
+                    yield Violation(row, message=f"{_describe(_callee(row))} of a reduction of one row of a tensor "
+                                    "the loop does not change, in a loop that does tensor work: each iteration "
+                                    "launches the reduction and syncs; reduce every row at once before the loop "
+                                    "and read them with one `.tolist()`")
                 for cast in casts:
                     yield Violation(cast, message=f"{_describe(_callee(cast))} of arithmetic on a tensor's "
                                     f"elements, {where} kernels on 0-d tensors only to make a host number, and "
@@ -1434,6 +1442,71 @@ def _element_casts(scope: Scope, loop: cst.CSTNode, part: cst.CSTNode) -> Iterat
         yield part  # type: ignore[misc]
     for child in children(part):
         yield from _element_casts(scope, loop, child)
+
+
+def _row_reads(scope: Scope, loop: cst.CSTNode, ref: StatementRef, part: cst.CSTNode) -> Iterator[cst.Call]:
+    """``mask.sum().item()``, ``int(counts[i].sum())`` under ``part``: a host number read from a
+    reduction of one row of a tensor the loop does not change (the element a ``for`` takes from it,
+    not rebound above in the iteration, or ``c[i]``), whatever it goes on to size: each iteration
+    launches the reduction and syncs, where one reduction over every row before the loop and one
+    ``.tolist()`` read every number (vector-quantize's dead-code count per codebook: 18 -> 10
+    kernels)."""
+    for call in _scalar_reads(scope).get(id(ref.node), ()):
+        read = _scalar_read_of(call)
+        if read is None or not _row_reduction(scope, loop, ref, read):
+            continue
+        chain = ancestors(part, call)
+        if chain is not None and not any(
+            isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef, cst.Raise, cst.Assert)) or _is_check(node)
+            for node in chain
+        ):
+            yield call
+
+
+@per_scope
+def _scalar_reads(scope: Scope) -> dict[int, list[cst.Call]]:
+    """The calls ``.item()``, ``int(...)``, ``float(...)`` of the scope, by the id of their statement."""
+    found: dict[int, list[cst.Call]] = {}
+    for key in ("item", "int", "float"):
+        for site in scope.sites.get(key, ()):
+            found.setdefault(id(site.statement.node), []).append(site.node)  # type: ignore[arg-type]
+    return found
+
+
+def _scalar_read_of(call: cst.Call) -> cst.BaseExpression | None:
+    """``x`` of ``x.item()``, ``int(x)``, ``float(x)``."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "item" and not call.args:
+        return func.value
+    if isinstance(func, cst.Name) and func.value in ("int", "float") and len(call.args) == 1 \
+            and call.args[0].keyword is None and not call.args[0].star:
+        return call.args[0].value
+    return None
+
+
+def _row_reduction(scope: Scope, loop: cst.CSTNode, ref: StatementRef, expr: cst.BaseExpression) -> bool:
+    """A full reduction (``sum``, ``amax``, ``count_nonzero``...) of one row of a tensor ``loop`` does
+    not change."""
+    op = scope.op(expr) if isinstance(expr, cst.Call) else None
+    if op is None or op[0] not in _REDUCING or op[2] is None or not scope.is_tensor(op[2]):
+        return False
+    reduces_all = not any(arg.keyword is None or arg.keyword.value in ("dim", "axis") for arg in expr.args[  # type: ignore[attr-defined]
+        (1 if scope.torch_name(expr.func) is not None else 0):])  # type: ignore[attr-defined]
+    row = op[2]
+    if not reduces_all or not _invariant_container_element(scope, loop, row):
+        return False
+    return not (isinstance(row, cst.Name) and _rebound_earlier(ref, loop, row.value))
+
+
+def _rebound_earlier(ref: StatementRef, loop: cst.CSTNode, name: str) -> bool:
+    """Is ``name`` written in the loop's body before ``ref`` (so the loop's element may not reach it)?"""
+    while True:
+        if any(_writes_name(earlier.node, name) for earlier in ref.earlier()):
+            return True
+        parent = ref.block.parent
+        if parent is None or parent.node is loop:
+            return False
+        ref = parent
 
 
 def _element_cast(scope: Scope, loop: cst.CSTNode, node: cst.CSTNode) -> bool:

@@ -348,6 +348,29 @@ def runs(tensor: torch.Tensor, change: torch.Tensor):
         out.append((counts, idx[1:] - idx[:-1]))
     return out
 """,
+    "a count read from one row of a mask per codebook (vector-quantize's dead-code replacement)": """\
+import torch
+
+class Codebook(torch.nn.Module):
+    def replace(self, batch_samples, batch_mask):
+        for ind, (samples, mask) in enumerate(zip(batch_samples, batch_mask)):
+            num_samples = samples.shape[0]
+            num_dead = mask.sum().item()
+            if num_dead > num_samples:
+                mask = torch.zeros_like(mask)
+            sampled = samples[torch.randperm(num_samples)[:num_dead]] * 2
+            self.embed.data[ind][mask] = sampled
+""",
+    "a size cast from the sum of one row of an unchanged tensor": """\
+import torch
+
+def crops(x: torch.Tensor, m: torch.Tensor):
+    out = []
+    for i in range(m.shape[0]):
+        n = int(m[i].sum())
+        out.append(torch.tanh(x[i, :n]))
+    return out
+""",
 }
 EXPECTED = {
     "a count a loss computed, read by name in a branch whose arms do tensor work": [(6, 8)],
@@ -357,6 +380,8 @@ EXPECTED = {
     "a size rounded from a length element per utterance (speechbrain's statistics pooling)": [(7, 27)],
     "a size rounded from the element a loop takes from zip (a greedy CTC decoder)": [(7, 23)],
     "a choice on an element of a tensor the function rebinds before the loop, not in it": [(8, 24)],
+    "a count read from one row of a mask per codebook (vector-quantize's dead-code replacement)": [(7, 24)],
+    "a size cast from the sum of one row of an unchanged tensor": [(6, 13)],
     "a diffusion sampler's noise scale read by index and compared each step": [(6, 12)],
     "an element compared in a test whose arm only skips the iteration": [(6, 12)],
     "box sizes made by arithmetic on a box tensor's elements, in a loop": [(7, 13), (8, 13)],
@@ -873,6 +898,22 @@ def g(t: torch.Tensor, w: torch.Tensor):
         t[i] = torch.tanh(t[i] @ w)
         flag = 1 if t[i, 0] == 0 else 0
         out.append(flag)
+    return out
+""",
+    "a row reduction of a tensor the loop changes, over a dim, or of a row rebound above": """\
+import torch
+
+def f(x: torch.Tensor, m: torch.Tensor, rows: torch.Tensor):
+    out = []
+    for i in range(m.shape[0]):
+        n = int(m[i].sum())
+        k = m[i].sum(-1).tolist()
+        out.append(torch.tanh(x[i, :n]) * k[0])
+        m = m * 2
+    for row in rows:
+        row = row * 2
+        size = row.sum().item()
+        out.append(torch.tanh(x[:size]))
     return out
 """,
 }
