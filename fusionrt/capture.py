@@ -325,7 +325,7 @@ class DispatchCapture(TorchDispatchMode):
         finally:
             self._decomposing.discard(func)
         if out is not NotImplemented:  # the decomposition declined these arguments
-            session.count_eager(_tensors_in((out,), {}) if out is not None else _flat(args[0]))
+            session.count_eager(_tensors_in((out,), {}) if out is not None else _flat(args[0]), func)
         return out
 
     # -- op classes ----------------------------------------------------------------------------

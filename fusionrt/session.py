@@ -33,6 +33,13 @@ from .plan_cache import PLANS, CachedPlan, stream_key
 from .runtime import Runner, dtype_name
 
 MAX_PENDING = 4096
+# Out-of-place updates that eager PyTorch runs as a copy of ``self`` and the in-place op on the
+# copy (ATen's ``self.clone().masked_fill_(...)``, a structured op's ``out.copy_(self)``): two kernels.
+COPY_THEN_UPDATE = frozenset({
+    "masked_fill", "masked_scatter", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
+    "index_fill", "index_put", "index_reduce", "slice_scatter", "select_scatter", "diagonal_scatter",
+    "as_strided_scatter",
+})
 _ids = itertools.count()
 _thread = threading.local()  # .session: the block this thread is in
 # epoch -> the session whose pending graph it names, for a read from another thread
@@ -276,14 +283,17 @@ class Session:
         self.pending.append(node)
         return node
 
-    def count_eager(self, outputs: Sequence[torch.Tensor]) -> None:
-        """Eager PyTorch runs one kernel per op and writes each of its outputs."""
+    def count_eager(self, outputs: Sequence[torch.Tensor], op: Any = None) -> None:
+        """Eager PyTorch runs one kernel per op and writes each of its outputs; the out-of-place
+        form of an update (``op`` in ``COPY_THEN_UPDATE``) first copies its input whole."""
         if self.decomposing:
             return  # the decomposed op is counted once, as eager runs it
         report = self.report
-        report.eager_kernels += 1
-        report.eager_writes += len(outputs)
-        report.eager_bytes_written += sum(t.numel() * t.element_size() for t in outputs)
+        copies = getattr(op, "_overloadpacket", op).__name__ in COPY_THEN_UPDATE if op is not None else False
+        report.eager_kernels += 1 + copies
+        report.eager_writes += len(outputs) + copies
+        nbytes = [t.numel() * t.element_size() for t in outputs]
+        report.eager_bytes_written += sum(nbytes) + (nbytes[0] if copies and nbytes else 0)
 
     @contextlib.contextmanager
     def decomposition(self) -> Iterator[None]:
@@ -391,7 +401,7 @@ class Session:
         ))
         report.materialized.extend(writes)
         report.fallbacks.append(Fallback(name, source, reason))
-        self.count_eager(outs)
+        self.count_eager(outs, func)
         return out
 
 

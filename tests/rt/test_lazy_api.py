@@ -74,3 +74,28 @@ def test_a_channels_last_convolution_keeps_eager_layout():
         ref = fn(x, w)
         assert out.stride() == ref.stride() == (2288, 1, 176, 16)
         torch.testing.assert_close(out, ref)
+
+
+
+@pytest.mark.parametrize("update", [
+    lambda t, m, i: t.masked_fill(m, 0.0),
+    lambda t, m, i: t.index_fill(0, i, 1.0),
+    lambda t, m, i: t.index_add(0, i, t[:3]),
+    lambda t, m, i: t.scatter(0, i[:, None].expand(3, 8), 1.0),
+], ids=["masked_fill", "index_fill", "index_add", "scatter"])
+def test_eager_counts_the_copy_an_out_of_place_update_makes(update):
+    """Eager runs ``t.masked_fill(m, v)`` as ``t.clone().masked_fill_(m, v)`` (ATen copies first):
+    a kernel and a full-size write for the copy, besides the multiply and the update."""
+    x, mask, index = torch.randn(6, 8), torch.rand(6, 8) > 0.5, torch.tensor([0, 2, 5])
+    result, report = fusionrt.measure(lambda t: update(t * 2, mask, index), x)
+    torch.testing.assert_close(result, update(x * 2, mask, index))
+    assert (report.eager_kernels, report.eager_writes) == (3, 3)
+    assert report.eager_bytes_written == 3 * x.numel() * x.element_size()
+
+
+def test_an_out_of_place_update_costs_eager_what_a_clone_updated_in_place_does():
+    x, mask = torch.randn(6, 8), torch.rand(6, 8) > 0.5
+    _, out_of_place = fusionrt.measure(lambda t: (t * 2).masked_fill(mask, 0.0), x)
+    _, in_place = fusionrt.measure(lambda t: (t * 2).clone().masked_fill_(mask, 0.0), x)
+    _, update_only = fusionrt.measure(lambda t: (t * 2).masked_fill_(mask, 0.0), x)
+    assert out_of_place.eager_kernels == in_place.eager_kernels == update_only.eager_kernels + 1
