@@ -14,7 +14,7 @@ from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, assign, fused_call, replace_nodes
 
-_MATMUL_TEXT = re.compile(r"[\w)\]]\s*@(?!=)|\b(?:matmul|mm)\s*\(")
+_MATMUL_TEXT = re.compile(r"[\w)\]]\s*@(?!=)|\b(?:matmul|mm|linear)\s*\(")
 _STRING_STATEMENT = re.compile(r"\s*[rRbBuUfF]{0,2}['\"]")  # a docstring keeps a module whole
 
 
@@ -36,7 +36,9 @@ class MatmulBias(Rule):
         and `torch.mm(a, c)`/`a.mm(c)` (2-D by definition) -> `torch.addmm`; a tensor plus or
         minus a number times `torch.mm(a, c)` -> `torch.addmm(c, a, b, alpha=...)` (the squared
         distances of a vector quantizer, `x2 + e2 - 2 * torch.mm(x, e.t())`: eager 8 -> 6
-        kernels with the squares, 3 -> 1 for the sum itself); a matmul scaled by a number, on
+        kernels with the squares, 3 -> 1 for the sum itself); `F.linear(x, w) + b`, the linear
+        called without its bias and the bias added after (ESM's and LitGPT's adapters) ->
+        `F.linear(x, w, b)` (eager 2 -> 1); a matmul scaled by a number, on
         an operand or on the product (`x2 - 2 * x @ e + e2`, as the vector quantizers of
         EnCodec, AudioCraft and DAC write it with `@`; `2 * torch.matmul(L, t) - t0`), that is a
         term of a sum of tensors, anywhere in it -> `torch.addmm`/`torch.baddbmm` with `alpha`
@@ -183,7 +185,7 @@ def g(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
     @classmethod
     def needle(cls, ops: OpTables) -> re.Pattern[str]:
         # a matmul
-        return re.compile(r"@|\b(?:matmul|mm)\s*\(")
+        return re.compile(r"@|\b(?:matmul|mm|linear)\s*\(")
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
@@ -197,11 +199,13 @@ def g(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
         if scope.dynamic:
             return
         sums: set[int] = set()  # ``x @ w.t() + y @ v.t()`` is one finding, for its first product
-        for key in ("@", "matmul", "mm"):
+        for key in ("@", "matmul", "mm", "linear"):
             for site in scope.sites.get(key, ()):
                 if site.conditional:
                     continue
-                operands = _operands(scope, site.node)
+                operands = _operands(scope, site.node) if key != "linear" else _linear_without_bias(scope, site.node)
+                if key == "linear" and operands is None:
+                    continue
                 found, alpha = None, None
                 if operands is not None:
                     found = _bias_sum(scope, site.statement, site.node) or _bias_later(scope, site.statement, site.node)
@@ -223,6 +227,14 @@ def g(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
                 fused = _fused_call(scope, operands, bias, alpha)
                 fix = None if fused is None else edits(fused)
                 yield Violation(node, fix=fix, spans=tuple(edit.statement for edit in fix or ()))
+
+
+def _linear_without_bias(scope: Scope, call: cst.CSTNode) -> tuple[str, cst.BaseExpression, cst.BaseExpression] | None:
+    """("linear", x, w) for ``F.linear(x, w)``: a linear layer called without its bias."""
+    if not isinstance(call, cst.Call) or scope.torch_name(call.func) != "torch.nn.functional.linear" \
+            or len(call.args) != 2 or any(arg.keyword is not None or arg.star for arg in call.args):
+        return None
+    return "linear", call.args[0].value, call.args[1].value
 
 
 def _operands(scope: Scope, product: cst.CSTNode) -> tuple[str, cst.BaseExpression, cst.BaseExpression] | None:

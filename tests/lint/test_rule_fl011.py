@@ -38,6 +38,8 @@ def fixed(body: str) -> str:
         ("    h = x @ w.t()\n    c = b * 2\n    h += c\n    return h\n", "    c = b * 2\n    h = F.linear(x, w, c)\n    return h\n"),
         ("    return b - 2 * torch.mm(x, w.t())\n", "    return torch.addmm(b, x, w.t(), alpha=-2)\n"),
         ("    return (b + x.mm(a) * 0.5).relu()\n", "    return (torch.addmm(b, x, a, alpha=0.5)).relu()\n"),
+        ("    return F.linear(x, w) + b\n", "    return F.linear(x, w, b)\n"),  # the bias left out, then added
+        ("    h = F.linear(x, w)\n    h = h + b\n    return h\n", "    h = F.linear(x, w, b)\n    return h\n"),
     ],
 )
 def test_flagged_and_fused(body, rewritten):
@@ -58,6 +60,8 @@ def test_flagged_and_fused(body, rewritten):
         "    h = x @ w.t()\n    if b.dim():\n        h = h + b\n    return h\n",  # the use is in a branch
         "    h = x @ w.t()\n    x.mul_(2)\n    return h + b\n",  # an operand written in place
         "    return b - a.sum() * torch.mm(x, a)\n",  # a scale that is no number
+        "    return F.linear(x, w, b) + b\n",  # the bias already passed
+        "    return F.linear(x, w) + 1.0\n",  # a number
     ],
 )
 def test_silent(body):
