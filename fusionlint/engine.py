@@ -319,13 +319,22 @@ def _run_rules(
             end_line=where.end.line,
             end_column=where.end.column + 1,
             fix_safety=rule.fix_safety if edits is not None else FixSafety.NONE,
-            pays_in=rule.pays_in,
+            pays_in=_pays_in(rule, violation),
             edits=edits or (),
             rule=rule.name,
             fix_title=rule.fix_title() if edits is not None else "",
         )
         reports.append(_Report(finding, edits))
     return reports, problems
+
+
+def _pays_in(rule: Rule, violation) -> tuple[str, ...]:
+    """The finding's places: the violation's own, which may only narrow the rule's claim."""
+    if not violation.pays_in:
+        return rule.pays_in
+    if not set(violation.pays_in) <= set(rule.pays_in):
+        raise ValueError(f"{rule.code}: a finding claims {violation.pays_in}, beyond the rule's {rule.pays_in}")
+    return violation.pays_in
 
 
 class _Positions:

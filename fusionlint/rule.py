@@ -55,6 +55,9 @@ class Violation:
     # The statements the finding is about, for precedence (``Rule.yields_to``): those its rewrite
     # moves code across. Empty: the node's own lines.
     spans: tuple[cst.CSTNode, ...] = ()
+    # Where this finding's rewrite saves, when it is fewer places than the rule's ``pays_in``
+    # (one spelling of several that pays in eager only). Empty: the rule's.
+    pays_in: tuple[str, ...] = ()
 
 
 class Rule:

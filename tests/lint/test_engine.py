@@ -8,7 +8,7 @@ import pytest
 
 import fusionlint.engine as engine
 from fusionlint.engine import lint_source
-from fusionlint.model import FixMode, FixSafety, InternalError, LintOptions, internal_error
+from fusionlint.model import EAGER, FUSIONRT, FixMode, FixSafety, InternalError, LintOptions, internal_error
 from fusionlint.rule import Rule, StatementEdit, Violation
 from fusionlint.rules import all_rules
 
@@ -216,6 +216,41 @@ def test_fix_that_does_not_parse_is_dropped_and_finding_kept(monkeypatch):
     assert result.source is None and result.fixed == ()
     assert [(f.code, f.fix_safety) for f in result.findings] == [("FL002", FixSafety.SAFE)]
     assert any("does not parse" in e for e in result.errors)
+
+
+class _NarrowClaim(Rule):
+    """A rule that pays in both places, with one finding that pays in eager only."""
+
+    code = "FL002"
+    name = "narrow-claim"
+    message = "narrow"
+    rationale = "test"
+    pays_in = (FUSIONRT, EAGER)
+    claim: tuple[str, ...] = (EAGER,)
+
+    @classmethod
+    def may_match(cls, block, index, ops):
+        return "clone" in block[index]
+
+    def check(self, scope):
+        for site in scope.sites.get("clone", ()):
+            yield Violation(site.node, pays_in=self.claim)
+
+
+def test_a_finding_may_narrow_where_its_rule_pays(monkeypatch):
+    monkeypatch.setattr(engine, "all_rules", lambda: [_NarrowClaim])
+    result = lint_source(CLONE.format(comment=""), "m.py", LintOptions(codes=frozenset({"FL002"})))
+    assert [f.pays_in for f in result.findings] == [(EAGER,)]
+
+
+def test_a_finding_may_not_claim_more_than_its_rule(monkeypatch):
+    class Wider(_NarrowClaim):
+        pays_in = (EAGER,)
+        claim = (FUSIONRT,)
+
+    monkeypatch.setattr(engine, "all_rules", lambda: [Wider])
+    result = lint_source(CLONE.format(comment=""), "m.py", LintOptions(codes=frozenset({"FL002"})))
+    assert result.findings == () and "beyond the rule's" in result.errors[0]  # an internal error: the run fails
 
 
 def test_extra_ops_extend_the_tables():
