@@ -829,6 +829,8 @@ def _is_literal(node: ast.stmt) -> bool:
         value = node.value
     else:
         return False
+    if not isinstance(value, _LITERAL_PARTS):  # most statements: a call, an operation (no walk begun)
+        return False
     return all(isinstance(part, _LITERAL_PARTS) for part in ast.walk(value))
 
 
