@@ -223,7 +223,12 @@ class RedundantCopy(Rule):
         `torch.zeros_like(x)` reads only its sizes (a mixture of experts' `residual_x =
         x.clone()`), and rows gathered by an index of one dimension or more (a slice of a
         tensor, a mask, `argsort`: `pop[order[:k]].clone()`) are a new tensor no name holds; a
-        0-d index (`argmax()`'s) views its row.
+        0-d index (`argmax()`'s) views its row. A `.clone()` stored into a slice of a tensor the
+        function made (`shifted[:, 1:] = input_ids[:, :-1].clone()` into `input_ids.new_zeros(...)`,
+        the sequence-to-sequence models' `shift_tokens_right`: fusionrt and eager 6 -> 5 and 8 -> 7
+        kernels) is not needed either: the store copies the values itself; not where the target
+        may overlap a name the copy reads (`t[1:] = t[:-1].clone()`), is a caller's tensor, or is
+        no tensor (a dict keeps the copy).
     """
     use_instead = """
         Use the tensor itself (`x`, or `x.detach()` for `x.detach().clone()`).
@@ -1873,6 +1878,8 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
                 return False
             fast = op[1] == ELEMENTWISE or reads_strided(op[0], scope.ops) or op[0] in reading.convolved
             return reading.read(fast=fast)
+        if role == "copy" and reading.strided and _stored_into_fresh(scope, parent, below, node):
+            return reading.read()  # `shifted[:, 1:] = ids[:, :-1].clone()`: the store copies
         if role == "copy" and _assigned_from(parent, below):
             return _only_read_name(scope, parent, reading)
         if role == "source" and _assigned_from(parent, below):
@@ -1888,6 +1895,39 @@ def _only_read(scope: Scope, node: cst.CSTNode, role: str, reading: _Reading | N
             return reading.read()
         return _handed_out(scope, parent, role, reading)
     return False
+
+
+def _stored_into_fresh(scope: Scope, assign: cst.CSTNode, value: cst.CSTNode, copy: cst.CSTNode) -> bool:
+    """``t[:, 1:] = ids[:, :-1].clone()`` (``assign``, ``value`` its value holding ``copy``): an
+    item store, which copies the values itself, into a tensor the function made (a
+    ``new_zeros`` buffer: no caller's tensor may overlap it) that shares memory with no name the
+    copy reads (``v = t[0]`` then ``t[1] = v.clone()`` overlaps)."""
+    if not (isinstance(assign, cst.Assign) and assign.value is value and len(assign.targets) == 1):
+        return False
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Subscript) or not scope.is_tensor(target.value):
+        return False
+    held = _viewed(scope, target.value)
+    if not isinstance(held, cst.Name) or held.value in scope.params or not all(
+            _made_anew(scope, value) for bound, value in scope.assignments
+            if isinstance(bound, cst.Name) and bound.value == held.value):
+        return False
+    stored = set(_lineage(scope, held))
+    return not any(stored & set(_lineage(scope, read)) for read in _walk(copy) if isinstance(read, cst.Name))
+
+
+def _made_anew(scope: Scope, value: cst.BaseExpression) -> bool:
+    """A factory's new tensor (``ids.new_zeros(...)``, ``torch.zeros(...)``, ``torch.full_like(x,
+    v)``) or a value the function makes (``_fresh``)."""
+    func = value.func if isinstance(value, cst.Call) else None
+    if isinstance(func, cst.Attribute) and func.attr.value in ("new_zeros", "new_ones", "new_empty", "new_full") \
+            and scope.is_tensor(func.value):
+        return True
+    name = scope.torch_name(func) if func is not None else None
+    if name is not None and name.count(".") == 1 and name.startswith("torch.") \
+            and (name[6:] in _FACTORIES or _like_factory(scope, value)):  # type: ignore[arg-type]
+        return True
+    return _fresh(scope, value, None)
 
 
 def _module_op(scope: Scope, call: cst.CSTNode) -> tuple[str, str | None, cst.BaseExpression | None] | None:

@@ -17,6 +17,17 @@ def positions(source: str) -> list[tuple[int, int]]:
 
 
 FLAGGED = {
+    "a clone stored into a slice of a buffer the function made (shift_tokens_right)": """\
+import torch
+
+
+def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, start: int):
+    shifted_input_ids = input_ids.new_zeros(input_ids.shape)
+    shifted_input_ids[:, 1:] = input_ids[:, :-1].clone()
+    shifted_input_ids[:, 0] = start
+    shifted_input_ids.masked_fill_(shifted_input_ids == -100, pad_token_id)
+    return shifted_input_ids
+""",
     "a residual clone whose source only a zeros_like and a module read (a mixture of experts)": """\
 import torch
 from torch import nn
@@ -836,6 +847,7 @@ class Block(nn.Module):
 """,
 }
 EXPECTED = {
+    "a clone stored into a slice of a buffer the function made (shift_tokens_right)": [(6, 32)],
     "a residual clone whose source only a zeros_like and a module read (a mixture of experts)": [(12, 22)],
     "a repeat of an unsqueezed mean named like a nested helper's own local": [(12, 12)],
     "a clone of rows gathered by a slice of sorted indices": [(6, 12)],
@@ -902,6 +914,32 @@ def test_flagged(name):
 
 
 SILENT = {
+    "a clone stored into a tensor it may overlap, a caller's tensor or a dict": """\
+import torch
+
+
+def overlap(x: torch.Tensor):
+    t = torch.zeros(4, 4)
+    v = t[0]
+    t[1] = v.clone()
+    return t
+
+
+def same(x: torch.Tensor):
+    t = x * 2
+    t[1:] = t[:-1].clone()
+    return t
+
+
+def param(t: torch.Tensor, x: torch.Tensor):
+    t[1:] = x[:-1].clone()
+    return t
+
+
+def cache(x: torch.Tensor, store: dict):
+    store["k"] = x[:, -1].clone()
+    return x
+""",
     "a clone of the row a 0-d index views, and a name a nested function writes": """\
 import torch
 
