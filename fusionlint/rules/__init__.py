@@ -31,6 +31,7 @@ from fusionlint.rules.scalar_fused_op import ScalarFusedOp
 from fusionlint.rules.scale_after_matmul import ScaleAfterMatmul
 from fusionlint.rules.scale_smaller_factor import ScaleSmallerFactor
 from fusionlint.rules.softmax_by_hand import SoftmaxByHand
+from fusionlint.rules.sum_started_from_zeros import SumStartedFromZeros
 from fusionlint.rules.syntax_error import SyntaxErrorRule
 from fusionlint.rules.unit_offset_scale import UnitOffsetScale
 from fusionlint.rules.view_breaks_fused_block import ViewBreaksFusedBlock
@@ -69,6 +70,7 @@ _RULES: tuple[type[Rule], ...] = (
     LoopOverSlices,
     ComputedTwice,
     CatGrownInLoop,
+    SumStartedFromZeros,
     SyntaxErrorRule,
 )
 
