@@ -37,6 +37,8 @@ _INITIALIZES = re.compile(r"_?(?:init|initialize)_\w*(?:weights?|buffers?)|reset
 _SOLE_VALUE = "a copy of a value nothing else holds: whatever is done with the copy can be done with the value"
 _STACK_REDUCED = "a stack only reduced over its new dimension: adding the tensors writes the result alone"
 _REPEATED = "a repeat of dimensions of size 1 that is only read: an expand reads the same values without the copy"
+_STACKED_ALONE = ("a stack of one tensor with itself that is only read: an expand of it unsqueezed "
+                  "(`x.unsqueeze(0).expand(n, *x.shape)`) reads the same values without the copies")
 _WRITTEN_AT_ONCE = "a copy written in place at once: the op's out-of-place form makes the new tensor without the copy"
 # In-place ops whose out-of-place form keeps the tensor's dtype, as the copy's would (no type
 # promotion), and the factories that make what a fill of a copy is.
@@ -49,6 +51,7 @@ _FACTORIES = frozenset({"zeros", "ones", "randn", "rand", "empty", "full"})
 # stack in a statement that sums or averages.
 _COPY = re.compile(r"\b(?:clone|contiguous)\s*\(|(?:[)\]]|\bself\.\w+)\s*\.repeat\s*\(")
 _STACK, _REDUCTION = re.compile(r"\bstack\s*\("), re.compile(r"\b(?:sum|mean)\s*\(")
+_STACK_REPEATED = re.compile(r"\bstack\s*\(\s*\[\s*[\w.]+\s*\]\s*\*")  # `torch.stack([x] * n)`
 _NEEDLE = re.compile(r"\b(?:clone|contiguous|stack)\s*\(|\.repeat\s*\(")  # what the file search looks for
 # Views that leave a tensor non-contiguous, so that ``.contiguous()`` really copies.
 _STRIDED = frozenset({"t", "T", "mT", "H", "mH", "transpose", "swapaxes", "swapdims", "permute", "movedim",
@@ -228,7 +231,10 @@ class RedundantCopy(Rule):
         the sequence-to-sequence models' `shift_tokens_right`: fusionrt and eager 6 -> 5 and 8 -> 7
         kernels) is not needed either: the store copies the values itself; not where the target
         may overlap a name the copy reads (`t[1:] = t[:-1].clone()`), is a caller's tensor, or is
-        no tensor (a dict keeps the copy).
+        no tensor (a dict keeps the copy). And a tensor stacked with itself (`torch.stack([x] *
+        n)`) that is only read as a repeat must be (a separator's encoded mixture, stacked per
+        speaker only to be multiplied by the masks): an expand of `x.unsqueeze(0)` reads the same
+        values without writing `n` copies (no fix: the expand's sizes depend on the rank).
     """
     use_instead = """
         Use the tensor itself (`x`, or `x.detach()` for `x.detach().clone()`).
@@ -735,7 +741,8 @@ def f(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        return _COPY.search(text) is not None or _STACK.search(text) is not None and _REDUCTION.search(text) is not None
+        return _COPY.search(text) is not None or _STACK_REPEATED.search(text) is not None \
+            or _STACK.search(text) is not None and _REDUCTION.search(text) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.dynamic or _builds_module(scope):
@@ -783,6 +790,12 @@ def f(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             if _only_read(scope, site.node, "copy", reading) and reading.saves \
                     and _source_is_stable(scope, site.node.func.value, site, reading):  # type: ignore[attr-defined]
                 yield Violation(site.node, fix=_fix(site, expanded), message=_REPEATED)
+        for site in scope.sites.get("stack", ()):
+            repeated = None if site.conditional else _stacked_alone(scope, site.node)
+            reading = _Reading(strided=False)  # as for a repeat: an expand of it is read instead
+            if repeated is not None and _only_read(scope, site.node, "copy", reading) and reading.saves \
+                    and _source_is_stable(scope, repeated, site, reading):
+                yield Violation(site.node, message=_STACKED_ALONE)
         for site in (*scope.sites.get("sum", ()), *scope.sites.get("mean", ())):
             stack = _stack_reduced_by(scope, site.node)
             if stack is not None:
@@ -929,6 +942,25 @@ def _built_unit_dims(scope: Scope, value: ast.expr) -> list[int] | None:
     if any(isinstance(size, ast.Starred) for size in sizes):
         return None
     return [i for i, size in enumerate(sizes) if isinstance(size, ast.Constant) and size.value == 1]
+
+
+def _stacked_alone(scope: Scope, call: cst.Call) -> cst.BaseExpression | None:
+    """``x`` of ``torch.stack([x] * n)`` (a dimension given or not): one tensor stacked with
+    itself, whose copies an expand of ``x.unsqueeze(d)`` reads without writing; else None."""
+    if scope.torch_name(call.func) != "torch.stack" or not call.args or call.args[0].keyword is not None:
+        return None
+    if any(a.star or a.keyword is not None and a.keyword.value not in ("dim",) for a in call.args[1:]):
+        return None
+    listed = call.args[0].value
+    if not (isinstance(listed, cst.BinaryOperation) and isinstance(listed.operator, cst.Multiply)):
+        return None
+    single = next((side for side in (listed.left, listed.right) if isinstance(side, cst.List)), None)
+    count = listed.right if single is listed.left else listed.left
+    if single is None or len(single.elements) != 1 or isinstance(single.elements[0], cst.StarredElement) \
+            or isinstance(count, cst.List) or scope.is_tensor(count):
+        return None
+    tensor = single.elements[0].value
+    return tensor if scope.is_tensor(tensor) else None
 
 
 def _stack_reduced_by(scope: Scope, reduction: cst.Call) -> cst.Call | None:

@@ -17,6 +17,24 @@ def positions(source: str) -> list[tuple[int, int]]:
 
 
 FLAGGED = {
+    "a tensor stacked with itself only to be multiplied by masks": """\
+import torch
+from torch import nn
+
+
+class Separator(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Conv1d(1, 8, 4)
+        self.masknet = nn.Conv1d(8, 16, 1)
+        self.num_spks = 2
+
+    def forward(self, mix: torch.Tensor) -> torch.Tensor:
+        mix_w = self.encoder(mix)
+        est_mask = self.masknet(mix_w)
+        mix_w = torch.stack([mix_w] * self.num_spks)
+        return mix_w * est_mask
+""",
     "a clone stored into a slice of a buffer the function made (shift_tokens_right)": """\
 import torch
 
@@ -847,6 +865,7 @@ class Block(nn.Module):
 """,
 }
 EXPECTED = {
+    "a tensor stacked with itself only to be multiplied by masks": [(15, 17)],
     "a clone stored into a slice of a buffer the function made (shift_tokens_right)": [(6, 32)],
     "a residual clone whose source only a zeros_like and a module read (a mixture of experts)": [(12, 22)],
     "a repeat of an unsqueezed mean named like a nested helper's own local": [(12, 12)],
@@ -914,6 +933,19 @@ def test_flagged(name):
 
 
 SILENT = {
+    "a tensor stacked with itself and written, or stacked with another": """\
+import torch
+
+
+def written(x: torch.Tensor, n: int) -> torch.Tensor:
+    y = torch.stack([x] * n)
+    y[0] += 1
+    return y
+
+
+def two(x: torch.Tensor) -> torch.Tensor:
+    return torch.stack([x, x * 2]) * 3
+""",
     "a clone stored into a tensor it may overlap, a caller's tensor or a dict": """\
 import torch
 
