@@ -27,6 +27,7 @@ from fusionlint.rules.norm_by_hand import NormByHand
 from fusionlint.rules.reduce_before_compute import ReduceBeforeCompute
 from fusionlint.rules.rotate_half_copy import RotateHalfCopy
 from fusionlint.rules.redundant_copy import RedundantCopy
+from fusionlint.rules.replicated_for_broadcast import ReplicatedForBroadcast
 from fusionlint.rules.scalar_fused_op import ScalarFusedOp
 from fusionlint.rules.scale_after_matmul import ScaleAfterMatmul
 from fusionlint.rules.scale_smaller_factor import ScaleSmallerFactor
@@ -71,6 +72,7 @@ _RULES: tuple[type[Rule], ...] = (
     ComputedTwice,
     CatGrownInLoop,
     SumStartedFromZeros,
+    ReplicatedForBroadcast,
     SyntaxErrorRule,
 )
 

@@ -1,0 +1,66 @@
+# FL049 (replicated-for-broadcast): its examples, flagged, then its look-alikes, not flagged.
+
+# --- example 1
+import torch
+import torch.nn.functional as F
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    k = k.repeat_interleave(4, dim=1)
+    v = v.repeat_interleave(4, dim=1)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return y.transpose(1, 2)
+
+# --- example 2
+import torch
+import torch.nn.functional as F
+
+
+class Attention(torch.nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if k.size(1) != q.size(1):
+            q_per_kv = q.size(1) // k.size(1)
+            k = torch.repeat_interleave(k, q_per_kv, dim=1)
+            v = torch.repeat_interleave(v, q_per_kv, dim=1)
+        return self.attend(q, k, v)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, scale=0.25)
+
+
+def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return Attention()(q, k, v)
+
+# --- look-alike 1
+import torch
+import torch.nn.functional as F
+
+
+def read_again(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    k = k.repeat_interleave(4, dim=1)
+    v = v.repeat_interleave(4, dim=1)
+    y = F.scaled_dot_product_attention(q, k, v)
+    return y + k.sum()
+
+
+def value_only(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    v = v.repeat_interleave(4, dim=1)
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def over_sequence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    k = k.repeat_interleave(4, dim=2)
+    v = v.repeat_interleave(4, dim=2)
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def tiled(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    k = k.repeat(1, 4, 1, 1)
+    v = v.repeat(1, 4, 1, 1)
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def counts_differ(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    k = k.repeat_interleave(4, dim=1)
+    v = v.repeat_interleave(2, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
