@@ -8,7 +8,7 @@ from fusionlint.analysis.callers import tensors_from_callers
 from fusionlint.analysis.facts import ModuleFacts
 from fusionlint.analysis.nodes import Walker, dotted_name, is_method_call, root_name
 from fusionlint.analysis.scope import Block, Scope, Site, StatementRef
-from fusionlint.analysis.tensors import SHAPE_ATTRIBUTES
+from fusionlint.analysis.tensors import SHAPE_ATTRIBUTES, documented_tensors
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
 
 _AUTOGRAD_MARKERS = frozenset(
@@ -99,6 +99,7 @@ class _Collector(Walker):
             params = params[1:]  # self / cls
         forward = node.name.value == "forward"
         commented = _type_comment(node)
+        documentable = set()
         for i, param in enumerate(params):
             annotation = param.annotation.annotation if param.annotation is not None else None
             if annotation is None and commented is not None and len(commented) == len(params) and not param.star:
@@ -108,6 +109,12 @@ class _Collector(Walker):
             tensor = scope.typing.declare(param.name.value, annotation, param.default, forward)
             group = scope.params if tensor else scope.typed if tensor is not None else scope.untyped
             group.add(param.name.value)
+            if tensor is None and (param.default is None or _is_none(param.default)):
+                documentable.add(param.name.value)
+        if documentable:
+            documented = documented_tensors(_docstring(node), documentable)
+            scope.params |= documented
+            scope.untyped -= documented
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         self.lambdas += 1
@@ -262,6 +269,23 @@ class _Collector(Walker):
 
 
 _TORCH_TENSOR = cst.parse_expression("torch.Tensor")
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return type(expr) is cst.Name and expr.value == "None"
+
+
+def _docstring(node: cst.FunctionDef) -> str | None:
+    """The function's docstring, as written (not dedented); None without one."""
+    body = node.body
+    first = body.body[0] if isinstance(body, cst.IndentedBlock) and body.body else None
+    if type(first) is not cst.SimpleStatementLine or type(first.body[0]) is not cst.Expr:
+        return None
+    value = first.body[0].value
+    if type(value) is cst.SimpleString or type(value) is cst.ConcatenatedString:
+        text = value.evaluated_value
+        return text if isinstance(text, str) else None
+    return None
 
 
 def _type_comment(node: cst.FunctionDef) -> list[cst.BaseExpression] | None:

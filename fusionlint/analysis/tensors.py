@@ -7,7 +7,8 @@ Both trees are seen through ``views``, so the heuristics exist once.
 from __future__ import annotations
 
 import ast
-from typing import Iterable, Iterator, Union
+import re
+from typing import Collection, Iterable, Iterator, Union
 
 import libcst as cst
 
@@ -26,7 +27,9 @@ _NON_TENSOR_METHODS = frozenset(
     numpy get_device storage untyped_storage is_floating_point is_complex equal type register_hook
     backward dim_order nbytes itemsize is_set_to astype __len__ __repr__ __str__""".split()
 )
-_TENSOR_ATTRIBUTES = VIEW_ATTRIBUTES | {"data", "grad", "real", "imag"}
+# Attributes of a tensor that hold tensors; ``values`` and ``indices`` of what ``max(dim)``, ``topk``,
+# ``sort`` return (a named tuple, taken for a tensor; of a dense tensor they are methods, called).
+_TENSOR_ATTRIBUTES = VIEW_ATTRIBUTES | {"data", "grad", "real", "imag", "values", "indices"}
 _MODULE_TENSORS = frozenset({"weight", "bias"})
 # Attributes that, of the values a model file handles, a tensor or a NumPy array has: in a file
 # without numpy, ``x.shape[-1]`` tells that ``x`` is a tensor.
@@ -280,7 +283,16 @@ class Typing:
         return returned(other, None, function) or self._passes_on_tensors(call, None, function, other)
 
     def _given_tensor(self, call: tuple) -> bool:
-        return any(self.is_tensor(arg) for arg in call[2])
+        """Is the call given a tensor, or a function of no parameters that makes one
+        (``default(noise, lambda: torch.randn_like(x))``)?"""
+        for arg in call[2]:
+            if self.is_tensor(arg):
+                return True
+            if type(arg) is cst.Lambda or type(arg) is ast.Lambda:
+                made = self.view(arg)
+                if made[1] == [] and self.is_tensor(made[2]):
+                    return True
+        return False
 
     def _self_method_returns(self, call: tuple, method: str) -> Returned:
         """``self.<method>(...)``: of the class or a same-file base, else of a base of another file
@@ -716,6 +728,28 @@ class Typing:
         return False
 
 
+# A parameter's entry in a docstring: ``x : torch.Tensor`` (NumPy style) or ``x (Tensor): ...``
+# (Google style, also ``x (`torch.FloatTensor` of shape ...)``); the type that follows.
+_DOCUMENTED = re.compile(r"^[ \t]*\*{0,2}([A-Za-z_]\w*)[ \t]*(?:\(([^\n]*?)\)[ \t]*:|:[ \t]*([^\n]*?)[ \t]*$)", re.M)
+_OPTIONAL = re.compile(r"(?:,?\s*\(?optional\)?|,?\s*(?:or|\|)\s*None|,\s*default.*|\s+of shape.*)$", re.I)
+_TENSOR_TYPE = re.compile(r"(?:torch\.(?:cuda\.)?)?[A-Za-z]*Tensor")
+
+
+def documented_tensors(docstring: str | None, names: Collection[str]) -> set[str]:
+    """Of ``names``, the parameters a docstring gives a tensor type (``mean : torch.Tensor``,
+    ``waveform (Tensor): ...``, ``x (`torch.Tensor`, *optional*)``), nothing else in the type."""
+    found: set[str] = set()
+    if not docstring or "Tensor" not in docstring:
+        return found
+    for match in _DOCUMENTED.finditer(docstring):
+        name = match.group(1)
+        if name in names and name not in found:
+            kind = (match.group(2) if match.group(2) is not None else match.group(3)).replace("`", "").replace("*", "")
+            if _TENSOR_TYPE.fullmatch(_OPTIONAL.sub("", kind.strip()).strip()):
+                found.add(name)
+    return found
+
+
 def _flag(flags: tuple[bool, ...], index: int) -> bool:
     """Is element ``index`` of a tuple with these flags a tensor? One flag is every element's."""
     if len(flags) == 1:
@@ -911,12 +945,17 @@ def _function_typing(
         params = params[1:]  # self / cls
     forward = function.name == "forward"
     typed = set()
+    untyped = {}
     for param, default in params:
         tensor = typing.declare(param.arg, param.annotation, default, forward)
         if tensor or (tensor is None and given_tensors):
             typing.tensors.add(param.arg)
         elif tensor is not None:
             typed.add(param.arg)
+        elif default is None or type(default) is ast.Constant and default.value is None:
+            untyped[param.arg] = param
+    if untyped:
+        typing.tensors |= documented_tensors(ast.get_docstring(function, clean=False), untyped)
     typing.tensors |= {name for expr in body.uses for name in typing.used_as_tensor(expr)} - typed
     typing.resolve(body.assignments, body.loops, body.appends)
     return typing, body

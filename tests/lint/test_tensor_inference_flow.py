@@ -498,3 +498,88 @@ def test_einops_packing_and_properties_that_return_tensors():
     found = tensors(source)["forward"]
     assert {"y", "a", "b", "z", "w", "m"} <= found
     assert not {"ps", "zps", "n"} & found
+
+
+def test_a_helper_given_a_function_that_makes_a_tensor():
+    """``noise = default(noise, lambda: torch.randn_like(x))``: a helper given a function of no
+    parameters that makes a tensor passes on what it is given; not ``default(size, lambda: 3)``
+    nor a helper that tests what it is given."""
+    found = tensors("""
+        import torch
+
+        def exists(v):
+            return v is not None
+
+        def default(val, d):
+            return val if exists(val) else (d() if callable(d) else d)
+
+        class Diffusion(torch.nn.Module):
+            def p_losses(self, x_start, noise=None, size=None):
+                noise = default(noise, lambda: torch.randn_like(x_start))
+                size = default(size, lambda: 3)
+                given = exists(lambda: torch.randn_like(x_start))
+                return x_start * noise
+    """)["p_losses"]
+    assert "noise" in found
+    assert not {"size", "given"} & found
+
+
+def test_values_and_indices_of_a_reduction_are_tensors():
+    """``x.max(dim=-1).values``, ``torch.topk(x, 3).indices``: tensors; ``d.values`` of a dict no."""
+    found = tensors("""
+        import torch
+
+        def f(x: torch.Tensor, d: dict):
+            a = x.max(dim=-1).values
+            b = torch.topk(x, 3).indices
+            c = d.values
+            return a
+    """)["f"]
+    assert {"a", "b"} <= found and "c" not in found
+
+
+def test_parameters_a_docstring_gives_a_tensor_type():
+    """Untyped parameters whose docstring entry gives a tensor type, in NumPy style (``mean :
+    torch.Tensor``, ``, optional``, ``or None``) or Google style (``x (Tensor): ...``,
+    ``y (`torch.FloatTensor` of shape `(b, n)`):``), are tensors, in the scope and in what a
+    helper returns; not a union with another type, a list of tensors, a prose description, nor a
+    parameter with a number default."""
+    source = """
+        import torch
+
+        def scale(x, factor=2.0):
+            '''Scales.
+
+            Args:
+                x (Tensor): the input, of shape (B, T)
+                factor (Tensor): by how much
+            '''
+            return x
+
+        class VAE(torch.nn.Module):
+            def reparameterize(self, mean, log_var, lengths=None, n=None, feats=None, w=None, u=None, y=None):
+                '''Samples.
+
+                Arguments
+                ---------
+                mean: torch.Tensor
+                    the mean
+                log_var : torch.Tensor, optional
+                lengths : torch.Tensor or None
+                n : int
+                feats : list of torch.Tensor
+                w (Tensor or int): either
+                u: A tensor of means.
+                y (`torch.FloatTensor` of shape `(batch_size, sequence_length)`):
+                '''
+                out = scale(mean)
+                return mean
+    """
+    found = tensors(source)
+    assert {"mean", "log_var", "lengths", "y", "out"} <= found["reparameterize"]
+    assert not {"n", "feats", "w", "u"} & found["reparameterize"]
+    assert "x" in found["scale"] and "factor" not in found["scale"]
+    source = textwrap.dedent(source)
+    facts = module_facts(ast.parse(source))
+    from fusionlint.analysis.tensors import returned
+    assert returned(facts, None, "scale") is True
