@@ -1,6 +1,7 @@
-"""FL049: keys and values ``repeat_interleave``d per query group only to be read by
-``F.scaled_dot_product_attention``, which pairs each key/value head with its group of query heads
-itself (``enable_gqa=True``): the repeat writes copies that the attention would broadcast."""
+"""FL049: a tensor materialized by replication whose readers would broadcast it instead: keys and
+values ``repeat_interleave``d per query group only for ``F.scaled_dot_product_attention``, which
+pairs each key/value head with its group of query heads itself (``enable_gqa=True``), and an
+expand flattened (a copy) only to be read element-wise."""
 from __future__ import annotations
 
 import ast
@@ -10,7 +11,6 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, children, names_of, root_name
-from fusionlint.analysis.flow import statements_after
 from fusionlint.analysis.nodes import code_of
 from fusionlint.analysis.numbers import int_literal
 from fusionlint.analysis.views import ast_view, dotted_path
@@ -18,8 +18,14 @@ from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
 
-_NEEDLE = re.compile(r"repeat_interleave\s*\(")
+_NEEDLE = re.compile(r"repeat_interleave\s*\(|expand\s*\(")
+# an expand flattened in the same expression
+_EXPAND_MERGED = re.compile(r"expand\s*\(.*\)\s*\.\s*flatten\s*\(")
 _SDPA = "torch.nn.functional.scaled_dot_product_attention"
+# Binary operators that broadcast their operands element by element.
+_ELEMENTWISE = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
+_MERGED = ("an expanded tensor flattened (which copies every repeat) only to be read element-wise: view the other "
+           "operand with the repeated dimension split out, let the unexpanded tensor broadcast, and flatten the result")
 _JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
 _GROUPED = ("keys and values repeated per query group only for `scaled_dot_product_attention`: pass "
             "`enable_gqa=True` (torch >= 2.5) and the grouped heads as they are")
@@ -46,6 +52,16 @@ class ReplicatedForBroadcast(Rule):
         afterwards; also where the call is of a method of the class or a function of the file
         whose parameter is the attention's key or value (litgpt's
         `self.scaled_dot_product_attention(q, k, v, mask)`). Reported at the key's repeat.
+        And an expand merged with another dimension by a `flatten` (a copy, as the
+        expanded dimension has no stride of its own: `f.unsqueeze(2).expand(-1, -1, r,
+        -1).flatten(1, 2)`), bound to a name whose every later read is an operand of an
+        element-wise arithmetic operator (`+ - * / // % **`) or a comparison whose other operand
+        is a tensor: viewing that operand with the repeated dimension split out lets the
+        unexpanded tensor broadcast (sam2's `apply_rotary_enc` with `repeat_freqs_k`: fusionrt
+        and eager 2 -> 1 kernels and writes). Not a `reshape`, whose merged dimensions are not
+        written out: a batch expand reshaped (swin's window mask) is added to an operand of
+        batch 1, where the expand gives the result its size.
+
         Not flagged: a repeat read again after the attention, returned or stored; a `.repeat()`
         (a tile, whose pairing `enable_gqa` does not make); a key repeated where the value is
         not, or by another count; an attention call that already passes `enable_gqa`; a key
@@ -56,14 +72,17 @@ class ReplicatedForBroadcast(Rule):
     use_instead = """
         `F.scaled_dot_product_attention(q, k, v, ..., enable_gqa=True)` with the key/value
         heads as they are; where a callee also computes the attention by hand (a softcapping
-        path), keep the repeat on that path only.
+        path), keep the repeat on that path only. `(x.view(b, n, r, c) * f.unsqueeze(2)).view(b,
+        n * r, c)` for `x * f.unsqueeze(2).expand(-1, -1, r, -1).flatten(1, 2)`.
     """
     pays_in = (FUSIONRT, EAGER)
     yields_to = frozenset({"FL007"})
     fix_safety = FixSafety.NONE
     fix_notes = """
         No fix: `enable_gqa` needs torch 2.5, and a callee may read the repeated heads on
-        another path (attention by hand), which would need the repeat there.
+        another path (attention by hand), which would need the repeat there; splitting the
+        other operand of an expanded tensor's reader needs its sizes, which the code does not
+        spell out.
     """
     examples = (
         Example(
@@ -132,6 +151,27 @@ def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 """,
             call="run(randn(2, 8, 16, 16), randn(2, 2, 16, 16), randn(2, 2, 16, 16))",
         ),
+        Example(
+            bad="""\
+import torch
+
+
+def rotate(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    f = freqs.unsqueeze(2).expand(-1, -1, 4, -1).flatten(1, 2)
+    return x * f
+""",
+            at=((5, 9),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def rotate(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    b, n, c = freqs.shape
+    return (x.view(b, n, 4, c) * freqs.unsqueeze(2)).view(b, n * 4, c)
+""",
+            call="rotate(randn(2, 64, 32), randn(2, 16, 32))",
+        ),
     )
     valid = (
         # the repeated key is read again after the attention; only the value is repeated; the
@@ -170,6 +210,26 @@ def counts_differ(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Te
     v = v.repeat_interleave(2, dim=1)
     return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 """,
+        # an expanded tensor flattened where the flatten keeps the expanded dimension apart (a
+        # view), read by a matmul, or returned
+        """\
+import torch
+
+
+def kept_apart(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    g = f.unsqueeze(1).expand(-1, 4, -1, -1).flatten(2, 3)
+    return x * g
+
+
+def matmul(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    g = f.unsqueeze(1).expand(-1, 4, -1).flatten(0, 1)
+    return x @ g
+
+
+def returned(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    g = f.unsqueeze(1).expand(-1, 4, -1).flatten(0, 1)
+    return g, x * g
+""",
     )
 
     @classmethod
@@ -178,7 +238,8 @@ def counts_differ(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Te
 
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
-        return "repeat_interleave" in block[index]
+        text = block[index]
+        return "repeat_interleave" in text or _EXPAND_MERGED.search(text) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.dynamic or scope.is_module:
@@ -192,12 +253,105 @@ def counts_differ(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Te
             read = _attention_read(scope, site.statement, name, repeat[1])
             if read is not None:
                 grouped.setdefault(id(read[0]), {})[read[1]] = (repeat[0], repeat[2], _joined_head(scope, repeat[3]))
+        for site in scope.sites.get("flatten", ()):
+            if site.conditional or not _merges_expanded(scope, site.node):  # type: ignore[arg-type]
+                continue
+            name = site.statement.name_bound_to(site.node)
+            if name is None:
+                read = _broadcast_operand(scope, site.node, _parents(site.statement.node))
+            else:
+                read = name not in scope.escaped and _only_elementwise(scope, site.statement, name)
+            if read:
+                yield Violation(site.node, message=_MERGED)
         for roles in grouped.values():
             key, value = roles.get("key"), roles.get("value")
             # a key whose head is joined from other tensors (decoupled rotary, MLA) where the
             # value's is not: their head sizes differ, and no kernel groups such heads
             if key is not None and value is not None and key[1] == value[1] and key[2] <= value[2]:
                 yield Violation(key[0], message=_GROUPED)
+
+
+def _merges_expanded(scope: Scope, call: cst.Call) -> bool:
+    """Is ``call`` a ``flatten`` of ``x.expand(...)`` (a tensor ``x``, its sizes written out) that
+    merges an expanded dimension (one given a size other than -1) with another, which only a copy
+    can do? Not a reshape: which dimensions it merges is not written out, and a batch expand
+    reshaped (swin's window mask) is read with operands of batch 1, whose result the expand sizes."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value != "flatten":
+        return False
+    expand = func.value
+    if not (isinstance(expand, cst.Call) and isinstance(expand.func, cst.Attribute) and expand.func.attr.value == "expand"
+            and scope.is_tensor(expand.func.value)):
+        return False
+    sizes = _sizes(expand.args)
+    if sizes is None:
+        return False
+    expanded = [i for i, size in enumerate(sizes) if int_literal(size) != -1]
+    if not expanded:
+        return False
+    if any(a.keyword is not None and a.keyword.value not in ("start_dim", "end_dim") or a.star for a in call.args):
+        return False
+    given = {("start_dim", "end_dim")[i] if a.keyword is None else a.keyword.value: a.value
+             for i, a in enumerate(call.args)}
+    start = int_literal(given["start_dim"]) if "start_dim" in given else 0
+    end = int_literal(given["end_dim"]) if "end_dim" in given else -1
+    if start is None or end is None:
+        return False
+    start, end = start % len(sizes), end % len(sizes)
+    return end > start and any(start <= i <= end for i in expanded)
+
+
+def _sizes(args: Sequence[cst.Arg]) -> list[cst.BaseExpression] | None:
+    """The sizes of ``expand`` arguments, one each or one tuple of them; None with a star."""
+    if any(a.star or a.keyword is not None for a in args):
+        return None
+    values = [a.value for a in args]
+    if len(values) == 1 and isinstance(values[0], (cst.Tuple, cst.List)):
+        if any(isinstance(e, cst.StarredElement) for e in values[0].elements):
+            return None
+        values = [e.value for e in values[0].elements]
+    return values
+
+
+def _broadcast_operand(scope: Scope, node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
+    """Is ``node`` an operand of an element-wise arithmetic operator, or of a comparison of two,
+    whose other operand is a tensor?"""
+    parent = parents.get(id(node))
+    if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, _ELEMENTWISE):
+        other = parent.right if parent.left is node else parent.left if parent.right is node else None
+        return other is not None and scope.is_tensor(other)
+    if isinstance(parent, cst.ComparisonTarget) and parent.comparator is node:
+        comparison = parents.get(id(parent))
+        return isinstance(comparison, cst.Comparison) and len(comparison.comparisons) == 1 \
+            and scope.is_tensor(comparison.left)
+    if isinstance(parent, cst.Comparison) and parent.left is node and len(parent.comparisons) == 1:
+        return scope.is_tensor(parent.comparisons[0].comparator)
+    return False
+
+
+def _only_elementwise(scope: Scope, ref: StatementRef, name: str) -> bool:
+    """Is every later read of ``name`` (bound at ``ref``) an operand of an element-wise operator
+    with another tensor, and is there one? A read in a compound statement, or a loop coming back
+    to the binding, makes it False."""
+    reads = 0
+    for later in _later_in_scope(scope, ref):
+        if later.node is ref.node:
+            return False
+        used, bound = names_of(later.node)
+        if name in used:
+            if not isinstance(later.node, cst.SimpleStatementLine):
+                return False
+            parents = _parents(later.node)
+            for node in _walk(later.node):
+                if not (isinstance(node, cst.Name) and node.value == name) or id(node) not in parents \
+                        or isinstance(parents[id(node)], cst.AssignTarget):
+                    continue
+                if not _broadcast_operand(scope, node, parents):
+                    return False
+                reads += 1
+        if name in bound:
+            return reads > 0
+    return reads > 0
 
 
 def _joined_head(scope: Scope, source: str | None) -> bool:
@@ -255,7 +409,7 @@ def _sole_reader(scope: Scope, ref: StatementRef, name: str
                  ) -> tuple[cst.Name, dict[int, cst.CSTNode]] | None:
     """The one read of ``name`` after ``ref`` (its node and the parents in its statement): the
     first statement that reads it, a simple one reading it once, after which it is dead."""
-    for later in statements_after(ref):
+    for later in _later_in_scope(scope, ref):
         if later.node is ref.node:
             return None  # in a loop: the next iteration comes back to the binding
         used, bound = names_of(later.node)
@@ -304,6 +458,20 @@ def _callee_role(scope: Scope, call: cst.Call, position: int | None, keyword: st
             if isinstance(given, ast.Name) and given.id == param:
                 roles.add(role)
     return roles.pop() if len(roles) == 1 else None
+
+
+def _later_in_scope(scope: Scope, ref: StatementRef) -> Iterator[StatementRef]:
+    """The statements of the scope that may run after ``ref``, nearest first, as
+    ``statements_after`` gives them, but never past the end of the function."""
+    while True:
+        yield from ref.later()
+        parent = ref.block.parent
+        if parent is None or parent.node is scope.node:
+            return
+        if isinstance(parent.node, (cst.For, cst.While)) and ref.block.node is parent.node.body:
+            for i in range(ref.index + 1):  # the next iteration
+                yield StatementRef(ref.block.statements[i], ref.block, i)
+        ref = parent
 
 
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

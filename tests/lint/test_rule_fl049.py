@@ -156,3 +156,52 @@ def partial_rotary(q, k: torch.Tensor, k_roped: torch.Tensor, v: torch.Tensor, n
 
 def test_a_key_head_joined_from_other_tensors_is_not_flagged():
     assert lines(HEADS) == [14]
+
+
+# fair-esm's relative orientation (a difference), speechbrain's wav2vec negatives (a comparison
+# used as an index), and look-alikes: a batch expand reshaped (swin's window mask, added to a
+# bias of batch 1), a flatten read by an index, a name read again in a later function.
+FLATTENED = """\
+import torch
+
+
+def orientation(X_ca: torch.Tensor, X_dest: torch.Tensor, k: int):
+    X_src = X_ca.unsqueeze(2).expand(-1, -1, k, -1).flatten(1, 2)
+    E_vectors = X_src - X_dest
+    return E_vectors
+
+
+def negatives(T: int, num_neg: int, neg_indcs: torch.Tensor):
+    targets = torch.arange(T).unsqueeze(-1).expand(-1, num_neg).flatten()
+    neg_indcs[neg_indcs >= targets] += 1
+    return neg_indcs
+
+
+def window_mask(bias: torch.Tensor, mask: torch.Tensor, b: int, n: int):
+    mask = mask.unsqueeze(1).unsqueeze(0).expand(b, -1, -1, -1, -1).reshape(-1, 1, n, n)
+    return bias + mask
+
+
+def indexed(x: torch.Tensor, idx: torch.Tensor):
+    i = idx.unsqueeze(1).expand(-1, 4).flatten()
+    return x[i] * 2
+
+
+def later(x: torch.Tensor, f: torch.Tensor):
+    g = f.unsqueeze(1).expand(-1, 4, -1).flatten(0, 1)
+    return x * g
+
+
+def other(g: torch.Tensor):
+    return g.view(-1)
+"""
+
+
+def test_an_expand_flattened_and_only_read_element_wise():
+    assert lines(FLATTENED) == [5, 11, 27]
+
+
+def test_the_text_test_of_a_flattened_expand():
+    tables = op_tables()
+    assert ReplicatedForBroadcast.may_match(["f = x.expand(-1, 4).flatten()"], 0, tables)
+    assert not ReplicatedForBroadcast.may_match(["f = x.expand(-1, 4)"], 0, tables)

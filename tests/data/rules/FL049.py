@@ -31,6 +31,14 @@ class Attention(torch.nn.Module):
 def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return Attention()(q, k, v)
 
+# --- example 3
+import torch
+
+
+def rotate(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    f = freqs.unsqueeze(2).expand(-1, -1, 4, -1).flatten(1, 2)
+    return x * f
+
 # --- look-alike 1
 import torch
 import torch.nn.functional as F
@@ -64,3 +72,21 @@ def counts_differ(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Te
     k = k.repeat_interleave(4, dim=1)
     v = v.repeat_interleave(2, dim=1)
     return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+# --- look-alike 2
+import torch
+
+
+def kept_apart(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    g = f.unsqueeze(1).expand(-1, 4, -1, -1).flatten(2, 3)
+    return x * g
+
+
+def matmul(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    g = f.unsqueeze(1).expand(-1, 4, -1).flatten(0, 1)
+    return x @ g
+
+
+def returned(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    g = f.unsqueeze(1).expand(-1, 4, -1).flatten(0, 1)
+    return g, x * g
