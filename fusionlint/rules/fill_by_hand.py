@@ -26,6 +26,7 @@ _LIKE_FILLS = {
     "torch.ones_like": (cst.Multiply, "torch.full_like"), "torch.zeros_like": (cst.Add, "torch.full_like"),
     "new_ones": (cst.Multiply, "new_full"), "new_zeros": (cst.Add, "new_full"),
 }
+_FACTORY_NAMES = ("ones", "zeros", "ones_like", "zeros_like", "new_ones", "new_zeros")
 _FRESH_FILLED = frozenset({"torch.ones", "torch.zeros", "torch.ones_like", "torch.zeros_like", "new_ones", "new_zeros"})
 
 
@@ -201,7 +202,7 @@ class LayerScale(nn.Module):
         if isinstance(scope.node, cst.FunctionDef) and _RUNS_ONCE.match(scope.node.name.value):
             return
         cumsums = bool(scope.sites.get("cumsum"))  # ones summed cumulatively need one
-        for ref in scope_statements(scope):
+        for ref in _factory_statements(scope):
             found = _Fills(scope)
             for part in own_parts(ref.node):
                 found.walk(part)
@@ -223,6 +224,13 @@ class LayerScale(nn.Module):
                 yield Violation(ones, message=(
                     f"`{name}` is ones only summed cumulatively: `torch.arange(1, n + 1)` along each summed dim, "
                     "broadcast with `expand`, makes it without writing the ones"))
+
+
+def _factory_statements(scope: Scope) -> list[StatementRef]:
+    """The statements that call a factory (``Scope.sites`` files ``torch.ones(...)`` under ``ones``,
+    ``x.new_zeros(...)`` under ``new_zeros``), in flow order."""
+    calling = {id(site.statement.node) for key in _FACTORY_NAMES for site in scope.sites.get(key, ())}
+    return [ref for ref in scope_statements(scope) if id(ref.node) in calling] if calling else []
 
 
 def _ones_summed(scope: Scope, ref: StatementRef) -> tuple[str, cst.Call] | None:
