@@ -176,8 +176,9 @@ class RedundantCopy(Rule):
         `scatter_reduce_`), or filled (`fill_(v)` of a number, `zero_()`), chained or as the
         statement right after `y = x.clone()` (its arguments not reading `y`): the out-of-place op
         (`x.masked_fill(m, 0)`, `torch.full_like(x, v)`, `torch.zeros_like(x)`) makes the new
-        tensor without the copy (a Tacotron decoder's masked outputs: fusionrt and eager 5 -> 4
-        writes and kernels; a label-smoothing target filled: 3 -> 1).
+        tensor without the copy (a Tacotron decoder's masked outputs: fusionrt 5 -> 4 writes and
+        kernels, eager none, whose out-of-place update copies its input as the code did, so such a
+        finding says it pays under fusionrt only; a label-smoothing target filled: 3 -> 1 in both).
 
         Also flagged: a `.contiguous()` of channels-last data permuted channels-first
         (`x.reshape(b, h, w, c).permute(0, 3, 1, 2)`) that only a convolution reads
@@ -471,7 +472,7 @@ def layer(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
             call="layer(randn(2, 16, 32), randn(16, 16))",
         ),
         # a copy written in place at once: the out-of-place op makes the new tensor in one kernel
-        # (fusionrt and eager: 5 -> 4 writes and kernels for a masked decoder output)
+        # (fusionrt: 5 -> 4 writes and kernels for a masked decoder output; eager copies either way)
         Example(
             bad="""\
 import torch
@@ -759,7 +760,8 @@ def f(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
                     continue
                 written = _written_at_once(scope, site, kept) if key == "clone" else None
                 if written is not None:
-                    yield Violation(site.node, fix=written, message=_WRITTEN_AT_ONCE)
+                    fix, places = written
+                    yield Violation(site.node, fix=fix, message=_WRITTEN_AT_ONCE, pays_in=places)
                     continue
                 # not `x = x.permute(...).contiguous()` then written in place: that is how index
                 # tables are built (a relative position index, from `__init__`), once per model
@@ -802,19 +804,24 @@ def f(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
                 yield Violation(stack, fix=_added(site, stack), message=_STACK_REDUCED)
 
 
-def _written_at_once(scope: Scope, site: Site, kept: cst.BaseExpression) -> tuple[StatementEdit, ...] | None:
+def _written_at_once(
+    scope: Scope, site: Site, kept: cst.BaseExpression
+) -> tuple[tuple[StatementEdit, ...], tuple[str, ...]] | None:
     """The fix of a copy that an in-place op writes at once, where the op's out-of-place form
-    makes the same tensor in one kernel: ``x.clone().masked_fill_(m, 0)`` becomes
-    ``x.masked_fill(m, 0)``; ``y = x.clone()`` followed by ``y.fill_(v)`` becomes ``y =
-    torch.full_like(x, v)``. None if the copy is not so written (or the op's arguments read the
-    copy's name)."""
+    makes the same tensor: ``x.clone().masked_fill_(m, 0)`` becomes ``x.masked_fill(m, 0)``;
+    ``y = x.clone()`` followed by ``y.fill_(v)`` becomes ``y = torch.full_like(x, v)``; and where
+    it pays. None if the copy is not so written (or the op's arguments read the copy's name).
+
+    Eager runs an out-of-place update as a copy and the update in place, what the code does
+    already: that spelling pays under fusionrt only. A fill needs no copy at all."""
     path = _path(scope, site.node)
     if len(path) >= 3 and isinstance(path[0], cst.Attribute) and path[0].value is site.node \
             and isinstance(path[1], cst.Call) and path[1].func is path[0]:
         if isinstance(path[2], cst.Expr):
             return None  # the written copy dropped: dead code rather than a copy to spare
-        done = _out_of_place(scope, kept, path[0].attr.value, path[1])
-        return None if done is None else _fix(site, done, path[1])
+        method = path[0].attr.value
+        done = _out_of_place(scope, kept, method, path[1])
+        return None if done is None else (_fix(site, done, path[1]), _places(method))
     name = site.statement.name_bound_to(site.node)
     following = next(site.statement.later(), None)
     small = following.simple if following is not None else None
@@ -824,12 +831,20 @@ def _written_at_once(scope: Scope, site: Site, kept: cst.BaseExpression) -> tupl
         return None
     if any(_name_nodes(arg, name) for arg in call.args):
         return None
-    done = _out_of_place(scope, kept, call.func.attr.value, call)
+    method = call.func.attr.value
+    done = _out_of_place(scope, kept, method, call)
     statement = site.statement.node
     if done is None or not isinstance(statement, cst.SimpleStatementLine):
         return None
-    return (StatementEdit(statement, (replace_nodes(statement, {site.node: done}),)),
-            StatementEdit(following.node, ()))  # type: ignore[union-attr, arg-type]
+    fix = (StatementEdit(statement, (replace_nodes(statement, {site.node: done}),)),
+           StatementEdit(following.node, ()))  # type: ignore[union-attr, arg-type]
+    return fix, _places(method)
+
+
+def _places(method: str) -> tuple[str, ...]:
+    """Where dropping the copy before ``method`` pays: a fill's factory needs no copy; an
+    update's out-of-place form is a copy and the update in eager, as written."""
+    return (FUSIONRT, EAGER) if method in _FILLS else (FUSIONRT,)
 
 
 def _out_of_place(scope: Scope, tensor: cst.BaseExpression, method: str, call: cst.Call) -> cst.Call | None:

@@ -1963,3 +1963,13 @@ class Stack(nn.Module):
     def viewed(self, x: torch.Tensor) -> torch.Tensor:
         return self.flat(x.transpose(0, 1).contiguous())
 """
+
+
+@pytest.mark.parametrize("written,places", [
+    ("x.clone().masked_fill_(m, 0.0)", ("fusionrt",)),  # eager's masked_fill copies x as the code does
+    ("x.clone().fill_(0.5)", ("fusionrt", "eager")),  # full_like needs no copy anywhere
+])
+def test_a_copy_written_at_once_says_where_dropping_it_pays(written, places):
+    source = f"import torch\n\n\ndef f(x: torch.Tensor, m: torch.Tensor):\n    return {written} + x\n"
+    (finding,) = lint_source(source, "m.py", LintOptions(codes=frozenset({"FL007"}))).findings
+    assert finding.pays_in == places
