@@ -17,6 +17,7 @@ from fusionlint.rules.kept_alive_by_container import KeptAliveByContainer
 from fusionlint.rules.layer_norm_by_hand import LayerNormByHand
 from fusionlint.rules.lerp_by_hand import LerpByHand
 from fusionlint.rules.log_by_hand import LogByHand
+from fusionlint.rules.loop_invariant_work import LoopInvariantWork
 from fusionlint.rules.loop_over_slices import LoopOverSlices
 from fusionlint.rules.manual_attention import ManualAttention
 from fusionlint.rules.mask_multiply import MaskMultiply
@@ -71,6 +72,7 @@ _RULES: tuple[type[Rule], ...] = (
     LoopOverSlices,
     ComputedTwice,
     CatGrownInLoop,
+    LoopInvariantWork,
     SumStartedFromZeros,
     ReplicatedForBroadcast,
     SyntaxErrorRule,
