@@ -10,7 +10,7 @@ import libcst as cst
 
 from fusionlint.analysis import Scope, bound_names, children, per_scope, root_name, scope_statements
 from fusionlint.analysis.nodes import code_of, node_types
-from fusionlint.model import EAGER, FixSafety
+from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import COMPUTE, ELEMENTWISE, VIEW, OpTables
 from fusionlint.rule import Example, Rule, Violation
 
@@ -64,8 +64,9 @@ class LoopInvariantWork(Rule):
         examples: 16 -> 13, 12 -> 9 and 12 -> 9 kernels in eager). A fusing backend saves as
         much where the work is a reduction or a compute-bound op, or feeds one (a linear layer
         reads the sum as its input: fusionrt 12 -> 9 writes; a mean recomputed per step: 8 -> 2
-        kernels), but element-wise work read by element-wise work alone fuses into the kernel
-        that reads it, where it costs no write (fusionrt 1 -> 1 kernel): the rule claims eager.
+        kernels); but element-wise work read by element-wise work alone fuses into the kernel
+        that reads it, where it costs no write (fusionrt 1 -> 1 kernel): such a finding says it
+        pays in eager only.
 
         Flagged: in a `for` or `while` loop, an expression on the loop body's level (also in an
         `if`, an `if`/`else` expression or a `with` whose condition the loop does not change,
@@ -84,7 +85,7 @@ class LoopInvariantWork(Rule):
         iteration, or a generator's loop (its caller may change state between iterations).
     """
     use_instead = "Compute the expression once before the loop, into a name, and read the name in the loop."
-    pays_in = (EAGER,)
+    pays_in = (FUSIONRT, EAGER)
     fix_safety = FixSafety.NONE
     fix_notes = """
         No fix: moving the work before the loop changes when it runs (a loop that runs no
@@ -118,30 +119,28 @@ def decode(x: torch.Tensor, memory: torch.Tensor, pos: torch.Tensor, w: torch.Te
     return x
 """,
         ),
-        Example(  # a mask rebuilt on every step from lengths fixed before the loop
+        Example(  # a scale rebuilt on every decoding step from an input fixed before the loop
             bad="""\
 import torch
 
 
-def refine(x: torch.Tensor, lengths: torch.Tensor, steps: int) -> torch.Tensor:
-    T = x.shape[1]
+def decode(x: torch.Tensor, ref: torch.Tensor, w: torch.Tensor, steps: int) -> torch.Tensor:
     for _ in range(steps):
-        mask = torch.arange(T)[None, :] < lengths[:, None]
-        x = torch.where(mask[..., None], torch.tanh(x), x)
+        scale = torch.rsqrt(ref.pow(2).mean(-1, keepdim=True) + 1e-6)
+        x = torch.tanh((x * scale) @ w)
     return x
 """,
-            at=((7, 16),),
+            at=((6, 17),),
             fixed=None,
-            call="refine(randn(8, 64, 32), torch.tensor([64, 30, 20, 10, 64, 5, 7, 9]), 4)",
+            call="decode(randn(64, 128), randn(64, 128), randn(128, 128), 4)",
             good="""\
 import torch
 
 
-def refine(x: torch.Tensor, lengths: torch.Tensor, steps: int) -> torch.Tensor:
-    T = x.shape[1]
-    mask = torch.arange(T)[None, :] < lengths[:, None]
+def decode(x: torch.Tensor, ref: torch.Tensor, w: torch.Tensor, steps: int) -> torch.Tensor:
+    scale = torch.rsqrt(ref.pow(2).mean(-1, keepdim=True) + 1e-6)
     for _ in range(steps):
-        x = torch.where(mask[..., None], torch.tanh(x), x)
+        x = torch.tanh((x * scale) @ w)
     return x
 """,
         ),
@@ -257,14 +256,16 @@ def g(xs: list, m: torch.Tensor, k: int):
                 continue
             invariant = _Invariant(scope, effects)
             for statement in _every_iteration(loop.body.body, invariant):
-                for node in invariant.outermost(statement):
+                for node, computed in invariant.outermost(statement):
                     code = code_of(node)  # type: ignore[arg-type]
                     quoted = code if len(code) <= 60 and "\n" not in code else code[:57].split("\n")[0] + "..."
+                    both = computed or _holds_compute(scope, node)
                     yield Violation(
                         node,
                         message=f"`{quoted}` reads nothing the loop changes, yet runs on every iteration: "
                         "compute it once before the loop and read the result here (its kernels once instead "
                         "of once per iteration)",
+                        pays_in=() if both else (EAGER,),
                     )
 
 
@@ -422,44 +423,77 @@ class _Invariant:
             return False
         return bool(self.work(expr)) and self.unchanged(expr) and self.scope.is_tensor(expr)
 
-    def outermost(self, statement: cst.BaseStatement) -> Iterator[cst.CSTNode]:
-        """The outermost loop-invariant tensor work of a simple statement the loop runs."""
+    def outermost(self, statement: cst.BaseStatement) -> Iterator[tuple[cst.CSTNode, bool]]:
+        """The outermost loop-invariant tensor work of a simple statement the loop runs, and
+        whether it is read by compute-bound work (a matmul, a reduction, a layer)."""
         if type(statement) is not cst.SimpleStatementLine:
             return
-        for small in statement.body:
+        for small in statement.body:  # type: ignore[attr-defined]
             kind = type(small)
             if (kind is cst.Assign or kind is cst.AnnAssign) and small.value is not None:  # type: ignore[attr-defined]
                 targets = [t.target for t in small.targets] if kind is cst.Assign else [small.target]  # type: ignore[attr-defined]
                 if any(root_name(t) in self.effects.mutated for t in targets):  # type: ignore[arg-type]
                     continue  # a result the loop writes in place: one per iteration is needed
-                yield from self._parts(small.value)
+                yield from self._parts(small.value, False)  # type: ignore[attr-defined]
             elif kind is cst.AugAssign or kind is cst.Expr:
-                yield from self._parts(small.value)
+                yield from self._parts(small.value, False)  # type: ignore[attr-defined]
 
-    def _parts(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    def _parts(self, node: cst.CSTNode, computed: bool) -> Iterator[tuple[cst.CSTNode, bool]]:
         kind = type(node)
         if kind in _SKIPPED or kind is cst.Name:
             return
         if kind in _PARTS and self.hoistable(node):  # type: ignore[arg-type]
-            yield node
+            yield node, computed
             return
         if kind is cst.IfExp:
-            yield from self._parts(node.test)  # type: ignore[attr-defined]
+            yield from self._parts(node.test, False)  # type: ignore[attr-defined]
             if self.unchanged(node.test) and self.work(node.test) is not None:  # type: ignore[attr-defined]
-                yield from self._parts(node.body)  # type: ignore[attr-defined]
-                yield from self._parts(node.orelse)  # type: ignore[attr-defined]
+                yield from self._parts(node.body, computed)  # type: ignore[attr-defined]
+                yield from self._parts(node.orelse, computed)  # type: ignore[attr-defined]
             return
         if kind is cst.BooleanOperation:
-            yield from self._parts(node.left)  # type: ignore[attr-defined]
+            yield from self._parts(node.left, False)  # type: ignore[attr-defined]
             return
-        if kind is cst.Attribute:
-            yield from self._parts(node.value)  # type: ignore[attr-defined]
+        if kind is cst.Attribute or kind is cst.Arg:
+            yield from self._parts(node.value, computed)  # type: ignore[attr-defined]
             return
-        if kind is cst.Arg:
-            yield from self._parts(node.value)  # type: ignore[attr-defined]
-            return
+        reads = self._computes(node)
         for child in children(node):
-            yield from self._parts(child)
+            yield from self._parts(child, reads)
+
+    def _computes(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` compute-bound work reading its operands: a matmul, a reduction or another
+        compute op, or the call of a layer (the loop's own, ``self.proj``, ``self.layers[i]``)?"""
+        kind = type(node)
+        if kind is cst.BinaryOperation:
+            return type(node.operator) is cst.MatrixMultiply  # type: ignore[attr-defined]
+        if kind is not cst.Call:
+            return False
+        op = self.scope.op(node)
+        if op is not None:
+            return op[1] == COMPUTE
+        func = node.func  # type: ignore[attr-defined]
+        return type(func) is cst.Subscript or type(func) is cst.Name and func.value in self.effects.modules or (
+            type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self"
+            and self.scope.class_name is not None and self.scope.facts.nn_class(self.scope.class_name, func.attr.value)
+            is not None
+        ) or self.scope.module_op(node) is not None
+
+
+def _holds_compute(scope: Scope, expr: cst.CSTNode) -> bool:
+    """Does the expression run a compute-bound op itself (a reduction, a matmul, a softmax)?"""
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        kind = type(node)
+        if kind is cst.BinaryOperation and type(node.operator) is cst.MatrixMultiply:  # type: ignore[attr-defined]
+            return True
+        if kind is cst.Call:
+            op = scope.op(node)
+            if op is not None and op[1] == COMPUTE:
+                return True
+        todo.extend(children(node))
+    return False
 
 
 _AST_WORK = frozenset({ast.BinOp, ast.Compare, ast.UnaryOp, ast.Call})

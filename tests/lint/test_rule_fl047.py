@@ -53,6 +53,25 @@ def scan(x: torch.Tensor, w: torch.Tensor, memory: torch.Tensor, pos: torch.Tens
     return acc, k
 """
     assert [(line, column) for line, column, _ in findings(source)] == [(7, 31), (8, 32)]
+    # the blend's 1 - w is read by element-wise work alone (fused under fusionrt); the sum by a matmul
+    places = [f.pays_in for f in lint_source(source, "m.py", OPTIONS).findings]
+    assert places == [("eager",), ("fusionrt", "eager")]
+
+
+def test_a_mask_rebuilt_per_step_pays_in_eager_a_sum_handed_to_a_layer_in_both():
+    source = """\
+import torch
+
+
+def refine(x: torch.Tensor, lengths: torch.Tensor, memory: torch.Tensor, pos: torch.Tensor, layers):
+    T = x.shape[1]
+    for layer in layers:
+        mask = torch.arange(T)[None, :] < lengths[:, None]
+        x = torch.where(mask[..., None], layer(x, memory + pos), x)
+    return x
+"""
+    found = lint_source(source, "m.py", OPTIONS).findings
+    assert [(f.line, f.column, f.pays_in) for f in found] == [(7, 16, ("eager",)), (8, 51, ("fusionrt", "eager"))]
 
 
 def test_operands_the_loop_changes_stay_silent():
