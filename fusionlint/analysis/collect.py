@@ -112,9 +112,11 @@ class _Collector(Walker):
             if tensor is None and (param.default is None or _is_none(param.default)):
                 documentable.add(param.name.value)
         if documentable:
-            documented = documented_tensors(_docstring(node), documentable)
+            docstring = _docstring(node)
+            documented = documented_tensors(docstring, documentable)
             scope.params |= documented
             scope.untyped -= documented
+            scope.typing.tensor_lists |= documented_tensors(docstring, documentable - documented, lists=True)
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         self.lambdas += 1

@@ -733,19 +733,24 @@ class Typing:
 _DOCUMENTED = re.compile(r"^[ \t]*\*{0,2}([A-Za-z_]\w*)[ \t]*(?:\(([^\n]*?)\)[ \t]*:|:[ \t]*([^\n]*?)[ \t]*$)", re.M)
 _OPTIONAL = re.compile(r"(?:,?\s*\(?optional\)?|,?\s*(?:or|\|)\s*None|,\s*default.*|\s+of shape.*)$", re.I)
 _TENSOR_TYPE = re.compile(r"(?:torch\.(?:cuda\.)?)?[A-Za-z]*Tensor")
+_TENSOR_LIST_TYPE = re.compile(
+    r"(?:[Ll]ist|[Tt]uple|Sequence)(?:\[(?:torch\.)?Tensor(?:, \.\.\.)?\]| of (?:torch\.)?[Tt]ensors?)"
+)
 
 
-def documented_tensors(docstring: str | None, names: Collection[str]) -> set[str]:
+def documented_tensors(docstring: str | None, names: Collection[str], lists: bool = False) -> set[str]:
     """Of ``names``, the parameters a docstring gives a tensor type (``mean : torch.Tensor``,
-    ``waveform (Tensor): ...``, ``x (`torch.Tensor`, *optional*)``), nothing else in the type."""
+    ``waveform (Tensor): ...``, ``x (`torch.Tensor`, *optional*)``), nothing else in the type;
+    ``lists``: a list or tuple of tensors (``feats : list of torch.Tensor``, ``xs (List[Tensor])``)."""
     found: set[str] = set()
     if not docstring or "Tensor" not in docstring:
         return found
+    pattern = _TENSOR_LIST_TYPE if lists else _TENSOR_TYPE
     for match in _DOCUMENTED.finditer(docstring):
         name = match.group(1)
         if name in names and name not in found:
             kind = (match.group(2) if match.group(2) is not None else match.group(3)).replace("`", "").replace("*", "")
-            if _TENSOR_TYPE.fullmatch(_OPTIONAL.sub("", kind.strip()).strip()):
+            if pattern.fullmatch(_OPTIONAL.sub("", kind.strip()).strip()):
                 found.add(name)
     return found
 
@@ -955,7 +960,9 @@ def _function_typing(
         elif default is None or type(default) is ast.Constant and default.value is None:
             untyped[param.arg] = param
     if untyped:
-        typing.tensors |= documented_tensors(ast.get_docstring(function, clean=False), untyped)
+        docstring = ast.get_docstring(function, clean=False)
+        typing.tensors |= documented_tensors(docstring, untyped)
+        typing.tensor_lists |= documented_tensors(docstring, untyped, lists=True)
     typing.tensors |= {name for expr in body.uses for name in typing.used_as_tensor(expr)} - typed
     typing.resolve(body.assignments, body.loops, body.appends)
     return typing, body

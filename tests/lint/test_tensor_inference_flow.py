@@ -542,8 +542,8 @@ def test_parameters_a_docstring_gives_a_tensor_type():
     """Untyped parameters whose docstring entry gives a tensor type, in NumPy style (``mean :
     torch.Tensor``, ``, optional``, ``or None``) or Google style (``x (Tensor): ...``,
     ``y (`torch.FloatTensor` of shape `(b, n)`):``), are tensors, in the scope and in what a
-    helper returns; not a union with another type, a list of tensors, a prose description, nor a
-    parameter with a number default."""
+    helper returns, and a list of tensors (``feats : list of torch.Tensor``) gives tensors; not a
+    union with another type, a prose description, nor a parameter with a number default."""
     source = """
         import torch
 
@@ -573,11 +573,15 @@ def test_parameters_a_docstring_gives_a_tensor_type():
                 y (`torch.FloatTensor` of shape `(batch_size, sequence_length)`):
                 '''
                 out = scale(mean)
+                for feat in feats:
+                    pass
+                for i in n:
+                    pass
                 return mean
     """
     found = tensors(source)
-    assert {"mean", "log_var", "lengths", "y", "out"} <= found["reparameterize"]
-    assert not {"n", "feats", "w", "u"} & found["reparameterize"]
+    assert {"mean", "log_var", "lengths", "y", "out", "feat"} <= found["reparameterize"]
+    assert not {"n", "feats", "w", "u", "i"} & found["reparameterize"]
     assert "x" in found["scale"] and "factor" not in found["scale"]
     source = textwrap.dedent(source)
     facts = module_facts(ast.parse(source))
