@@ -84,6 +84,13 @@ class LoopInvariantWork(Rule):
         nested loop's own body (reported for that loop), a branch that depends on the
         iteration, or a generator's loop (its caller may change state between iterations).
     """
+    training_note = """
+        With autograd on, the hoisted value is one tensor that every iteration reads, so its
+        gradient is summed over the iterations in kernels of their own where each iteration's
+        copy had its own: fusionrt measures the layer example at 39 -> 35 writes and 6.3 -> 5.3
+        MB written, but 31 -> 34 kernels (the reduction examples still save: 22 -> 19 and
+        16 -> 7 kernels). In training it still saves writes, not always kernels.
+    """
     use_instead = "Compute the expression once before the loop, into a name, and read the name in the loop."
     pays_in = (FUSIONRT, EAGER)
     fix_safety = FixSafety.NONE
@@ -496,9 +503,7 @@ def _holds_compute(scope: Scope, expr: cst.CSTNode) -> bool:
     return False
 
 
-_AST_WORK = frozenset({ast.BinOp, ast.Compare, ast.UnaryOp, ast.Call})
 _AST_IDENTITY = frozenset({ast.Is, ast.IsNot, ast.In, ast.NotIn})
-_AST_TARGETS = frozenset({ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Starred})
 
 
 def _ast_roots(node: ast.AST) -> list[str] | None:
@@ -511,19 +516,19 @@ def _ast_roots(node: ast.AST) -> list[str] | None:
         node = todo.pop()
         kind = type(node)
         if kind is ast.Name:
-            roots.append(node.id)  # type: ignore[attr-defined]
+            if node.id not in _PURE_BUILTINS and node.id != "config":  # type: ignore[attr-defined]
+                roots += (node.id,)  # type: ignore[attr-defined]
         elif kind is ast.Attribute:
             if node.attr == "config":  # type: ignore[attr-defined]
                 return None
-            todo.append(node.value)  # type: ignore[attr-defined]
+            todo += (node.value,)  # type: ignore[attr-defined]
         elif kind is ast.Subscript:
-            todo.append(node.value)  # type: ignore[attr-defined]
-            todo.append(node.slice)  # type: ignore[attr-defined]
+            todo += (node.value, node.slice)  # type: ignore[attr-defined]
         elif kind is ast.Call:
-            todo.append(node.func)  # type: ignore[attr-defined]
+            todo += (node.func,)  # type: ignore[attr-defined]
         elif kind is ast.Tuple or kind is ast.List:
-            todo.extend(node.elts)  # type: ignore[attr-defined]
-    return [root for root in roots if root not in _PURE_BUILTINS and root != "config"] or None
+            todo += node.elts  # type: ignore[attr-defined]
+    return roots or None
 
 
 def _may_hold_invariant_work(loop: ast.For | ast.AsyncFor | ast.While, ops: OpTables) -> bool:
@@ -533,35 +538,67 @@ def _may_hold_invariant_work(loop: ast.For | ast.AsyncFor | ast.While, ops: OpTa
     expression is one)? The names it sees assigned are a subset of those ``check`` sees
     changed, so it never hides a finding."""
     assigned: set[str] = set()
-    if not isinstance(loop, ast.While):
-        assigned.update(node.id for node in ast.walk(loop.target) if type(node) is ast.Name)
+    targets: list[ast.AST] = [] if type(loop) is ast.While else [loop.target]  # type: ignore[union-attr]
     values: list[ast.AST] = []
     statements = list(loop.body)
     while statements:
         statement = statements.pop()
         kind = type(statement)
-        if kind is ast.Assign or kind is ast.AnnAssign or kind is ast.AugAssign:
-            targets = statement.targets if kind is ast.Assign else [statement.target]  # type: ignore[attr-defined]
-            for target in targets:
-                while type(target) in _AST_TARGETS:
-                    if type(target) is ast.Name:
-                        assigned.add(target.id)
-                        break
-                    if type(target) is ast.Tuple or type(target) is ast.List or type(target) is ast.Starred:
-                        for element in getattr(target, "elts", None) or [target.value]:
-                            statements.append(ast.Assign(targets=[element], value=ast.Constant(None)))
-                        break
-                    target = target.value
+        if kind is ast.Assign:
+            targets += statement.targets  # type: ignore[attr-defined]
+            values += (statement.value,)  # type: ignore[attr-defined]
+        elif kind is ast.AnnAssign or kind is ast.AugAssign:
+            targets += (statement.target,)  # type: ignore[attr-defined]
             if statement.value is not None:  # type: ignore[attr-defined]
-                values.append(statement.value)  # type: ignore[attr-defined]
+                values += (statement.value,)  # type: ignore[attr-defined]
         elif kind is ast.Expr:
-            values.append(statement.value)  # type: ignore[attr-defined]
+            values += (statement.value,)  # type: ignore[attr-defined]
         elif kind is ast.If:
-            statements.extend(statement.body)  # type: ignore[attr-defined]
-            statements.extend(statement.orelse)  # type: ignore[attr-defined]
+            statements += statement.body  # type: ignore[attr-defined]
+            statements += statement.orelse  # type: ignore[attr-defined]
         elif kind is ast.With:
-            statements.extend(statement.body)  # type: ignore[attr-defined]
-    work = [node for node in _ast_walk(values) if type(node) in _AST_WORK]
+            statements += statement.body  # type: ignore[attr-defined]
+    while targets:  # the roots of what the statements assign (``a`` of ``a``, ``a.b[i]``, ``a, *b``)
+        target = targets.pop()
+        kind = type(target)
+        if kind is ast.Name:
+            assigned.add(target.id)  # type: ignore[attr-defined]
+        elif kind is ast.Tuple or kind is ast.List:
+            targets += target.elts  # type: ignore[attr-defined]
+        elif kind is ast.Attribute or kind is ast.Subscript or kind is ast.Starred:
+            targets += (target.value,)  # type: ignore[attr-defined]
+    work: list[ast.AST] = []
+    while values:  # the operations and calls of the values, not inside lambdas or comprehensions
+        node = values.pop()
+        kind = type(node)
+        if kind is ast.BinOp:
+            work += (node,)
+            values += (node.left, node.right)  # type: ignore[attr-defined]
+        elif kind is ast.Call:
+            work += (node,)
+            values += (node.func,)  # type: ignore[attr-defined]
+            values += node.args  # type: ignore[attr-defined]
+            for keyword in node.keywords:  # type: ignore[attr-defined]
+                values += (keyword.value,)
+        elif kind is ast.Compare:
+            work += (node,)
+            values += (node.left,)  # type: ignore[attr-defined]
+            values += node.comparators  # type: ignore[attr-defined]
+        elif kind is ast.UnaryOp:
+            work += (node,)
+            values += (node.operand,)  # type: ignore[attr-defined]
+        elif kind is ast.Attribute or kind is ast.Starred:
+            values += (node.value,)  # type: ignore[attr-defined]
+        elif kind is ast.Subscript:
+            values += (node.value, node.slice)  # type: ignore[attr-defined]
+        elif kind is ast.Tuple or kind is ast.List:
+            values += node.elts  # type: ignore[attr-defined]
+        elif kind is ast.IfExp:
+            values += (node.test, node.body, node.orelse)  # type: ignore[attr-defined]
+        elif kind is ast.BoolOp:
+            values += node.values  # type: ignore[attr-defined]
+        elif kind is ast.Slice:
+            values += [part for part in (node.lower, node.upper, node.step) if part is not None]  # type: ignore[attr-defined]
     for node in work:
         kind = type(node)
         if kind is ast.BinOp:
@@ -589,8 +626,12 @@ def _may_hold_invariant_work(loop: ast.For | ast.AsyncFor | ast.While, ops: OpTa
             operands = (*node.args, *(k.value for k in node.keywords))  # type: ignore[attr-defined]
             if type(func) is ast.Attribute:
                 operands += (func.value,)
-        reads = [_ast_roots(operand) for operand in operands]
-        if any(reads) and not any(root in assigned for roots in reads if roots for root in roots):
+        reads: list[str] = []
+        for operand in operands:
+            roots = _ast_roots(operand)
+            if roots:
+                reads += roots
+        if reads and assigned.isdisjoint(reads):
             return True
     return False
 
@@ -600,15 +641,6 @@ def _ast_self_member(node: ast.AST) -> bool:
     while type(node) is ast.Attribute:
         node = node.value  # type: ignore[attr-defined]
     return type(node) is ast.Name and node.id == "self"  # type: ignore[attr-defined]
-
-
-def _ast_walk(todo: list[ast.AST]) -> Iterator[ast.AST]:
-    """Every node under ``todo``, but not inside a nested function, class or lambda."""
-    while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(node))
 
 
 def _names(expr: cst.CSTNode) -> Iterator[cst.Name]:
