@@ -94,13 +94,13 @@ def test_evaluate_counts_hits_on_actionable_labels_and_look_alikes(bench, tmp_pa
         "def energy(x: torch.Tensor, y: torch.Tensor) -> float:\n"
         "    total = 0.0\n"
         "    for i in range(4):\n"
-        "        h = torch.tanh(x - y) + i\n"
+        "        h = torch.tanh(x[i] - y)\n"  # work that changes with i: no loop-invariant finding
         "        total += h.sum().item()\n"
         "    return total\n\n\n"
         "def sizes(x: torch.Tensor, y: torch.Tensor) -> float:\n"
         "    total = 0.0\n"
         "    for i in range(4):\n"
-        "        h = torch.tanh(x - y) + i\n"
+        "        h = torch.tanh(x[i] - y)\n"  # work that changes with i: no loop-invariant finding
         "        total += h.sum().item()\n"
         "    return total\n"
     )
