@@ -1,7 +1,7 @@
 """FL049: a tensor materialized by replication whose readers would broadcast it instead: keys and
 values ``repeat_interleave``d per query group only for ``F.scaled_dot_product_attention``, which
 pairs each key/value head with its group of query heads itself (``enable_gqa=True``), and an
-expand flattened (a copy) only to be read element-wise."""
+expand flattened (a copy) or a repeat/tile only to be read element-wise."""
 from __future__ import annotations
 
 import ast
@@ -18,7 +18,8 @@ from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
 
-_NEEDLE = re.compile(r"repeat_interleave\s*\(|expand\s*\(")
+_NEEDLE = re.compile(r"repeat_interleave\s*\(|expand\s*\(|tile\s*\(|repeat\s*\(")
+_REPEATS = re.compile(r"repeat_interleave\s*\(|tile\s*\(|repeat\s*\(")
 # an expand flattened in the same expression
 _EXPAND_MERGED = re.compile(r"expand\s*\(.*\)\s*\.\s*flatten\s*\(")
 _SDPA = "torch.nn.functional.scaled_dot_product_attention"
@@ -26,6 +27,8 @@ _SDPA = "torch.nn.functional.scaled_dot_product_attention"
 _ELEMENTWISE = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
 _MERGED = ("an expanded tensor flattened (which copies every repeat) only to be read element-wise: view the other "
            "operand with the repeated dimension split out, let the unexpanded tensor broadcast, and flatten the result")
+_TILED = ("a tensor tiled (`repeat`/`tile` writes every copy) only to be read element-wise: let it broadcast, "
+          "viewing the other operand with each tiled dimension split out where it is not of size 1")
 _JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
 _GROUPED = ("keys and values repeated per query group only for `scaled_dot_product_attention`: pass "
             "`enable_gqa=True` (torch >= 2.5) and the grouped heads as they are")
@@ -62,6 +65,15 @@ class ReplicatedForBroadcast(Rule):
         written out: a batch expand reshaped (swin's window mask) is added to an operand of
         batch 1, where the expand gives the result its size.
 
+        And a `.repeat(...)` or `.tile(...)` of a tensor read so, or the operand of such an
+        operator itself: a dimension of size 1 broadcasts as it is (`d1_sq.repeat(1, n) +
+        d2_sq.repeat(1, m).t()`, a squeeze-excite's `x * avg.repeat(1, t, 1)`), another one
+        where the other operand is viewed with the tiled dimension split out (`(x.view(b, 4, c)
+        * g).view(b, 4 * c)` for `x * g.repeat(4)`; sam2's window embedding tiled over the
+        position embedding): fusionrt and eager 2 -> 1 kernels and writes. A repeat of
+        dimensions known to be of size 1 that any reader could take expanded is FL007's, which
+        this rule yields to.
+
         Not flagged: a repeat read again after the attention, returned or stored; a `.repeat()`
         (a tile, whose pairing `enable_gqa` does not make); a key repeated where the value is
         not, or by another count; an attention call that already passes `enable_gqa`; a key
@@ -73,7 +85,8 @@ class ReplicatedForBroadcast(Rule):
         `F.scaled_dot_product_attention(q, k, v, ..., enable_gqa=True)` with the key/value
         heads as they are; where a callee also computes the attention by hand (a softcapping
         path), keep the repeat on that path only. `(x.view(b, n, r, c) * f.unsqueeze(2)).view(b,
-        n * r, c)` for `x * f.unsqueeze(2).expand(-1, -1, r, -1).flatten(1, 2)`.
+        n * r, c)` for `x * f.unsqueeze(2).expand(-1, -1, r, -1).flatten(1, 2)`, and
+        `(x.view(b, 4, c) * g).view(b, 4 * c)` for `x * g.repeat(4)`.
     """
     pays_in = (FUSIONRT, EAGER)
     yields_to = frozenset({"FL007"})
@@ -172,6 +185,26 @@ def rotate(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
 """,
             call="rotate(randn(2, 64, 32), randn(2, 16, 32))",
         ),
+        Example(
+            bad="""\
+import torch
+
+
+def scaled(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    return x * g.repeat(4)
+""",
+            at=((5, 16),),
+            fixed=None,
+            good="""\
+import torch
+
+
+def scaled(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    b, n = x.shape
+    return (x.view(b, 4, -1) * g).view(b, n)
+""",
+            call="scaled(randn(8, 256), randn(64))",
+        ),
     )
     valid = (
         # the repeated key is read again after the attention; only the value is repeated; the
@@ -229,6 +262,11 @@ def matmul(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
 def returned(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
     g = f.unsqueeze(1).expand(-1, 4, -1).flatten(0, 1)
     return g, x * g
+
+
+def gathered(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    index = idx.repeat(1, 4)
+    return torch.gather(x, 1, index) * 2
 """,
     )
 
@@ -239,7 +277,7 @@ def returned(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
     @classmethod
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
-        return "repeat_interleave" in text or _EXPAND_MERGED.search(text) is not None
+        return _REPEATS.search(text) is not None or _EXPAND_MERGED.search(text) is not None
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.dynamic or scope.is_module:
@@ -253,8 +291,8 @@ def returned(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
             read = _attention_read(scope, site.statement, name, repeat[1])
             if read is not None:
                 grouped.setdefault(id(read[0]), {})[read[1]] = (repeat[0], repeat[2], _joined_head(scope, repeat[3]))
-        for site in scope.sites.get("flatten", ()):
-            if site.conditional or not _merges_expanded(scope, site.node):  # type: ignore[arg-type]
+        for site in (*scope.sites.get("flatten", ()), *scope.sites.get("tile", ()), *scope.sites.get("repeat", ())):
+            if site.conditional or not (_merges_expanded(scope, site.node) or _tiled(scope, site.node)):  # type: ignore[arg-type]
                 continue
             name = site.statement.name_bound_to(site.node)
             if name is None:
@@ -262,7 +300,7 @@ def returned(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
             else:
                 read = name not in scope.escaped and _only_elementwise(scope, site.statement, name)
             if read:
-                yield Violation(site.node, message=_MERGED)
+                yield Violation(site.node, message=_MERGED if site.node.func.attr.value == "flatten" else _TILED)
         for roles in grouped.values():
             key, value = roles.get("key"), roles.get("value")
             # a key whose head is joined from other tensors (decoupled rotary, MLA) where the
@@ -299,6 +337,13 @@ def _merges_expanded(scope: Scope, call: cst.Call) -> bool:
         return False
     start, end = start % len(sizes), end % len(sizes)
     return end > start and any(start <= i <= end for i in expanded)
+
+
+def _tiled(scope: Scope, call: cst.Call) -> bool:
+    """``x.tile(...)`` or ``x.repeat(...)`` of a tensor ``x``."""
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value in ("tile", "repeat") and bool(call.args) \
+        and scope.is_tensor(func.value)
 
 
 def _sizes(args: Sequence[cst.Arg]) -> list[cst.BaseExpression] | None:

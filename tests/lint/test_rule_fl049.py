@@ -128,7 +128,7 @@ def test_look_alikes_are_not_flagged():
 def test_the_text_test_needs_the_call():
     tables = op_tables()
     assert ReplicatedForBroadcast.may_match(["k = k.repeat_interleave(4, dim=1)"], 0, tables)
-    assert not ReplicatedForBroadcast.may_match(["k = k.repeat(1, 4, 1, 1)"], 0, tables)
+    assert not ReplicatedForBroadcast.may_match(["k = k.flip(1)"], 0, tables)
 
 
 # litgpt's MultiheadLatentAttention: the key's head joins a part without rotary and a rotary
@@ -205,3 +205,33 @@ def test_the_text_test_of_a_flattened_expand():
     tables = op_tables()
     assert ReplicatedForBroadcast.may_match(["f = x.expand(-1, 4).flatten()"], 0, tables)
     assert not ReplicatedForBroadcast.may_match(["f = x.expand(-1, 4)"], 0, tables)
+
+
+# kornia's pairwise distances (repeats over dimensions of size 1, inline), a squeeze-excite's
+# context (bound, then multiplied), a per-channel vector tiled (speechbrain's quaternion norm);
+# a repeat of an unsqueezed dimension is FL007's (an expand, with its fix): FL049 yields.
+TILED = """\
+import torch
+
+
+def distances(d1: torch.Tensor, d2: torch.Tensor):
+    d1_sq = (d1**2).sum(dim=1, keepdim=True)
+    d2_sq = (d2**2).sum(dim=1, keepdim=True)
+    return d1_sq.repeat(1, d2.size(0)) + d2_sq.repeat(1, d1.size(0)).t() - 2.0 * d1 @ d2.t()
+
+
+def context(x: torch.Tensor, avg: torch.Tensor, t: int):
+    context = avg.repeat(1, t, 1)
+    return x * context
+
+
+def unsqueezed(hidden: torch.Tensor, mask: torch.Tensor):
+    m = mask.unsqueeze(-1).repeat(1, 1, hidden.shape[2])
+    return hidden * m
+"""
+
+
+def test_a_repeat_or_tile_only_read_element_wise():
+    assert lines(TILED) == [7, 11]
+    both = lint_source(TILED, "m.py", LintOptions(codes=frozenset({"FL007", "FL049"})))
+    assert [(f.code, f.line) for f in both.findings] == [("FL049", 7), ("FL049", 11), ("FL007", 16)]

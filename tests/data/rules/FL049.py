@@ -39,6 +39,13 @@ def rotate(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     f = freqs.unsqueeze(2).expand(-1, -1, 4, -1).flatten(1, 2)
     return x * f
 
+# --- example 4
+import torch
+
+
+def scaled(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    return x * g.repeat(4)
+
 # --- look-alike 1
 import torch
 import torch.nn.functional as F
@@ -90,3 +97,8 @@ def matmul(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
 def returned(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
     g = f.unsqueeze(1).expand(-1, 4, -1).flatten(0, 1)
     return g, x * g
+
+
+def gathered(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    index = idx.repeat(1, 4)
+    return torch.gather(x, 1, index) * 2
