@@ -4,12 +4,14 @@ of the same chain, so a rule that reads the formula through such names sees ever
 that one fused op replaces, whole or split."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from typing import Iterable
 
 import libcst as cst
 
 from fusionlint.analysis.nodes import count_name, names_of, reaching_assignment
-from fusionlint.analysis.scope import Scope, StatementRef, per_scope
+from fusionlint.analysis.scope import Scope, Site, StatementRef, per_scope
 
 
 @per_scope
@@ -46,3 +48,21 @@ class Chain:
             if fed is not None:
                 return fed
         return expr
+
+
+def chain_statements(sites: Iterable[Site]) -> list[StatementRef]:
+    """The statements of ``sites`` (where a chain may start) and the next three after each that
+    binds a name: where the chain may be, whole or ending in a later statement."""
+    found: dict[int, StatementRef] = {}
+    links: set[int] = set()
+    for site in sites:
+        ref = site.statement
+        found.setdefault(id(ref.node), ref)
+        if id(ref.node) in links:
+            continue
+        links.add(id(ref.node))
+        small = ref.simple
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+            for later in itertools.islice(ref.later(), 3):
+                found.setdefault(id(later.node), later)
+    return list(found.values())

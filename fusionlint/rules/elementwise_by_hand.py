@@ -6,14 +6,13 @@ it (``F.hardswish``), ``1 / (1 + exp(-x))`` (``torch.sigmoid``), ``log(1 + exp(x
 (``torch.rsqrt``); whole or split over statements (``g = torch.sigmoid(x)``, then ``x * g``)."""
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, StatementRef, own_parts
-from fusionlint.analysis.chains import Chain
+from fusionlint.analysis import Scope, own_parts
+from fusionlint.analysis.chains import Chain, chain_statements
 from fusionlint.analysis.nodes import Walker, code_of, factor_orders, factors_of, is_method_call, same_expression
 from fusionlint.analysis.numbers import is_one, one_plus
 from fusionlint.model import EAGER, FixSafety
@@ -245,31 +244,13 @@ def g(x: torch.Tensor):
         return _CALL_TEXT.search(text) is not None and "3" in text and "6" in text and ("/" in text or "div(" in text)
 
     def check(self, scope: Scope) -> Iterator[Violation]:
-        for ref in _formula_statements(scope):
+        # the statements that call a formula's function, and those after that may end it (``x * gate``)
+        for ref in chain_statements(site for key in _SITE_NAMES for site in scope.sites.get(key, ())):
             finder = _Formulas(Chain(scope, ref))
             for part in own_parts(ref.node):
                 finder.walk(part)
             for node, (formula, op) in finder.found:
                 yield Violation(node, message=f"{formula} written out: `{op}` computes it in one kernel")
-
-
-def _formula_statements(scope: Scope) -> list[StatementRef]:
-    """The statements that call a formula's function, and the next three after each that binds a
-    name: where the formula may be, whole or ending (``x * gate``) in a later statement."""
-    found: dict[int, StatementRef] = {}
-    links: set[int] = set()
-    for key in _SITE_NAMES:
-        for site in scope.sites.get(key, ()):
-            ref = site.statement
-            found.setdefault(id(ref.node), ref)
-            if id(ref.node) in links:
-                continue
-            links.add(id(ref.node))
-            small = ref.simple
-            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-                for later in itertools.islice(ref.later(), 3):
-                    found.setdefault(id(later.node), later)
-    return list(found.values())
 
 
 def _feeds_arithmetic(block: Sequence[str], index: int) -> bool:

@@ -3,14 +3,13 @@
 kernel, without writing the cast or negated mask."""
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Iterator, Sequence
 
 import libcst as cst
 
-from fusionlint.analysis import Scope, StatementRef, own_parts, reaching_value
-from fusionlint.analysis.chains import Chain
+from fusionlint.analysis import Scope, own_parts, reaching_value
+from fusionlint.analysis.chains import Chain, chain_statements
 from fusionlint.analysis.nodes import Walker, code_of, factor_orders
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import OpTables
@@ -154,32 +153,14 @@ def f(x: torch.Tensor, mask: torch.Tensor, weights, n: int):
         return any(name.search(block[i]) is not None and "*" in block[i] for i in range(index + 1, min(index + 4, len(block))))
 
     def check(self, scope: Scope) -> Iterator[Violation]:
-        for ref in _mask_statements(scope):
+        # the statements that cast, negate with ``logical_not`` or unsqueeze a mask, and those after
+        # that may multiply by it
+        sites = (site for key in _SITE_NAMES for site in scope.sites.get(key, ()) if _may_be_mask(site.node, key))
+        for ref in chain_statements(sites):
             finder = _Products(Chain(scope, ref))
             for part in own_parts(ref.node):
                 finder.walk(part)
             yield from finder.found
-
-
-def _mask_statements(scope: Scope) -> list[StatementRef]:
-    """The statements that cast, negate with ``logical_not`` or unsqueeze (``(~m).unsqueeze(-1)``),
-    and the next three after each that binds a name: where a product by a mask may be."""
-    found: dict[int, StatementRef] = {}
-    links: set[int] = set()
-    for key in _SITE_NAMES:
-        for site in scope.sites.get(key, ()):
-            if not _may_be_mask(site.node, key):
-                continue
-            ref = site.statement
-            found.setdefault(id(ref.node), ref)
-            if id(ref.node) in links:
-                continue
-            links.add(id(ref.node))
-            small = ref.simple
-            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-                for later in itertools.islice(ref.later(), 3):
-                    found.setdefault(id(later.node), later)
-    return list(found.values())
 
 
 def _may_be_mask(call: cst.CSTNode, key: str) -> bool:
