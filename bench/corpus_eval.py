@@ -17,6 +17,11 @@ Whoever tunes a rule runs it with ``--tuning-only``, which never lints or prints
 ``--missed`` lists the actionable labels no finding hit, for rule authors to work from; it leaves
 out held-out packages unless their label file is named on the command line.
 
+Recall is also given per reach (``corpus/reach.json``): what a sound linter reading one file at a
+time would need to flag the label — nothing beyond the file and a general idiom (local-general), an
+insight that fits this code only (local-specific), facts from callers, configs or other packages
+(elsewhere), or facts about values at run time (runtime). Labels not classified count as "-".
+
     .venv/bin/python bench/corpus_eval.py --corpus /tmp/corpus
     .venv/bin/python bench/corpus_eval.py --corpus /tmp/corpus --tuning-only --missed
 """
@@ -34,6 +39,7 @@ from pathlib import Path
 from real_code import fusionlint_command
 
 LABELS = Path(__file__).resolve().parent / "corpus" / "labels"
+REACH = Path(__file__).resolve().parent / "corpus" / "reach.json"
 
 
 def statement_lines(source: str, line: int) -> tuple[int, int]:
@@ -62,6 +68,7 @@ class Tally:
     on_lookalike: int = 0
     rules: Counter = field(default_factory=Counter)
     kinds: Counter = field(default_factory=Counter)  # (kind, recalled) -> actionable labels
+    reaches: Counter = field(default_factory=Counter)  # (reach, recalled) -> actionable labels
     missed: list[dict] = field(default_factory=list)  # actionable labels no finding hit
 
     def add(self, other: Tally) -> None:
@@ -69,6 +76,7 @@ class Tally:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.rules.update(other.rules)
         self.kinds.update(other.kinds)
+        self.reaches.update(other.reaches)
 
     def row(self, name: str) -> str:
         recall = f"{self.recalled / self.actionable:.2f}" if self.actionable else "-"
@@ -92,7 +100,7 @@ def lint(root: Path, files: list[str]) -> list[dict]:
     return json.loads(done.stdout)
 
 
-def evaluate(data: dict, corpus: Path, unlabelled: list[str]) -> Tally:
+def evaluate(data: dict, corpus: Path, unlabelled: list[str], reach: dict[str, dict]) -> Tally:
     """Lint one package's labelled files and count hits; findings on no label go to ``unlabelled``."""
     root = corpus / data["package"]
     tally = Tally()
@@ -125,6 +133,7 @@ def evaluate(data: dict, corpus: Path, unlabelled: list[str]) -> Tally:
                 tally.independent += 1
                 tally.independent_recalled += label["id"] in hit
             tally.kinds[label["kind"], label["id"] in hit] += 1
+            tally.reaches[reach.get(label["id"], {}).get("reach", "-"), label["id"] in hit] += 1
             if label["id"] not in hit:
                 tally.missed.append(label)
     return tally
@@ -141,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     groups = {"tuning": Tally(), "held-out": Tally(), "all": Tally()}
+    reach = json.loads(REACH.read_text(encoding="utf-8")) if REACH.exists() else {}
     review: list[str] = []
     missed: list[str] = []
     print(f"{'package':<16} {'recall':>14} {'(no review)':>14}   {'findings':>8} {'actionable':>10} {'look-alike':>10} {'unlabelled':>10}"
@@ -149,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         data = json.loads(file.read_text(encoding="utf-8"))
         if data["held_out"] and args.tuning_only:
             continue
-        tally = evaluate(data, args.corpus, review)
+        tally = evaluate(data, args.corpus, review, reach)
         print(tally.row(data["package"]))
         groups["held-out" if data["held_out"] else "tuning"].add(tally)
         groups["all"].add(tally)
@@ -162,10 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         if name == "tuning" or not args.tuning_only:
             print(tally.row(name))
     print("\nfindings per rule: " + ", ".join(f"{rule} {n}" for rule, n in sorted(groups["all"].rules.items())))
-    kinds = groups["all"].kinds
-    print("recall per kind: " + ", ".join(
-        f"{kind} {kinds[kind, True]}/{kinds[kind, True] + kinds[kind, False]}" for kind in sorted({k for k, _ in kinds})
-    ))
+    for name, counts in (("kind", groups["all"].kinds), ("reach", groups["all"].reaches)):
+        print(f"recall per {name}: " + ", ".join(
+            f"{key} {counts[key, True]}/{counts[key, True] + counts[key, False]}" for key in sorted({k for k, _ in counts})
+        ))
     if review:
         print("\nfindings on a look-alike (FP) or on no label (??, review by hand):")
         print("\n".join(review))
