@@ -10,15 +10,19 @@ import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, own_parts, scope_statements
 from fusionlint.analysis.nodes import code_of, dotted_name, operations, same_expression
-from fusionlint.analysis.numbers import NumberNames
+from fusionlint.analysis.numbers import NumberNames, int_literal
 from fusionlint.analysis.torch_calls import keepdim_reduction
 from fusionlint.analysis.rescale import PLAIN_RESCALE_TEXT, RESCALE_TEXT, Rescale, mentions, rescaled_later, rescaled_below, zero_dim
 from fusionlint.model import EAGER, FixSafety
-from fusionlint.ops import OpTables
+from fusionlint.ops import ELEMENTWISE, VIEW, OpTables
 from fusionlint.rule import Example, Rule, StatementEdit, Violation, replace_nodes
 from fusionlint.statement_text import code_only
 
-_SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.|\bkeepdim\b|norm")
+_SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.|\bkeepdim\b|norm|\[[^\]]*(?:-1\s*:|:\s*1\s*[,\]])")
+# a tensor scaled by two plain factors in a row, the last a literal or a module's number, spaced as code
+# is: `x * self.s * 2`, `x / w / 2` (a constant such as `math.pi` would let in many more statements that
+# scale ranges of frequencies, all small)
+_CHAIN_TEXT = re.compile(r"[\w)\]]\s+[*/]\s+[\w.]+\s+[*/]\s+(?:\d[\d.]*|self\.\w+)\b(?!\s*[(\[.])")
 _PRODUCT_TEXT = re.compile(r"(?<![*/])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
 _ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*[\w\])]\s*\*(?![*=])")  # `name = a * b`, not `*args`
 _ASSIGNED_MATMUL = re.compile(r"\s*(\w+)\s*=[^=].*@")
@@ -28,11 +32,12 @@ _FACTOR = r"(?:self\.[\w.]+|[\w.]*config\.[\w.]+|\d[\d.e+-]*)"
 _OUTPUT = r"(?:self\.\w+|[\w.]*\blinear)\s*\("
 _SCALED_OUTPUT = re.compile(
     rf"^\s*(?:[\w.]+\s*=|return\b)\s*(?:{_FACTOR}\s*\*\s*{_OUTPUT}|{_OUTPUT}.*\)\s*[*/]\s*{_FACTOR}\s*(?:#.*)?$)"
-    rf"|\([^()]*@[^()]*\)\s*[*/]\s*{_FACTOR}"
+    rf"|\((?:[^()]|\([^()]*\))*@(?:[^()]|\([^()]*\))*\)\s*[*/]\s*{_FACTOR}"
 )
 _RANGES = frozenset({"torch.arange", "torch.linspace", "torch.logspace"})
 _NUMBER_CONSTANTS = frozenset({"math.pi", "math.tau", "math.e", "np.pi", "numpy.pi", "torch.pi"})
 _REDUCTIONS = ("sum", "mean", "norm", "amax", "amin", "std", "var", "logsumexp", "prod")
+_SELECTIONS = frozenset({"max", "min", "argmax", "argmin", "topk", "median"})  # along a dim: a smaller tensor
 _NORMS = frozenset({"normalize", "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"})
 
 
@@ -92,8 +97,16 @@ class ScaleSmallerFactor(Rule):
         name the statement before that last mentions it sets to one) or the Linear's output features
         a vocabulary (`config.vocab_size`); `(t @ self.emb.weight.t()) * s` and `F.linear(t,
         self.emb.weight) * s`, `self.emb` an `nn.Embedding` (also a member of a same-file member);
-        `(x @ self.w) * s` as well as its later form. A config field (`self.config.logit_scale`) is
-        a number. Reported without a fix: the rescale after the `if` whose arm made the product, the
+        `(x @ self.w) * s` as well as its later form, `self.w` also past views, element-wise ops
+        and norms into a local (`w = F.normalize(self.weight, dim=0)`, a cosine-similarity
+        projection: a weight does not grow with the batch), in a lambda too (`lambda t: (t @
+        self.emb.weight.t()) * s`); `x / g * s`, `x / g / s`, `s * (x / g)` with `g` smaller
+        (also a single-position slice of the dividend, `y[:, -1:, :] + eps`, a DETR sine
+        embedding's normalisation), as `x / (g / s)` or `x / (g * s)`; a tensor multiplied or
+        divided by two or more numbers in a row (`x * a * 2`, `x / w / 2`, `2 * x / a`), as
+        `x * (a * 2)`: Python applies each to the whole tensor, one full-size pass each, where the
+        folded numbers make one (not where the tensor is small: a range, a reduction's output, a
+        module's weight). A config field (`self.config.logit_scale`) is a number. Reported without a fix: the rescale after the `if` whose arm made the product, the
         rescale first in the arm of the next `if` that reads it (a softcap, `if cap is not None:
         logits = logits / cap`), a factor computed in between, the scaled product bound to another
         name or returned (`return emb / math.sqrt(d)`) where the unscaled one is never read again.
@@ -390,6 +403,86 @@ class TiedLogits(nn.Module):
 """,
             call="TiedLogits(randn(1000, 64)).forward(randn(2, 32, 64))",
         ),
+        Example(  # a tensor scaled by two numbers in a row
+            bad="""\
+import torch
+
+
+def codes(bits: torch.Tensor, scale: float) -> torch.Tensor:
+    return bits * scale * 2 - scale
+""",
+            at=((5, 12),),
+            fixed="""\
+import torch
+
+
+def codes(bits: torch.Tensor, scale: float) -> torch.Tensor:
+    return bits * (scale * 2) - scale
+""",
+            call="codes(randn(8, 1024, 16), 0.5)",
+        ),
+        Example(  # a quotient by a slice of the dividend, then scaled: the scale joins the divisor
+            bad="""\
+import math
+
+import torch
+
+
+def normalized_positions(mask: torch.Tensor) -> torch.Tensor:
+    y = mask.cumsum(1)
+    return y / (y[:, -1:, :] + 1e-6) * (2 * math.pi)
+""",
+            at=((8, 12),),
+            fixed="""\
+import math
+
+import torch
+
+
+def normalized_positions(mask: torch.Tensor) -> torch.Tensor:
+    y = mask.cumsum(1)
+    return y / ((y[:, -1:, :] + 1e-6) / (2 * math.pi))
+""",
+            call="normalized_positions(randn(2, 64, 64))",
+        ),
+        Example(  # a matmul with a normalized copy of the module's weight
+            bad="""\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CosineSimLinear(nn.Module):
+    def __init__(self, dim_in: int, dim_out: int, scale: float):
+        super().__init__()
+        self.scale = scale
+        self.weight = nn.Parameter(torch.linspace(-1.0, 1.0, dim_in * dim_out).reshape(dim_in, dim_out))
+
+    def forward(self, x):
+        x = F.normalize(x, dim=-1)
+        w = F.normalize(self.weight, dim=0)
+        return (x @ w) * self.scale
+""",
+            at=((15, 16),),
+            fixed="""\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CosineSimLinear(nn.Module):
+    def __init__(self, dim_in: int, dim_out: int, scale: float):
+        super().__init__()
+        self.scale = scale
+        self.weight = nn.Parameter(torch.linspace(-1.0, 1.0, dim_in * dim_out).reshape(dim_in, dim_out))
+
+    def forward(self, x):
+        x = F.normalize(x, dim=-1)
+        w = F.normalize(self.weight, dim=0)
+        return x @ (w * self.scale)
+""",
+            call="CosineSimLinear(64, 16, 0.5).forward(randn(8, 1024, 64))",
+        ),
     )
     valid = (
         # no factor known to be smaller; a factor that is a tensor; a scale alone
@@ -444,6 +537,8 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         text = block[index]
         code = code_only(text)  # a path's `/` or a message's `norm` is no product of a small factor
+        if _CHAIN_TEXT.search(code):
+            return True
         if _SMALL_TEXT.search(code):
             if len(_PRODUCT_TEXT.findall(code)) >= 2:
                 return True
@@ -469,7 +564,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
             products = [op for part in own_parts(ref.node)
-                        for op in operations(part, (cst.Multiply, cst.Divide, cst.MatrixMultiply), skip=(cst.Lambda,))]
+                        for op in operations(part, (cst.Multiply, cst.Divide, cst.MatrixMultiply))]
             reported: set[int] = set()
             for node in products:
                 if id(node) in reported:
@@ -523,6 +618,9 @@ def _regrouped(scope: Scope, ref: StatementRef, node: cst.BinaryOperation) -> tu
     and the finding's message (None: the rule's own); None when ``node`` is no such product."""
     if isinstance(node.operator, cst.MatrixMultiply):
         return None
+    folded = _folded(scope, node)
+    if folded is not None:
+        return folded, _CHAIN_MESSAGE
     inner, outer = node.left, node.right
     sides = [(inner, outer), (outer, inner)] if isinstance(node.operator, cst.Multiply) else [(inner, outer)]
     for call, factor in sides:  # c * self.b(self.a(x))
@@ -542,8 +640,9 @@ def _regrouped(scope: Scope, ref: StatementRef, node: cst.BinaryOperation) -> tu
             scaled = _scale(outer, operator, factor)
             regrouped = cst.BinaryOperation(left=large, operator=cst.Multiply(), right=scaled, lpar=node.lpar, rpar=node.rpar)
             return regrouped, _NORM_MESSAGE if after_norm else _message(scope, factor)
-    for product, factor in sides:  # (x * g) * s, s * (x * g), (x * g) / s; (x @ self.w) * s
-        if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, (cst.Multiply, cst.MatrixMultiply))):
+    for product, factor in sides:  # (x * g) * s, s * (x * g), (x * g) / s, (x / g) * s; (x @ self.w) * s
+        if not (isinstance(product, cst.BinaryOperation)
+                and isinstance(product.operator, (cst.Multiply, cst.Divide, cst.MatrixMultiply))):
             continue
         matmul = isinstance(product.operator, cst.MatrixMultiply)
         side = _smaller_side(scope, product)
@@ -551,8 +650,102 @@ def _regrouped(scope: Scope, ref: StatementRef, node: cst.BinaryOperation) -> tu
         if side is None or not _scale_of(scope, factor, small) or (not _number(scope, factor) and (matmul or _smaller(scope, large, set()))):
             continue
         message = _MATMUL_MESSAGE if matmul else _message(scope, factor)
+        if side == "right" and isinstance(product.operator, cst.Divide) and message is None:
+            message = _DIVISOR_MESSAGE
         return _scaled_product(scope, product, node.operator, factor).with_changes(lpar=node.lpar, rpar=node.rpar), message
     return None
+
+
+def _folded(scope: Scope, node: cst.BinaryOperation) -> cst.BaseExpression | None:
+    """``x * a * b`` -> ``x * (a * b)``, ``x / a / b`` -> ``x / (a * b)``, ``a * x / b`` -> ``(a / b)
+    * x``: a tensor multiplied or divided by two or more numbers one after the other (Python
+    applies each to the whole tensor), the numbers folded into one; not a tensor known to be small
+    (a module's weight, a range); None for anything else."""
+    factors: list[tuple[cst.BaseBinaryOp, cst.BaseExpression]] = []  # (operator, number), last first
+    value: cst.BaseExpression = node
+    while (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Multiply, cst.Divide))
+           and _number(scope, value.right)):
+        factors.append((value.operator, value.right))
+        value = value.left
+    leading = None  # `a * x * b`: the number before the tensor
+    if (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)
+            and _number(scope, value.left) and scope.is_tensor(value.right)):
+        leading, value = value.left, value.right
+    if len(factors) + (leading is not None) < 2 or not scope.is_tensor(value) or _number(scope, value):
+        return None
+    if _maybe_small(scope, value, set()):  # a weight, a range, a broadcast row: no activation-sized pass to spare
+        return None
+    factors.reverse()
+    if leading is not None:  # (a op1 b op2 c) * x
+        return cst.BinaryOperation(left=_fold(leading, factors), operator=cst.Multiply(), right=value,
+                                   lpar=node.lpar, rpar=node.rpar)
+    (first_operator, first), rest = factors[0], factors[1:]
+    if isinstance(first_operator, cst.Divide):  # x / a * b == x / (a / b): each later operator inverted
+        rest = [(cst.Divide() if isinstance(op, cst.Multiply) else cst.Multiply(), factor) for op, factor in rest]
+    return cst.BinaryOperation(left=value, operator=first_operator, right=_fold(first, rest),
+                               lpar=node.lpar, rpar=node.rpar)
+
+
+def _maybe_small(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
+    """Small (``_smaller``), or made from something small: a reduction's output (``torch.argmax(f,
+    dim=1)``, ``peaks, _ = f.max(1, keepdim=True)``), a view or element-wise op of a small tensor
+    (``torch.arange(n).view(1, -1)``, ``torch.sqrt(torch.tensor(2.0))``), or a local one
+    assignment of which is such (``dim_t = torch.arange(d)``, then ``dim_t = t ** (2 * (dim_t //
+    2) / d)``, a row of frequencies)."""
+    if _smaller(scope, expr, seen):
+        return True
+    if isinstance(expr, cst.BinaryOperation):
+        return any(_maybe_small(scope, side, seen) for side in (expr.left, expr.right) if not _number(scope, side))
+    if isinstance(expr, cst.UnaryOperation):
+        return _maybe_small(scope, expr.expression, seen)
+    if isinstance(expr, (cst.Call, cst.Attribute)):
+        if isinstance(expr, cst.Call) and any(arg.keyword is not None and arg.keyword.value == "keepdim" for arg in expr.args):
+            return True
+        op = scope.op(expr)
+        if op is None:
+            return False
+        if op[0] in _REDUCTIONS or op[0] in _SELECTIONS:
+            return True
+        return op[1] in (VIEW, ELEMENTWISE) and op[2] is not None and _maybe_small(scope, op[2], seen)
+    if isinstance(expr, cst.Name) and expr.value not in seen:
+        values = [value for target, value in scope.assignments if _binds(target, expr.value)]
+        return any(_maybe_small(scope, value, seen | {expr.value}) for value in values)
+    return False
+
+
+def _binds(target: cst.BaseExpression, name: str) -> bool:
+    """Does the assignment target ``target`` bind ``name`` (``name``, ``name, _``)?"""
+    if isinstance(target, cst.Name):
+        return target.value == name
+    return isinstance(target, (cst.Tuple, cst.List)) and any(_binds(element.value, name) for element in target.elements)
+
+
+def _fold(first: cst.BaseExpression, rest: list[tuple[cst.BaseBinaryOp, cst.BaseExpression]]) -> cst.BaseExpression:
+    """``(first op1 a op2 b)``: the numbers as one parenthesized product."""
+    folded = first
+    for operator, factor in rest:
+        if isinstance(factor, cst.BinaryOperation) and not factor.lpar and not isinstance(factor.operator, cst.Power):
+            factor = factor.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        folded = cst.BinaryOperation(left=folded, operator=operator, right=factor)
+    return folded.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _made_from_own(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
+    """A module's own tensor (``self.w``), or what views and element-wise ops make of it
+    (``self.w.t()``, ``F.normalize(self.w, dim=0)``, ``self.w * 2``), or a local every assignment
+    of which is one: a weight, whose size does not grow with the batch or the sequence."""
+    if _own_tensor(scope, expr):
+        return True
+    if isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, cst.MatrixMultiply):
+        sides = [side for side in (expr.left, expr.right) if not _number(scope, side)]
+        return len(sides) == 1 and _made_from_own(scope, sides[0], seen)
+    if isinstance(expr, cst.Name) and expr.value in scope.tensors and expr.value not in seen:
+        values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
+        return bool(values) and all(_made_from_own(scope, value, seen | {expr.value}) for value in values)
+    op = scope.op(expr) if isinstance(expr, (cst.Call, cst.Attribute)) else None
+    if op is None or op[2] is None or not (op[1] in (VIEW, ELEMENTWISE) or op[0] in _NORMS):
+        return False
+    return _made_from_own(scope, op[2], seen)
 
 
 def _normalized(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
@@ -715,6 +908,8 @@ def _scaled_input(product: cst.Call | cst.BinaryOperation, operator: cst.BaseBin
     return product.with_changes(args=[product.args[0].with_changes(value=scaled), *product.args[1:]])
 
 
+_CHAIN_MESSAGE = "a tensor scaled by numbers one after the other: fold the numbers first, one full-size pass fewer"
+_DIVISOR_MESSAGE = "a number scales a quotient by a smaller divisor: fold it into the divisor"
 _NARROW_INPUT_MESSAGE = "a number scales the output of a Linear wider than its input: scale the input instead"
 _NORM_MESSAGE = "a number scales a norm's output before another factor: scale that factor instead"
 _MATMUL_MESSAGE = "a number scales a matmul with a module's tensor: scale that tensor instead"
@@ -731,10 +926,10 @@ def _smaller_side(scope: Scope, product: cst.BinaryOperation) -> str | None:
     """Which factor of the tensor product ``a * b`` is smaller than the product ("right" first);
     of a matmul ``x @ w``, the module's own tensor."""
     if isinstance(product.operator, cst.MatrixMultiply):
-        if _own_tensor(scope, _untransposed(product.right)):
+        if _made_from_own(scope, product.right, set()):
             return "right"
-        return "left" if _own_tensor(scope, _untransposed(product.left)) else None
-    if not isinstance(product.operator, cst.Multiply):
+        return "left" if _made_from_own(scope, product.left, set()) else None
+    if not isinstance(product.operator, (cst.Multiply, cst.Divide)):
         return None
     if not (scope.is_tensor(product.left) and scope.is_tensor(product.right)):
         return None
@@ -748,6 +943,8 @@ def _scaled_product(
 ) -> cst.BinaryOperation:
     """``a * b`` with ``factor`` applied to its smaller factor: ``a * (b * s)`` or ``(a * s) * b``."""
     right = _smaller_side(scope, product) == "right"
+    if right and isinstance(product.operator, cst.Divide):  # x / g * s == x / (g / s)
+        operator = cst.Divide() if isinstance(operator, cst.Multiply) else cst.Multiply()
     scaled = _scale(product.right if right else product.left, operator, factor)
     return product.with_changes(right=scaled) if right else product.with_changes(left=scaled)
 
@@ -775,10 +972,10 @@ def _smaller(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
     """Is ``expr`` a tensor known to be smaller than what it multiplies: broadcast (``g[None, :]``,
     ``g.unsqueeze(0)``), a module's own tensor (``self.g``), a range (``torch.arange(n)``, one
     dim), or a local made only of those and numbers (``gamma = self.g + 1.0``)?"""
-    if isinstance(expr, cst.Subscript):
-        return scope.is_tensor(expr.value) if _broadcast(expr) else _own_tensor(scope, expr.value)
     if zero_dim(scope, expr) or _reduced(scope, expr) is not None:
         return True
+    if isinstance(expr, cst.Subscript):
+        return scope.is_tensor(expr.value) if _broadcast(expr) else _own_tensor(scope, expr.value)
     if isinstance(expr, cst.Call) and scope.torch_name(expr.func) in _RANGES:
         return True
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "unsqueeze":
@@ -821,11 +1018,34 @@ def _reduced(scope: Scope, expr: cst.BaseExpression) -> cst.BaseExpression | Non
             expr = expr.right
         else:
             return None
+    if isinstance(expr, cst.Subscript) and _one_position(expr):  # `y[:, -1:, :]`: y's last row, dims kept
+        return expr.value if scope.is_tensor(expr.value) else None
     for op in _REDUCTIONS:
         reduction = keepdim_reduction(scope, expr, op)
         if reduction is not None:
             return reduction.operand if scope.is_tensor(reduction.operand) else None
     return None
+
+
+def _one_position(subscript: cst.Subscript) -> bool:
+    """``y[:, -1:, :]``, ``y[..., :1]``, ``y[:, 0:1]``: slices only, one of them a single position
+    (literal bounds), so the result keeps every dim and broadcasts like a keepdim reduction."""
+    single = False
+    for element in subscript.slice:
+        part = element.slice
+        if not isinstance(part, cst.Slice):
+            if not (isinstance(part, cst.Index) and isinstance(part.value, cst.Ellipsis)):
+                return False
+            continue
+        if part.step is not None:
+            return False
+        lower = int_literal(part.lower) if part.lower is not None else 0
+        upper = int_literal(part.upper) if part.upper is not None else None
+        if part.lower is None and part.upper is None:
+            continue
+        single = single or (lower == -1 and part.upper is None) or (
+            lower is not None and upper is not None and upper - lower == 1 and lower >= 0)
+    return single
 
 
 def _own_tensor(scope: Scope, expr: cst.BaseExpression) -> bool:

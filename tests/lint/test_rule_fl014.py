@@ -391,3 +391,107 @@ def f(t: torch.Tensor, freqs: torch.Tensor, keep: bool):
     return emb
 """
     assert positions(source) == []
+
+
+CHAINS = """\
+import torch
+
+
+def f(x: torch.Tensor, s: float, n: int):
+    a = x * s * 2
+    b = x / s / 2
+    c = 2 * x / s
+    d = x / s * 2
+    e = x * s * 0.5 * n
+    return a, b, c, d, e
+"""
+
+
+def test_a_tensor_scaled_by_numbers_in_a_row_has_them_folded():
+    assert positions(CHAINS) == [(5, 9), (6, 9), (7, 9), (8, 9), (9, 9)]
+    source = fixed(CHAINS)
+    for line in ("a = x * (s * 2)", "b = x / (s * 2)", "c = (2 / s) * x", "d = x / (s / 2)", "e = x * (s * 0.5 * n)"):
+        assert line in source
+
+
+def test_numbers_in_a_row_on_a_number_a_range_or_a_reduction_are_silent():
+    source = """\
+import torch
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(dim))
+        self.scale = dim**-0.5
+
+    def forward(self, x: torch.Tensor, f: torch.Tensor, dim: int):
+        hidden = dim * self.scale * 2
+        t = torch.arange(dim).view(1, -1) * self.scale * 2
+        peaks = torch.argmax(f, dim=1) * 2 * 3.0
+        w = self.w * self.scale * 2
+        y = x * self.scale * f
+        return hidden, t, peaks, w, y
+"""
+    assert positions(source) == []
+
+
+def test_a_quotient_by_a_smaller_divisor_takes_the_scale_into_the_divisor():
+    source = """\
+import torch
+
+
+def f(mask: torch.Tensor, x: torch.Tensor, scale: float):
+    y = mask.cumsum(1)
+    a = y / (y[:, -1:, :] + 1e-6) * scale
+    b = (x - 0.5) / x.norm(dim=-1, keepdim=True) / scale
+    c = scale * (x / x[..., :1])
+    return a, b, c
+"""
+    assert positions(source) == [(6, 9), (7, 9), (8, 9)]
+    result = fixed(source)
+    assert "a = y / ((y[:, -1:, :] + 1e-6) / scale)" in result
+    assert "b = (x - 0.5) / (x.norm(dim=-1, keepdim=True) * scale)" in result
+    assert "c = x / (x[..., :1] / scale)" in result
+
+
+def test_a_quotient_by_a_slice_of_many_positions_or_a_full_tensor_is_silent():
+    source = """\
+import torch
+
+
+def f(x: torch.Tensor, y: torch.Tensor, scale: float):
+    a = x / (x[:, 1:, :] + 1e-6) * scale
+    b = x / y * scale
+    c = x / x[:, -1] * scale
+    return a, b, c
+"""
+    assert positions(source) == []
+
+
+def test_a_matmul_with_a_normalized_copy_of_a_weight_or_in_a_lambda_is_reported():
+    source = """\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self, dim: int, vocab: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim, dim))
+        self.emb = nn.Embedding(vocab, dim)
+        self.scale = dim**-0.5
+        self.to_logits = lambda t: (t @ self.emb.weight.t()) * self.scale
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor):
+        w = F.normalize(self.weight, dim=0)
+        a = (x @ w) * self.scale
+        b = (x @ h) * self.scale
+        return a, b
+"""
+    assert positions(source) == [(12, 36), (16, 13)]
+    result = fixed(source)
+    assert "lambda t: (t * self.scale) @ self.emb.weight.t()" in result
+    assert "a = x @ (w * self.scale)" in result
