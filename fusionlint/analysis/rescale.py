@@ -3,6 +3,7 @@
 to a smaller operand."""
 from __future__ import annotations
 
+import ast
 import bisect
 import re
 from dataclasses import dataclass
@@ -153,11 +154,13 @@ def _rescale(scope: Scope, ref: StatementRef, name: str) -> Rescale | None:
 
 
 def _scale_factor(scope: Scope, factor: cst.BaseExpression, name: str) -> bool:
-    """A number or a 0-d tensor not made from ``name``; not a literal zero (``x * 0.0`` clears
+    """A number or a tensor that broadcasts like one (``scalar_like``), or a learned temperature
+    (``exp_of_parameter``), not made from ``name``; not a literal zero (``x * 0.0`` clears
     ``x``: no scale to move)."""
     if isinstance(factor, (cst.Integer, cst.Float)) and factor.evaluated_value == 0:
         return False
-    return not mentions(factor, name) and (not scope.is_tensor(factor) or zero_dim(scope, factor))
+    return not mentions(factor, name) and (
+        not scope.is_tensor(factor) or scalar_like(scope, factor) or exp_of_parameter(scope, factor))
 
 
 def _scaled_in_place(small: cst.BaseSmallStatement | None, name: str) -> tuple[cst.BaseBinaryOp, cst.BaseExpression] | None:
@@ -188,6 +191,75 @@ def zero_dim(scope: Scope, expr: cst.BaseExpression) -> bool:
         return not isinstance(expr.args[0].value, (cst.List, cst.Tuple, cst.ListComp))
     op = scope.op(expr)
     return op is not None and op[0] in _ZERO_DIM_KEEPING and op[2] is not None and zero_dim(scope, op[2])
+
+
+_ONE_ELEMENT_FACTORIES = frozenset({"ones", "zeros", "full", "empty", "rand", "randn"})
+
+
+def scalar_like(scope: Scope, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> bool:
+    """A tensor that broadcasts like a number against the last two dims of what it scales: a 0-d
+    one (``zero_dim``), a module's member every assignment of which makes one or a per-head scale
+    of shape (..., 1, 1) (``nn.Parameter(torch.tensor(0.07))``, ``torch.sqrt(torch.tensor(d))``,
+    ``nn.Parameter(torch.log(10 * torch.ones((heads, 1, 1))))``), what element-wise ops make of
+    one (``self.logit_scale.exp()``), or a local every assignment of which is one."""
+    if zero_dim(scope, expr):
+        return True
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        values = scope.facts.member_values(scope.class_name, expr.attr.value) if scope.class_name else []
+        return bool(values) and all(_scalar_like_ast(assign.value) for assign in values)
+    if isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, cst.MatrixMultiply):
+        tensors = [side for side in (expr.left, expr.right) if scope.is_tensor(side)]
+        return len(tensors) == 1 and scalar_like(scope, tensors[0], seen)
+    if isinstance(expr, cst.Name) and expr.value in scope.tensors and expr.value not in seen:
+        values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
+        return bool(values) and all(scalar_like(scope, value, seen | {expr.value}) for value in values)
+    op = scope.op(expr) if isinstance(expr, cst.Call) else None
+    return op is not None and op[0] in _ZERO_DIM_KEEPING and op[2] is not None and scalar_like(scope, op[2], seen)
+
+
+def exp_of_parameter(scope: Scope, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> bool:
+    """A learned temperature kept in log space, the exp of (a clamp of) a tensor the function is
+    given or the module holds (``torch.clamp(logit_scale, max=math.log(100.0)).exp()``, where
+    ``logit_scale`` is a parameter), or a local every assignment of which is one: of unknown shape,
+    but a scale (one per head, in Swin V2's cosine attention)."""
+    if isinstance(expr, cst.Name) and expr.value in scope.tensors and expr.value not in seen:
+        values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
+        return bool(values) and all(exp_of_parameter(scope, value, seen | {expr.value}) for value in values)
+    op = scope.op(expr) if isinstance(expr, cst.Call) else None
+    return op is not None and op[0] == "exp" and op[2] is not None and _clamped_parameter(scope, op[2], seen)
+
+
+def _clamped_parameter(scope: Scope, expr: cst.BaseExpression, seen: frozenset[str]) -> bool:
+    if isinstance(expr, cst.Name):
+        return expr.value in scope.params
+    if isinstance(expr, cst.Attribute):
+        return isinstance(expr.value, cst.Name) and expr.value.value == "self" and scope.is_tensor(expr)
+    op = scope.op(expr) if isinstance(expr, cst.Call) else None
+    return op is not None and op[0] in ("clamp", "clamp_max", "clamp_min", "clip") and op[2] is not None \
+        and _clamped_parameter(scope, op[2], seen)
+
+
+def _scalar_like_ast(node: ast.expr) -> bool:
+    """``_scalar_like`` for the value a module assigns to a member (an ``ast`` node)."""
+    if isinstance(node, ast.BinOp):
+        tensors = [side for side in (node.left, node.right) if isinstance(side, ast.Call)]
+        return len(tensors) == 1 and _scalar_like_ast(tensors[0])
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    first = node.args[0] if node.args else None
+    if name in ("tensor", "as_tensor", "scalar_tensor"):
+        return first is not None and not isinstance(first, (ast.List, ast.Tuple, ast.ListComp))
+    if name in _ONE_ELEMENT_FACTORIES:  # torch.ones([]), torch.ones(1), torch.ones(heads, 1, 1)
+        dims = first.elts if len(node.args) == 1 and isinstance(first, (ast.List, ast.Tuple)) else node.args
+        literal = [isinstance(d, ast.Constant) and d.value == 1 for d in dims]
+        return not dims or literal == [True] or (len(literal) >= 3 and literal[-2:] == [True, True])
+    if name == "Parameter" or name in _ZERO_DIM_KEEPING:
+        if isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Name):  # t.sqrt(), t.float()
+            return _scalar_like_ast(func.value)
+        return first is not None and _scalar_like_ast(first)
+    return False
 
 
 @per_scope

@@ -2,6 +2,7 @@
 scaled by a number after the matmul instead of scaling the smaller operand before it."""
 from __future__ import annotations
 
+import ast
 import re
 from typing import Iterator, NamedTuple, Sequence
 
@@ -10,7 +11,9 @@ import libcst as cst
 from fusionlint.analysis import Scope
 from fusionlint.analysis.nodes import children
 from fusionlint.analysis.numbers import int_literal
-from fusionlint.analysis.rescale import PLAIN_RESCALE_TEXT, RESCALE_TEXT, rescaled_later, rescaled_below, zero_dim
+from fusionlint.analysis.rescale import (
+    PLAIN_RESCALE_TEXT, RESCALE_TEXT, exp_of_parameter, rescaled_later, rescaled_below, scalar_like,
+)
 from fusionlint.analysis.strings import string_values
 from fusionlint.model import EAGER, FixSafety
 from fusionlint.ops import VIEW_ATTRIBUTES, OpTables
@@ -52,7 +55,19 @@ class ScaleAfterMatmul(Rule):
         (`if scale is not None: sim = sim * scale`), a factor computed between the matmul and
         the rescale (`head_dim = q.shape[-1]`: it must move above the matmul), the scaled
         scores bound to another name or returned (`weights = scores / s`, `return corr / s`)
-        where the unscaled ones are never read again. Not flagged: other matmuls (`x @ w`, whose output may be smaller than `x`), a first operand flattened
+        where the unscaled ones are never read again. The scale may be a tensor that broadcasts
+        like a number: 0-d, or a module's member made as one or as a per-head scale of shape (...,
+        1, 1) (`nn.Parameter(torch.log(10 * torch.ones((heads, 1, 1))))`, Swin V2's cosine
+        attention; `torch.sqrt(torch.tensor(d).float())`), or element-wise ops of those
+        (`torch.clamp(self.logit_scale, max=m).exp()`); the exp of (a clamp of) a tensor the
+        function is given (a log-parametrized temperature of unknown shape) is reported without a
+        fix. Also a sequence of keys, a module's output (`keys = self.key_linear(enc)`, or a member
+        a method sets to one), against one query column (`query.unsqueeze(2)`, `q[..., None]`):
+        the scores are as long as the sequence, the query as long as the features, so the scale
+        goes on the query (`torch.matmul(keys, query / s)`). Not flagged: a tensor scale of
+        contrastive logits (`text @ image.t() * self.logit_scale.exp()`: the batch is often
+        smaller than the embedding), a matrix made by arithmetic against a column (`H @ c[...,
+        None]`, a point's projection), other matmuls (`x @ w`, whose output may be smaller than `x`), a first operand flattened
         (`x.flatten(1)`: summed over every pixel of a mask, as a dice loss does, the scores are
         smaller than it), a scale known to be a tensor of some other shape (it may not
         broadcast against `q`), scores read unscaled too.
@@ -247,6 +262,119 @@ class Attention(nn.Module):
 """,
             call="Attention(16).forward(randn(2, 4, 64, 16), randn(2, 4, 64, 16))",
         ),
+        Example(  # a sequence of keys against one query column, scaled by a 0-d member
+            bad="""\
+import torch
+from torch import nn
+
+
+class DotAttention(nn.Module):
+    def __init__(self, wk: torch.Tensor, wq: torch.Tensor):
+        super().__init__()
+        self.key_linear = nn.Linear(wk.shape[1], wk.shape[0], bias=False)
+        self.query_linear = nn.Linear(wq.shape[1], wq.shape[0], bias=False)
+        self.key_linear.weight = nn.Parameter(wk)
+        self.query_linear.weight = nn.Parameter(wq)
+        self.scaling = torch.sqrt(torch.tensor(wk.shape[0]).float())
+
+    def forward(self, enc, dec):
+        keys = self.key_linear(enc)
+        query = self.query_linear(dec).unsqueeze(2)
+        scores = torch.matmul(keys, query) / self.scaling
+        return scores.softmax(1)
+""",
+            at=((17, 18),),
+            fixed="""\
+import torch
+from torch import nn
+
+
+class DotAttention(nn.Module):
+    def __init__(self, wk: torch.Tensor, wq: torch.Tensor):
+        super().__init__()
+        self.key_linear = nn.Linear(wk.shape[1], wk.shape[0], bias=False)
+        self.query_linear = nn.Linear(wq.shape[1], wq.shape[0], bias=False)
+        self.key_linear.weight = nn.Parameter(wk)
+        self.query_linear.weight = nn.Parameter(wq)
+        self.scaling = torch.sqrt(torch.tensor(wk.shape[0]).float())
+
+    def forward(self, enc, dec):
+        keys = self.key_linear(enc)
+        query = self.query_linear(dec).unsqueeze(2)
+        scores = torch.matmul(keys, query / self.scaling)
+        return scores.softmax(1)
+""",
+            call="DotAttention(randn(16, 16), randn(16, 16)).forward(randn(4, 40, 16), randn(4, 16))",
+        ),
+        Example(  # cosine attention scaled by a learned per-head scale (Swin V2)
+            bad="""\
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CosineAttention(nn.Module):
+    def __init__(self, heads: int):
+        super().__init__()
+        self.logit_scale = nn.Parameter(torch.log(10 * torch.ones((heads, 1, 1))))
+
+    def forward(self, q, k):
+        logit_scale = torch.clamp(self.logit_scale, max=math.log(100.0)).exp()
+        attn = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+        attn = attn * logit_scale
+        return attn.softmax(-1)
+""",
+            at=((16, 16),),
+            fixed="""\
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CosineAttention(nn.Module):
+    def __init__(self, heads: int):
+        super().__init__()
+        self.logit_scale = nn.Parameter(torch.log(10 * torch.ones((heads, 1, 1))))
+
+    def forward(self, q, k):
+        logit_scale = torch.clamp(self.logit_scale, max=math.log(100.0)).exp()
+        attn = (F.normalize(q, dim=-1) * logit_scale) @ F.normalize(k, dim=-1).transpose(-2, -1)
+        return attn.softmax(-1)
+""",
+            call="CosineAttention(4).forward(randn(2, 4, 64, 16), randn(2, 4, 64, 16))",
+        ),
+        Example(  # a temperature given in log space, of unknown shape: reported only
+            bad="""\
+import math
+
+import torch
+
+
+def window_attention(q: torch.Tensor, k: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
+    attn = q @ k.transpose(-2, -1)
+    logit_scale = torch.clamp(logit_scale, max=math.log(100.0)).exp()
+    attn = attn * logit_scale
+    return attn.softmax(-1)
+""",
+            at=((9, 12),),
+            fixed=None,
+            good="""\
+import math
+
+import torch
+
+
+def window_attention(q: torch.Tensor, k: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
+    logit_scale = torch.clamp(logit_scale, max=math.log(100.0)).exp()
+    attn = (q * logit_scale) @ k.transpose(-2, -1)
+    return attn.softmax(-1)
+""",
+            call="window_attention(randn(2, 4, 64, 16), randn(2, 4, 64, 16), randn(4, 1, 1))",
+        ),
     )
     valid = (
         # a projection, whose output may be smaller than its input; a scale that is a tensor
@@ -296,15 +424,19 @@ def f(x: torch.Tensor, w: torch.Tensor):
                 continue
             scaled = _scaled(scope, site.statement.node, site.node)
             if scaled is not None:
-                if _similarity(scope, site.node):
-                    fix = _fix(scope, site.statement.node, scaled.operator, scaled.factor, site.node, scaled.node)
+                side = _similarity(scope, site.node)
+                if side is not None and not _batch_against_batch(scope, site.node, scaled.factor):
+                    fix = None
+                    if _moves(scope, scaled.factor):
+                        fix = _fix(scope, site.statement.node, scaled.operator, scaled.factor, site.node, scaled.node, side)
                     yield Violation(scaled.node, fix=fix)
                 continue
             later = rescaled_later(scope, site.statement, site.node)
-            if later is not None and _similarity(scope, site.node):
+            side = _similarity(scope, site.node) if later is not None else None
+            if later is not None and side is not None and not _batch_against_batch(scope, site.node, later.factor):
                 fix = None
-                if later.movable and isinstance(later.statement.node, cst.SimpleStatementLine):
-                    fix = _fix(scope, site.statement.node, later.operator, later.factor, site.node, site.node)
+                if later.movable and isinstance(later.statement.node, cst.SimpleStatementLine) and _moves(scope, later.factor):
+                    fix = _fix(scope, site.statement.node, later.operator, later.factor, site.node, site.node, side)
                     fix = fix and (*fix, StatementEdit(later.statement.node, ()))
                 yield Violation(later.node, fix=fix)
 
@@ -336,29 +468,102 @@ def _scaled(scope: Scope, statement: cst.CSTNode, matmul: cst.CSTNode) -> _Scale
             factor, operator = node.args[0].value, _SCALING_METHODS[node.func.attr.value]()
         else:
             continue
-        if not scope.is_tensor(factor) or zero_dim(scope, factor):
+        if not scope.is_tensor(factor) or scalar_like(scope, factor) or exp_of_parameter(scope, factor):
             return _Scale(node, operator, factor)
     return None
 
 
-def _similarity(scope: Scope, matmul: cst.CSTNode) -> bool:
-    """``q @ k.transpose(-2, -1)`` (or ``matmul``/``bmm``), or ``einsum('i d, j d -> i j', q, k)``;
-    not where ``q`` is a flattened map (``x.flatten(1)``): summed over every pixel, the scores
-    are smaller than ``q`` (a dice loss's numerator)."""
+def _batch_against_batch(scope: Scope, matmul: cst.CSTNode, factor: cst.BaseExpression) -> bool:
+    """``text @ image.t()`` scaled by a learned tensor (``self.logit_scale.exp()``): contrastive
+    logits of one batch of embeddings against another, where the batch is often smaller than
+    the embedding (256 rows of 512 features): the scale costs less on the logits. A ``.t()``
+    (two dims, no heads) scaled by a tensor; a number keeps the rule's guess."""
+    if not scope.is_tensor(factor):
+        return False
+    second = matmul.right if isinstance(matmul, cst.BinaryOperation) else matmul.args[-1].value  # type: ignore[attr-defined]
+    if isinstance(second, cst.Attribute):
+        return second.attr.value == "T"
+    op = scope.op(second)
+    return op is not None and op[0] == "t"
+
+
+def _moves(scope: Scope, factor: cst.BaseExpression) -> bool:
+    """Can the fix move ``factor`` onto an operand: a number, or a tensor known to broadcast like
+    one; not a learned temperature of unknown shape (reported only)."""
+    return not scope.is_tensor(factor) or scalar_like(scope, factor)
+
+
+def _similarity(scope: Scope, matmul: cst.CSTNode) -> int | None:
+    """Which operand of a similarity to scale: 0 (the first) for ``q @ k.transpose(-2, -1)`` (or
+    ``matmul``/``bmm``) and ``einsum('i d, j d -> i j', q, k)``, not where ``q`` is a flattened
+    map (``x.flatten(1)``: summed over every pixel, the scores are smaller than ``q``, a dice
+    loss's numerator); 1 (the query) for ``keys @ query.unsqueeze(-1)``, a sequence of keys
+    against one query column (dot attention: the scores are a column as long as the sequence,
+    the query one as long as the features); None for anything else."""
     if isinstance(matmul, cst.BinaryOperation):
-        return _transposed(scope, matmul.right) and not _flattened(scope, matmul.left, set())
-    if not isinstance(matmul, cst.Call) or any(a.keyword is not None or a.star for a in matmul.args):
-        return False
-    op = scope.op(matmul)
-    if op is None:
-        return False
-    if op[0] in ("matmul", "bmm"):
-        return len(matmul.args) == 2 and _transposed(scope, matmul.args[1].value) and not _flattened(
-            scope, matmul.args[0].value, set())
-    if op[0] == "einsum" and len(matmul.args) == 3:
-        equations = string_values(scope, matmul.args[0].value)  # an f-string may be one of a few
-        return bool(equations) and all(_gram(equation) for equation in equations)
+        first, second = matmul.left, matmul.right
+    elif isinstance(matmul, cst.Call) and not any(a.keyword is not None or a.star for a in matmul.args):
+        op = scope.op(matmul)
+        if op is None:
+            return None
+        if op[0] == "einsum" and len(matmul.args) == 3:
+            equations = string_values(scope, matmul.args[0].value)  # an f-string may be one of a few
+            return 0 if equations and all(_gram(equation) for equation in equations) else None
+        if op[0] not in ("matmul", "bmm") or len(matmul.args) != 2:
+            return None
+        first, second = matmul.args[0].value, matmul.args[1].value
+    else:
+        return None
+    if _transposed(scope, second):
+        return None if _flattened(scope, first, set()) else 0
+    return 1 if _column(scope, second, set()) and _projected(scope, first) else None
+
+
+def _column(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
+    """``q.unsqueeze(-1)`` (``unsqueeze(2)`` of a batch of vectors), ``q[..., None]``, ``q[:, :,
+    None]``, or a local every assignment of which is one: a column, one vector per batch."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "unsqueeze":
+        args = [arg.value for arg in expr.args]
+        return len(args) == 1 and int_literal(args[0]) in (-1, 2) and scope.is_tensor(expr.func.value)
+    if isinstance(expr, cst.Subscript) and scope.is_tensor(expr.value):
+        *leading, last = [element.slice for element in expr.slice]
+        return (isinstance(last, cst.Index) and isinstance(last.value, cst.Name) and last.value.value == "None"
+                and all(_whole(part) for part in leading))
+    if isinstance(expr, cst.Name) and expr.value not in seen:
+        values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
+        return bool(values) and all(_column(scope, value, seen | {expr.value}) for value in values)
     return False
+
+
+def _whole(part: cst.BaseSlice) -> bool:
+    """``:`` or ``...`` in a subscript."""
+    if isinstance(part, cst.Slice):
+        return part.lower is None and part.upper is None and part.step is None
+    return isinstance(part, cst.Index) and isinstance(part.value, cst.Ellipsis)
+
+
+def _projected(scope: Scope, expr: cst.BaseExpression) -> bool:
+    """A module's output, the keys of an attention (``keys = self.key_linear(enc)``), or a member
+    a method sets to one (``self.keys``, a cache): a learned projection of a sequence. Not a
+    matrix made by arithmetic (a rotation, a homography: ``H @ c[..., None]`` is a projection
+    of a point, no smaller than its output) nor a weight."""
+    if isinstance(expr, cst.Name):
+        values = [value for target, value in scope.assignments if isinstance(target, cst.Name) and target.value == expr.value]
+        return bool(values) and all(isinstance(value, cst.Call) and scope.typing.is_module(value.func) for value in values)
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+            and scope.class_name is not None):
+        return False
+    values = [assign.value for assign in scope.facts.member_values(scope.class_name, expr.attr.value)]
+    calls = [value for value in values if not (isinstance(value, ast.Constant) and value.value is None)]
+    return bool(calls) and all(_module_call(scope, value) for value in calls)
+
+
+def _module_call(scope: Scope, node: ast.expr) -> bool:
+    """``self.key_linear(enc)``: a call of a member module."""
+    func = node.func if isinstance(node, ast.Call) else None
+    return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+            and scope.class_name is not None and (scope.facts.nn_class(scope.class_name, func.attr) is not None
+                                                  or scope.facts.module_attr(scope.class_name, func.attr) is not None))
 
 
 def _flattened(scope: Scope, expr: cst.BaseExpression, seen: set[str]) -> bool:
@@ -416,20 +621,22 @@ def _gram(equation: str | bytes) -> bool:
 
 def _fix(
     scope: Scope, statement: cst.CSTNode, operator: cst.BaseBinaryOp, factor: cst.BaseExpression,
-    matmul: cst.CSTNode, replaced: cst.CSTNode,
+    matmul: cst.CSTNode, replaced: cst.CSTNode, side: int,
 ) -> tuple[StatementEdit, ...] | None:
     """``statement`` with ``replaced`` (the scaled matmul, or the matmul itself where a later
-    statement scales it) turned into the matmul of the first operand scaled by ``factor``."""
+    statement scales it) turned into the matmul of its operand ``side`` (0, the first; 1, the
+    second) scaled by ``factor``."""
     if not isinstance(statement, cst.SimpleStatementLine):
         return None
     if isinstance(matmul, cst.BinaryOperation):
-        first = cst.BinaryOperation(
-            left=matmul.left, operator=operator, right=factor,
+        operand = cst.BinaryOperation(
+            left=matmul.right if side else matmul.left, operator=operator, right=factor,
             lpar=[cst.LeftParen()], rpar=[cst.RightParen()],
         )
-        moved = matmul.with_changes(left=first, lpar=replaced.lpar, rpar=replaced.rpar)
+        changes = {"right": operand} if side else {"left": operand}
+        moved = matmul.with_changes(**changes, lpar=replaced.lpar, rpar=replaced.rpar)
     else:
-        index = 1 if scope.op(matmul)[0] == "einsum" else 0  # type: ignore[index]
+        index = side + 1 if scope.op(matmul)[0] == "einsum" else side  # type: ignore[index]
         operand = matmul.args[index].value  # type: ignore[attr-defined]
         product = cst.BinaryOperation(left=operand, operator=operator, right=factor)
         args = list(matmul.args)  # type: ignore[attr-defined]

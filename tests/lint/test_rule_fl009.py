@@ -243,3 +243,69 @@ def f(q: torch.Tensor, k: torch.Tensor, scale: float):
     return sim.softmax(-1)
 """
     assert positions(source) == []
+
+
+def _fixed(source: str) -> str:
+    return lint_source(source, "m.py", LintOptions(codes=frozenset({"FL009"}), fix=FixMode.UNSAFE)).source
+
+
+SCALES = """\
+import math
+
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, heads: int, dim: int):
+        super().__init__()
+        self.temperature = nn.Parameter(torch.tensor(0.07))
+        self.head_scale = nn.Parameter(torch.ones(heads, 1, 1))
+        self.mask = nn.Parameter(torch.ones(heads, 64, 64))
+        self.text_scale = nn.Parameter(torch.ones([]))
+
+    def forward(self, q, k, text, image):
+        a = (q @ k.transpose(-2, -1)) / self.temperature
+        b = (q @ k.transpose(-2, -1)) * self.head_scale.exp()
+        c = (q @ k.transpose(-2, -1)) * self.mask
+        d = (text @ image.t()) * self.text_scale.exp()
+        return a, b, c, d
+"""
+
+
+def test_a_tensor_that_broadcasts_like_a_number_scales_q_not_a_mask_nor_contrastive_logits():
+    assert positions(SCALES) == [(16, 13), (17, 13)]
+    source = _fixed(SCALES)
+    assert "a = (q / self.temperature) @ k.transpose(-2, -1)" in source
+    assert "b = (q * self.head_scale.exp()) @ k.transpose(-2, -1)" in source
+
+
+COLUMNS = """\
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.key_linear = nn.Linear(dim, dim)
+        self.query_linear = nn.Linear(dim, dim)
+        self.keys = None
+
+    def forward(self, enc, dec, h: torch.Tensor, c: torch.Tensor):
+        if self.keys is None:
+            self.keys = self.key_linear(enc)
+        query = self.query_linear(dec).unsqueeze(2)
+        scores = torch.matmul(self.keys, query) / 4.0
+        keys = self.key_linear(enc)
+        more = keys @ self.query_linear(dec)[..., None] * 0.5
+        point = (h @ c[..., None]) * 2.0
+        return scores, more, point
+"""
+
+
+def test_keys_against_one_query_column_scale_the_query_not_a_matrix_made_by_arithmetic():
+    assert positions(COLUMNS) == [(16, 18), (18, 16)]
+    source = _fixed(COLUMNS)
+    assert "scores = torch.matmul(self.keys, query / 4.0)" in source
+    assert "more = keys @ (self.query_linear(dec)[..., None] * 0.5)" in source

@@ -85,7 +85,8 @@ def read_between(q: torch.Tensor, k: torch.Tensor, b: int, n: int):
     s = s * 0.125
     return s - m
 
-# --- look-alike: a tensor factor of unknown shape, or a tensor made of a list
+# --- a learned temperature given in log space, of unknown shape: reported without a fix;
+# --- look-alike: a tensor made of a list
 def tensor_factors(q: torch.Tensor, k: torch.Tensor, logit_scale: torch.Tensor):
     s = q @ k.transpose(-1, -2)
     s = s * torch.clamp(logit_scale, max=4.6).exp()
