@@ -32,6 +32,7 @@ from fusionlint.rules.replicated_for_broadcast import ReplicatedForBroadcast
 from fusionlint.rules.scalar_fused_op import ScalarFusedOp
 from fusionlint.rules.scale_after_matmul import ScaleAfterMatmul
 from fusionlint.rules.scale_smaller_factor import ScaleSmallerFactor
+from fusionlint.rules.split_reduction import SplitReduction
 from fusionlint.rules.softmax_by_hand import SoftmaxByHand
 from fusionlint.rules.sum_started_from_zeros import SumStartedFromZeros
 from fusionlint.rules.syntax_error import SyntaxErrorRule
@@ -75,6 +76,7 @@ _RULES: tuple[type[Rule], ...] = (
     LoopInvariantWork,
     SumStartedFromZeros,
     ReplicatedForBroadcast,
+    SplitReduction,
     SyntaxErrorRule,
 )
 
