@@ -70,6 +70,17 @@ _READ_BACK_MESSAGE = (
     "(`torch.tensor(lengths)`), so the reduction launches a kernel and the read waits for the device; "
     "compute it on the host values (`max(lengths)`)"
 )
+_ELEMENT_WRITE_MESSAGE = (
+    "a write in a loop whose slice bound is an element of a tensor (`mask[lengths[i]:, i] = 0`): Python reads each 0-d tensor on the host (`__index__`), a sync per iteration "
+    "that flushes the lazy stream, and each write is a kernel of its own; make the whole write at once "
+    "(`torch.where` on a comparison of `torch.arange` with the bounds), or "
+    "read the tensor once with `.tolist()` before the loop"
+)
+_ROW_READ_MESSAGE = (
+    "per-row work on a tensor the loop does not change, read on the host in every iteration: each "
+    "iteration launches the row's kernels and syncs (flushing the lazy stream); do the work for every row at "
+    "once before the loop and read it with one `.tolist()` (one sync), then take each row's values on the host"
+)
 _FILTER_MESSAGE = (
     "a comprehension over a tensor that compares each element (`[i for i in ids if i != blank]`): every "
     "comparison launches a kernel on a 0-d tensor and is a host sync; iterate `ids.tolist()` (one sync, no "
@@ -103,6 +114,8 @@ _STRING_STATEMENT = re.compile(r"\s*(?:\w+\s*=\s*)?[rRbBuUfF]{0,2}['\"]")
 _COMPOUND = re.compile(r"\s*(?:if|elif|for|while|with|try)\b")
 # `x[...] = v`, `x[...] += v`: a write through an index into the name `x`
 _INDEX_WRITE = re.compile(r"\s*(\w+)\s*\[.*\]\s*[-+*/]?=(?!=)")
+# `mask[lengths[i] :, i] = 0`: a write through a slice bounded by an element
+_SLICED_WRITE = re.compile(r"\s*\w+\s*\[[^=]*(?:\]\s*:|:\s*[A-Za-z_]\w*\[)[^=]*\]\s*[-+*/]?=(?!=)")
 # `if denom > 0:` or `float(denom)` on a name a few lines above computed
 _NAME_READ = re.compile(r"\s*(?:(?:el)?if\s+(?:not\s+)?|.*\b(?:bool|float|int)\s*\(\s*)(\w+)\b")
 # `x = x @ w if flag else x`: a conditional expression's test, a name a few lines above computed
@@ -164,6 +177,19 @@ class HostSyncInTensorWork(Rule):
         and syncs per element wherever it is: iterating `ids.tolist()` measured 49 -> 3 fusionrt
         kernels for 50 frames.
 
+        Per-row loops over a tensor made before the loop sync once per row where one read
+        before the loop syncs once: a write whose slice bound is an element of a tensor
+        (`mask[lengths[i]:, i] = 0`: Python reads the 0-d tensor with `__index__`, and each
+        write is a kernel; a comparison of `torch.arange` with the bounds measured 5 -> 1
+        fusionrt kernels for four rows), unless the written value does work of its own (which
+        the bound sizes) or the bounds were drawn on the host; and a hand-off (`.cpu()`,
+        `.tolist()`, `.numpy()`) or a selection by the data (`nonzero`) read only on the host
+        (`len(found)`, `found[0].item()`) whose value the iteration computes by tensor ops from
+        the rows of tensors the loop does not change and the loop's index alone (`cur =
+        idx[idx[:, 0] == i, 1] + 1`, then `cur.cpu().tolist()`: sam2's run-length encoding, one
+        `.tolist()` before the loop measured 12 -> 3 kernels for three masks). A value the
+        iteration gets from its data (a loader's batch, a module's output) is not such a row.
+
         For `bool`, `float`, `int`, `print` and conditions, the operand must itself compute
         with a torch op (`x.sum()`, `(a > 0).any()`), or, in a loop that does tensor work, be a
         local name that such ops compute (`denom = m.sum()`, then `if denom > 0:`) or the
@@ -222,7 +248,7 @@ class HostSyncInTensorWork(Rule):
         a slice bound: `last = int(...)`, then `x[:last]`); a scalar read for host arithmetic
         after `.backward()` in the same loop iteration (autograd ran the step's work: nothing is
         left to fuse); a hand-off to host code (`.cpu()`, `.numpy()`, `.tolist()`) outside a
-        step function's loop; code that runs once or offline (`__init__`, `process*`, `plot*`,
+        step function's loop (unless per-row work, above); code that runs once or offline (`__init__`, `process*`, `plot*`,
         `visualize*`, (de)serialization, `read_*`, `download*`); a number drawn from torch's RNG
         on the host device (`torch.rand(1).item() < p`: no device work feeds it); an element
         read bare as a size (`x[i, : int(lengths[i])]`: no kernel to save, and the work it sizes
@@ -735,6 +761,86 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return -(torch.log_softmax(logits, -1)[:, 0] * valid).sum() / count.clamp(min=1)
 """,
         ),
+        Example(  # a slice bound read per iteration from a tensor (speechbrain's get_mask): one comparison instead
+            bad="""\
+import torch
+
+
+def zero_tails(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    mask = torch.ones_like(x)
+    for i in range(x.shape[1]):
+        mask[lengths[i] :, i] = 0
+    return x * mask
+""",
+            at=((7, 14),),
+            fixed=None,
+            call="zero_tails(randn(16, 4), (randn(4).abs() * 8).long())",
+            good="""\
+import torch
+
+
+def zero_tails(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    keep = torch.arange(x.shape[0])[:, None] < lengths[None, :]
+    return x * keep
+""",
+        ),
+        Example(  # per-row work on a tensor made before the loop, handed to the host per row (sam2's mask_to_rle)
+            bad="""\
+import torch
+
+
+def run_starts(masks: torch.Tensor) -> list:
+    flat = masks > 0
+    change = (flat[:, 1:] != flat[:, :-1]).nonzero()
+    out = []
+    for i in range(flat.shape[0]):
+        starts = change[change[:, 0] == i, 1] + 1
+        out.append(starts.cpu().tolist())
+    return out
+""",
+            at=((10, 20),),
+            fixed=None,
+            call="run_starts(randn(3, 30))",
+            good="""\
+import torch
+
+
+def run_starts(masks: torch.Tensor) -> list:
+    flat = masks > 0
+    change = (flat[:, 1:] != flat[:, :-1]).nonzero().tolist()
+    out = [[] for _ in range(flat.shape[0])]
+    for row, col in change:
+        out[row].append(col + 1)
+    return out
+""",
+        ),
+        Example(  # a selection per row read only for its length and first element (a greedy searcher's stop)
+            bad="""\
+import torch
+
+
+def first_stop(scores: torch.Tensor, stop: int) -> torch.Tensor:
+    ids = scores.argmax(-1)
+    lengths = [ids.shape[1]] * ids.shape[0]
+    for i in range(ids.shape[0]):
+        found = (ids[i] == stop).nonzero()
+        if len(found) > 0:
+            lengths[i] = found[0].item()
+    return torch.tensor(lengths)
+""",
+            at=((8, 17), (10, 26)),
+            fixed=None,
+            call="first_stop(randn(6, 12, 4), 0)",
+            good="""\
+import torch
+
+
+def first_stop(scores: torch.Tensor, stop: int) -> torch.Tensor:
+    ids = scores.argmax(-1)
+    hit, first = (ids == stop).max(dim=1)
+    return torch.where(hit, first, ids.shape[1])
+""",
+        ),
     )
     valid = (
         # the sync comes after all the work
@@ -947,6 +1053,10 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
         text = block[index]
         if _METHOD_SYNC.search(text) or _selects_text(block, index):
             return True
+        if ":" in text and "[" in text and "=" in text and _SLICED_WRITE.match(text):
+            return True  # a slice bound written per iteration
+        if ("nonzero" in text or "where" in text or "masked_select" in text) and _SELECT_CALL.search(text):
+            return True  # a selection per iteration (`argwhere` holds `where`)
         if _op_call_text(ops).search(text) is not None and _VALUE_SYNC.search(text) is not None:
             return True  # (the op first: fewer statements call one)
         # `if i == n:` on a loop's element, before the tensor work it guards
@@ -983,6 +1093,12 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
             statement = ref.node
+            small = statement.body[0] if statement.__class__ is cst.SimpleStatementLine else None
+            if small.__class__ is cst.Assign and small.targets[0].target.__class__ is cst.Subscript or \
+                    small.__class__ is cst.AugAssign and small.target.__class__ is cst.Subscript:  # (no call: cheap)
+                bound = _element_indexed_write(scope, ref)
+                if bound is not None:
+                    yield Violation(bound, message=_ELEMENT_WRITE_MESSAGE)
             loop = _enclosing_loop(ref) if _in_working_loop(scope, ref) and not _runs_once(scope) else None
             for part in own_parts(statement):
                 test = isinstance(statement, (cst.If, cst.While)) and part is statement.test
@@ -1049,6 +1165,9 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                             yield Violation(node, message=_MASKED_WRITE_MESSAGE)
                         elif _only_reduced(scope, ref, node) and not _mask_selects_elsewhere(scope, node):
                             yield Violation(node, message=_SELECT_MESSAGE)
+                        elif isinstance(node, cst.Call) and _only_read_on_host(ref, node) and \
+                                _reads_invariant_rows(scope, ref, node):
+                            yield Violation(node, message=_ROW_READ_MESSAGE)
                         continue
                     if kind in _SCALAR_READS | _HAND_OFFS and not _runs_once(scope) and _reads_back(scope, ref, node):
                         yield Violation(node, message=_READ_BACK_MESSAGE)
@@ -1056,6 +1175,9 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
                     if _host_draw(scope, node):
                         continue
                     where = _where(scope, ref)
+                    if kind in _HAND_OFFS and _reads_invariant_rows(scope, ref, node):
+                        yield Violation(node, message=_ROW_READ_MESSAGE)
+                        continue
                     if where is None or _needed_once(scope, ref, node, kind, where, branch=test):
                         continue
                     yield Violation(node, message=f"{_describe(kind)} {where}: {_COST[where]}; {_ADVICE[kind]}")
@@ -1713,6 +1835,208 @@ def _element_value(operand: cst.BaseExpression, element: str) -> bool:
     while isinstance(operand, cst.Subscript):
         operand = operand.value
     return isinstance(operand, cst.Name) and operand.value == element
+
+
+def _element_indexed_write(scope: Scope, ref: StatementRef) -> cst.BaseExpression | None:
+    """The slice bound of a write into a tensor in a ``for`` loop that is an element of a tensor the
+    loop does not change (``mask[lengths[i]:, i] = 0``), when the written value does no tensor work of its own:
+    each iteration reads the 0-d tensor on the host to index with and writes with a kernel of its
+    own, where the whole loop is one ``torch.where`` or scatter. A value computed per row (sized by
+    the bound) is left alone: the work it sizes is written anyway."""
+    small = ref.simple
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
+    elif isinstance(small, cst.AugAssign):
+        target = small.target
+    else:
+        return None
+    if not isinstance(target, cst.Subscript) or not scope.is_tensor(target.value) or _runs_once(scope):
+        return None
+    loop = _enclosing_loop(ref)
+    if not isinstance(loop, cst.For) or _does_work(scope, small.value) or _in_failing_arm(ref):
+        return None
+    for element in target.slice:
+        part = element.slice
+        if isinstance(part, cst.Slice):  # (an index may be a row of a 2-d tensor: a scatter, no sync)
+            for bound in (part.lower, part.upper, part.step):
+                if bound is not None and _host_indexed_element(scope, loop, bound):
+                    return bound
+    return None
+
+
+def _host_indexed_element(scope: Scope, loop: cst.CSTNode, expr: cst.BaseExpression) -> bool:
+    """An element of a tensor ``loop`` does not change, taken by a host index (``t[i]``, not a
+    gather ``t[idx]`` by a tensor): a 0-d tensor, or a row, which as a slice bound raises."""
+    if not (isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)):
+        return False
+    index = expr.slice[0].slice.value  # type: ignore[union-attr]
+    if not isinstance(index, cst.Name) or scope.is_tensor(index):
+        return False
+    owner = expr.value
+    return _invariant_element(scope, loop, expr) and not (isinstance(owner, cst.Name) and _host_made(scope, owner.value))
+
+
+_HOST_FACTORIES = frozenset({
+    "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.arange", "torch.linspace", "torch.tensor",
+    "torch.as_tensor", "torch.zeros", "torch.ones", "torch.full", "torch.empty",
+})
+
+
+def _host_made(scope: Scope, name: str, depth: int = 0) -> bool:
+    """Is every value of ``name`` made on the host here: a factory with no ``device`` (``torch.randint(...)``,
+    ``torch.linspace(...)``), or arithmetic on such names and numbers (``end = start + length``)? Its
+    elements are read without waiting for the device."""
+    values = list(_assigned_values(scope, name))
+    return bool(values) and depth < 4 and all(_host_value(scope, value, depth) for value in values)
+
+
+def _host_value(scope: Scope, value: cst.BaseExpression | None, depth: int) -> bool:
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(value, cst.Name):
+        return _host_made(scope, value.value, depth + 1)
+    if isinstance(value, cst.BinaryOperation):
+        return _host_value(scope, value.left, depth) and _host_value(scope, value.right, depth)
+    if not isinstance(value, cst.Call):
+        return False
+    made = scope.torch_name(value.func)
+    if made in _HOST_FACTORIES:  # (`torch.as_tensor(t)` keeps the device of a tensor `t`)
+        return not any(arg.keyword is not None and arg.keyword.value == "device" for arg in value.args) and not (
+            made in ("torch.tensor", "torch.as_tensor") and any(scope.is_tensor(arg.value) for arg in value.args)
+        )
+    return False
+
+
+def _reads_invariant_rows(scope: Scope, ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Is the synced value (a hand-off, ``x.cpu().tolist()``, or a selection by the data, ``nonzero``)
+    computed in a ``for`` loop's iteration, by tensor work, from the rows of tensors the loop does not
+    change (``cur = idx[idx[:, 0] == i, 1]``, ``pred = hyps[i]``), the loop's index and numbers alone?
+    Then the work of every row runs once before the loop and one read syncs once. A value the loop
+    gets from its data (a batch of a loader, a module's output) is left alone."""
+    loop = _enclosing_loop(ref)
+    if not isinstance(loop, cst.For) or _runs_once(scope) or _in_failing_arm(ref):
+        return False
+    value: cst.CSTNode = node
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            value = func.value
+        elif node.args:
+            value = node.args[0].value
+    trace = _RowTrace(scope, loop)
+    return trace.follow(ref, value) and trace.rows and trace.works and trace.invariant
+
+
+def _only_read_on_host(ref: StatementRef, node: cst.CSTNode) -> bool:
+    """Is the selection, through the names it is assigned to, only read on the host: its length
+    (``len(found)``, ``found.numel()``) or its elements (``found[0].item()``, ``found.tolist()``), not
+    fed to tensor work or used to index (where the selection sizes the work that follows)?"""
+    names = _assigned_names(ref, node)
+    if not names:
+        return False
+    used = False
+    for later in statements_after(ref):
+        if later.node is ref.node:
+            break  # the next iteration, back to the selection
+        for name in names:
+            for use in _name_nodes(later.node, name):
+                if not _host_read(ancestors(later.node, use) or []):
+                    return False
+                used = True
+        if names & names_of(later.node)[1]:
+            break
+    return used
+
+
+_HOST_READS = frozenset({"item", "tolist", "numel", "shape", "size", "dim", "ndim", "cpu", "numpy"})
+
+
+def _host_read(path: list[cst.CSTNode]) -> bool:
+    """Does the use whose parents ``path`` lists (nearest first) read its value on the host:
+    ``len(x)``, ``x.numel()``, ``x.tolist()``, ``x[0].item()``, ``int(x[0])``?"""
+    if path and isinstance(path[0], cst.Subscript) and all(isinstance(e.slice, cst.Index) for e in path[0].slice):
+        path = path[1:]  # an element of it
+    if len(path) >= 2 and isinstance(path[0], cst.Arg) and isinstance(path[1], cst.Call):
+        callee = path[1].func
+        return isinstance(callee, cst.Name) and callee.value in ("len", "int", "float", "bool")
+    return bool(path) and isinstance(path[0], cst.Attribute) and path[0].attr.value in _HOST_READS
+
+
+class _RowTrace:
+    """Follows a value back through the assignments of a loop's iteration to what it is made of."""
+
+    def __init__(self, scope: Scope, loop: cst.For) -> None:
+        self.scope, self.loop = scope, loop
+        self.rows = False  # indexes by the loop's index, or takes the rows a ``for`` takes from a tensor
+        self.works = False  # runs a tensor op
+        self.invariant = False  # reads a tensor made before the loop
+        self.steps = 0
+
+    def follow(self, ref: StatementRef, node: cst.CSTNode) -> bool:
+        self.steps += 1
+        if self.steps > 200:
+            return False
+        scope = self.scope
+        if isinstance(node, (cst.Integer, cst.Float, cst.BaseString)):
+            return True
+        if isinstance(node, cst.Name):
+            return self._name(ref, node.value)
+        if isinstance(node, cst.Attribute):
+            if node.attr.value in _METADATA:
+                return True
+            chain = node
+            while isinstance(chain, cst.Attribute):
+                chain = chain.value
+            return isinstance(chain, cst.Name) and chain.value in ("self", "torch") or self.follow(ref, node.value)
+        if isinstance(node, cst.Comparison) and scope.is_tensor(node) or \
+                isinstance(node, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) and _does_work(scope, node):
+            self.works = True  # (a comparison of tensors launches a kernel too)
+        if isinstance(node, cst.Call):
+            method = isinstance(node.func, cst.Attribute) and scope.is_tensor(node.func.value)
+            if not method and scope.op(node) is None and not (scope.torch_name(node.func) or "").startswith("torch."):
+                return False  # a call of unknown work: a module, a helper
+            parts: list[cst.CSTNode] = [arg.value for arg in node.args]
+            if isinstance(node.func, cst.Attribute) and scope.torch_name(node.func) is None:
+                parts.append(node.func.value)
+            return all(self.follow(ref, part) for part in parts)
+        if isinstance(node, cst.Subscript):
+            if any(isinstance(e.slice, cst.Index) and scope.is_tensor(e.slice.value) for e in node.slice):
+                self.works = True  # a gather or a selection
+            parts = [node.value]
+            for element in node.slice:
+                part = element.slice
+                parts += [part.value] if isinstance(part, cst.Index) else [b for b in (part.lower, part.upper, part.step) if b]
+            if isinstance(node.value, cst.Name) and isinstance(self.loop.target, cst.Name) and any(
+                _name_nodes(part, self.loop.target.value) for part in parts[1:]
+            ):
+                self.rows = True  # `hyps[i]`, `idx[idx[:, 0] == i, 1]`: the rows of the loop's index (if invariant)
+            return all(self.follow(ref, part) for part in parts)
+        if isinstance(node, (cst.BinaryOperation, cst.Comparison, cst.UnaryOperation, cst.List, cst.Tuple)):
+            return all(self.follow(ref, child) for child in children(node) if isinstance(child, cst.BaseExpression)
+                       or isinstance(child, (cst.Element, cst.ComparisonTarget)))
+        if isinstance(node, cst.Element):
+            return self.follow(ref, node.value)
+        if isinstance(node, cst.ComparisonTarget):
+            return self.follow(ref, node.comparator)
+        return False
+
+    def _name(self, ref: StatementRef, name: str) -> bool:
+        found = reaching_assignment(ref, name, out_of_ifs=True)
+        if found is not None:
+            return self.follow(found[0], found[1])
+        loop = self.loop
+        target = loop.target
+        if isinstance(target, cst.Name) and target.value == name:  # `for i in range(n)`, `for row in t`
+            if isinstance(loop.iter, cst.Call) and isinstance(loop.iter.func, cst.Name) and loop.iter.func.value == "range":
+                return True
+            if isinstance(loop.iter, cst.Name) and self.scope.is_tensor(loop.iter) and not _writes_name(loop.body, loop.iter.value):
+                self.rows = self.invariant = True
+                return True
+            return False
+        if _writes_name(loop, name):
+            return False  # made by the loop's data, or by an earlier iteration
+        self.invariant = self.invariant or name in self.scope.tensors
+        return True
 
 
 def _enclosing_loop(ref: StatementRef) -> cst.For | cst.While | None:

@@ -371,6 +371,19 @@ def crops(x: torch.Tensor, m: torch.Tensor):
         out.append(torch.tanh(x[i, :n]))
     return out
 """,
+    "per-row work on a tensor the loop does not change read per row, a slice bound written per row": """\
+import torch
+
+class Decoder(torch.nn.Module):
+    def forward(self, scores: torch.Tensor, lengths: torch.Tensor):
+        spans = []
+        for row in scores:
+            spans.append((row > self.threshold).nonzero().tolist())
+        mask = torch.ones_like(scores)
+        for i in range(scores.shape[0]):
+            mask[i, lengths[i] :] = 0.0
+        return spans, scores * mask
+""",
 }
 EXPECTED = {
     "a count a loss computed, read by name in a branch whose arms do tensor work": [(6, 8)],
@@ -407,6 +420,7 @@ EXPECTED = {
     "a write through a mask argument into a value computed above the if holding it": [(6, 9)],
     "a mask argument rebound to indices: its nonzero is the selection, the gathers are not": [(4, 15)],
     "the branch on m.any() around an if holding a masked write: the branch, not the write": [(6, 8)],
+    "per-row work on a tensor the loop does not change read per row, a slice bound written per row": [(7, 26), (10, 21)],
 }
 
 
@@ -914,6 +928,36 @@ def f(x: torch.Tensor, m: torch.Tensor, rows: torch.Tensor):
         row = row * 2
         size = row.sum().item()
         out.append(torch.tanh(x[:size]))
+    return out
+""",
+    "per-row writes and reads the rule leaves: host-made bounds, work per row, a row index, a loader, a grouping": """\
+import torch
+
+def drop_chunks(x: torch.Tensor, n: int) -> torch.Tensor:
+    start = torch.randint(0, 10, (n,))
+    end = start + 4
+    for j in range(n):
+        x[:, start[j] : end[j]] = 0.0
+    return x * 2
+
+def fill(x: torch.Tensor, out: torch.Tensor, lengths: torch.Tensor, cand: torch.Tensor, v: torch.Tensor):
+    for i in range(x.shape[0]):
+        out[i, : lengths[i]] = torch.tanh(x[i, : lengths[i]])
+        out[i, cand[i]] = v[i]
+    return out * 2
+
+def predict(model, batches: list) -> list:
+    preds = []
+    for x in batches:
+        h = torch.tanh(x * 2)
+        preds.extend(model(h).argmax(-1).cpu().tolist())
+    return preds
+
+def per_level(x: torch.Tensor, levels: torch.Tensor, n: int) -> list:
+    out = []
+    for k in range(n):
+        idx = (levels == k).nonzero().flatten()
+        out.append(torch.tanh(x[idx]) * 2)
     return out
 """,
 }

@@ -417,3 +417,50 @@ class Euler:
     def describe(self, i: int) -> str:
         sigma = self.sigmas[i]
         return "high" if sigma > 0.5 else "low"
+
+# --- a slice bound written per iteration from a tensor's element; look-alikes: bounds drawn on the host, a row index
+import torch
+
+
+def zero_tails(x: torch.Tensor, lengths: torch.Tensor, cand: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    mask = torch.ones_like(x)
+    for i in range(x.shape[1]):
+        mask[lengths[i] :, i] = 0
+    start = torch.randint(0, 10, (4,))
+    for j in range(4):
+        mask[start[j] : start[j] + 2, 0] = 0
+    for i in range(x.shape[0]):
+        mask[i, cand[i]] = v[i]
+    return x * mask
+
+# --- per-row work on a tensor made before the loop, read per row; look-alike: a batch's output handed off
+import torch
+
+
+def run_starts(masks: torch.Tensor, model, batches: list) -> tuple:
+    flat = masks > 0
+    change = (flat[:, 1:] != flat[:, :-1]).nonzero()
+    out, preds = [], []
+    for i in range(flat.shape[0]):
+        starts = change[change[:, 0] == i, 1] + 1
+        out.append(starts.cpu().tolist())
+    for x in batches:
+        preds.extend(model(x * 2).argmax(-1).cpu().tolist())
+    return out, preds
+
+# --- a selection per row read only on the host; look-alike: a selection that picks the rows of the work
+import torch
+
+
+def first_stop(scores: torch.Tensor, stop: int, levels: torch.Tensor) -> tuple:
+    ids = scores.argmax(-1)
+    lengths = [ids.shape[1]] * ids.shape[0]
+    for i in range(ids.shape[0]):
+        found = (ids[i] == stop).nonzero()
+        if len(found) > 0:
+            lengths[i] = found[0].item()
+    groups = []
+    for k in range(4):
+        idx = (levels == k).nonzero().flatten()
+        groups.append(torch.tanh(scores[idx]) * 2)
+    return torch.tensor(lengths), groups
