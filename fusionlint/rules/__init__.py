@@ -9,6 +9,7 @@ from fusionlint.rules.compute_bound_sequence import ComputeBoundSequence
 from fusionlint.rules.computed_twice import ComputedTwice
 from fusionlint.rules.copy_updated_by_slices import CopyUpdatedBySlices
 from fusionlint.rules.elementwise_by_hand import ElementwiseByHand
+from fusionlint.rules.elementwise_on_expanded import ElementwiseOnExpanded
 from fusionlint.rules.fill_by_hand import FillByHand
 from fusionlint.rules.host_scalar_tensor import HostScalarTensor
 from fusionlint.rules.host_sync_in_tensor_work import HostSyncInTensorWork
@@ -77,6 +78,7 @@ _RULES: tuple[type[Rule], ...] = (
     SumStartedFromZeros,
     ReplicatedForBroadcast,
     SplitReduction,
+    ElementwiseOnExpanded,
     SyntaxErrorRule,
 )
 
