@@ -283,7 +283,8 @@ class _Shapes:
             source, args, name = func.value, call.args, func.attr.value
         else:
             return None
-        if not self.scope.is_tensor(source):
+        # a member of the module (``self.embed[..., None]``: the class may inherit it from another file)
+        if not self.scope.is_tensor(source) and not (name != "broadcast_to" and root_name(source) == "self"):
             return None
         sizes = _sizes(args) if name == "expand" else None
         if sizes is None:  # a shape given by another tensor: it enlarges the source's unit dims
