@@ -826,7 +826,7 @@ def first_stop(scores: torch.Tensor, stop: int) -> torch.Tensor:
         found = (ids[i] == stop).nonzero()
         if len(found) > 0:
             lengths[i] = found[0].item()
-    return torch.tensor(lengths)
+    return scores.mean((1, 2)) * torch.tensor(lengths)
 """,
             at=((8, 17), (10, 26)),
             fixed=None,
@@ -838,7 +838,7 @@ import torch
 def first_stop(scores: torch.Tensor, stop: int) -> torch.Tensor:
     ids = scores.argmax(-1)
     hit, first = (ids == stop).max(dim=1)
-    return torch.where(hit, first, ids.shape[1])
+    return scores.mean((1, 2)) * torch.where(hit, first, ids.shape[1])
 """,
         ),
     )
