@@ -24,7 +24,7 @@ _SMALL_TEXT = re.compile(r"\bNone\b|\bunsqueeze\s*\(|\bself\.|\bkeepdim\b|norm|\
 # scale ranges of frequencies, all small)
 _CHAIN_TEXT = re.compile(r"[\w)\]]\s+[*/]\s+[\w.]+\s+[*/]\s+(?:\d[\d.]*|self\.\w+)\b(?!\s*[(\[.])")
 _PRODUCT_TEXT = re.compile(r"(?<![*/])[*/](?![*/=])")  # `*` or `/`, not `**`, `//` or `*=`
-_ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*[\w\])]\s*\*(?![*=])")  # `name = a * b`, not `*args`
+_ASSIGNED_PRODUCT = re.compile(r"\s*(\w+)\s*=[^=].*[\w\])]\s*(?:\*(?![*=])|/(?![/=]))")  # `name = a * b`, `a / b`, not `*args`
 _ASSIGNED_MATMUL = re.compile(r"\s*(\w+)\s*=[^=].*@")
 # a module's output, a linear's or a matmul's, scaled by a plain factor (an attribute chain of `self` or
 # a config, a number): `y = self.b(h) * self.s`, `return s * F.linear(t, w)`, `(t @ self.w) / 2.0`
@@ -555,7 +555,7 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
         rescaled = RESCALE_TEXT.match(text)
         if rescaled is None:
             return False
-        made = re.compile(r"\s*%s\s*=[^=](?:.*\*|\s*self\.\w+\s*\()" % rescaled.group(1))  # a product, a module's output
+        made = re.compile(r"\s*%s\s*=[^=](?:.*[*/]|\s*self\.\w+\s*\()" % rescaled.group(1))  # a product, a quotient, a module's output
         return any(  # made a few lines above, or in the arms of the `if` above
             (made.match(block[earlier]) and _SMALL_TEXT.search(block[earlier])) or block[earlier].lstrip().startswith("if ")
             for earlier in range(max(0, index - 5), index)
@@ -578,7 +578,9 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
                 if later is None or not _number(scope, later.factor) or _smaller_side(scope, node) is None:
                     continue
                 scaled = _scaled_product(scope, node, later.operator, later.factor)
-                message = _MATMUL_MESSAGE if isinstance(node.operator, cst.MatrixMultiply) else None
+                message = (_MATMUL_MESSAGE if isinstance(node.operator, cst.MatrixMultiply)
+                           else _DIVISOR_MESSAGE if isinstance(node.operator, cst.Divide) and _smaller_side(scope, node) == "right"
+                           else None)
                 yield _rescaled_violation(ref, node, scaled, later, message)
             small = ref.simple
             if isinstance(small, cst.Assign) and _narrow_input(scope, small.value, ref) is not None:

@@ -495,3 +495,21 @@ class M(nn.Module):
     result = fixed(source)
     assert "lambda t: (t * self.scale) @ self.emb.weight.t()" in result
     assert "a = x @ (w * self.scale)" in result
+
+
+def test_a_quotient_by_a_smaller_divisor_rescaled_by_the_next_statement():
+    source = """\
+import torch
+
+
+def f(mask: torch.Tensor, weights: torch.Tensor, scale: float):
+    y = mask.cumsum(1)
+    y = y / (y[:, -1:, :] + 1e-6)
+    y = y * scale
+    w = weights / weights.sum(-1, keepdim=True)
+    w = w / scale
+    return y, w
+"""
+    assert positions(source) == [(7, 9), (9, 9)]
+    result = fixed(source)
+    assert "y = y / ((y[:, -1:, :] + 1e-6) / scale)\n    w = weights / (weights.sum(-1, keepdim=True) * scale)\n" in result
