@@ -110,14 +110,16 @@ def test_evaluate_counts_hits_on_actionable_labels_and_look_alikes(bench, tmp_pa
         {**label, "id": "pkg-002", "line": 16, "actionable": False},
     ]}
     review: list[str] = []
-    tally = evaluate.evaluate(data, tmp_path, review)
+    tally = evaluate.evaluate(data, tmp_path, review, {"pkg-001": {"reach": "local-general", "why": "a sync per row"}})
     assert (tally.actionable, tally.recalled) == (1, 1)
+    assert tally.reaches == {("local-general", True): 1}
     assert (tally.findings, tally.on_actionable, tally.on_lookalike) == (2, 1, 1)
     assert review and review[0].startswith("  FP pkg-002")
     assert (tally.independent, tally.independent_recalled) == (1, 1)
     data["labels"][0]["source"] = "finding-review"  # read off a finding: left out of the second recall
-    tally = evaluate.evaluate(data, tmp_path, [])
+    tally = evaluate.evaluate(data, tmp_path, [], {})
     assert (tally.recalled, tally.independent, tally.independent_recalled) == (1, 0, 0)
+    assert tally.reaches == {("-", True): 1}  # a label nobody classified
 
 
 def test_missed_lists_unhit_actionable_labels_and_keeps_held_out_ones_unless_named(bench, tmp_path, monkeypatch, capsys):
