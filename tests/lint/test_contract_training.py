@@ -29,7 +29,7 @@ PAYS_IN_TRAINING: dict[str, bool] = {
     "FL011": False, "FL012": False, "FL013": False, "FL014": False, "FL015": True, "FL016": False,
     "FL017": False, "FL018": False, "FL019": False, "FL020": False, "FL021": False, "FL022": True, "FL023": False,
     "FL024": True, "FL025": True, "FL026": False, "FL027": False, "FL028": False,
-    "FL040": True, "FL041": True, "FL042": True, "FL047": False, "FL048": False, "FL049": True, "FL051": True,
+    "FL040": True, "FL041": True, "FL042": True, "FL047": False, "FL048": False, "FL049": True, "FL050": False, "FL051": True,
 }
 RULES = [rule for rule in all_rules() if rule.code in FUSION_RULES]
 
