@@ -19,12 +19,13 @@ from fusionlint.rule import Example, Rule, Violation
 _NEEDLE = re.compile(r"expand(?:_as)?\s*\(|broadcast_to\s*\(")
 # The text tests: an operator or an element-wise call (``-1`` sizes removed first), a binding, and
 # an element-wise read of the bound name.
-_MINUS_ONE = re.compile(r"-\s*1\b")
-_OPERATOR = re.compile(r"[-+*/%&|^<>~]|[=!]=|\)\s*\.\s*(?:eq|ne|gt|ge|lt|le|to|logical_\w+|clamp\w*)\s*\("
+_MINUS_ONE = re.compile(r"-\s*1\b|(?<=[(,])\s*\*")  # -1 sizes and star arguments: no ops
+_OPERATOR = re.compile(r"[-+*/%&|^<>~]|[=!]=|\)\s*\.\s*(?:eq|ne|gt|ge|lt|le|logical_\w+|clamp\w*|to(?=\s*\([^)]*(?:dtype|torch\.)))\s*\("
                        r"|\b(?:logical_\w+|where|eq|ne|gt|ge|lt|le|maximum|minimum)\s*\(")
+_LEAVES = re.compile(r"\s*(?:return|raise)\b")
 _BINDING = re.compile(r"\s*(\w+)\s*=(?!=)")
 _READ = (r"(?:[-+*/%&|^<>~]|[=!]=)\s*\(?\s*{name}\b"
-         r"|\b{name}\s*(?:[-+*/%&|^<>]|[=!]=|\.\s*(?:eq|ne|gt|ge|lt|le|to|logical_\w+|clamp\w*)\s*\()"
+         r"|\b{name}\s*(?:[-+*/%&|^<>]|[=!]=|\.\s*(?:eq|ne|gt|ge|lt|le|logical_\w+|clamp\w*|to(?=\s*\([^)]*(?:dtype|torch\.)))\s*\()"
          r"|\b(?:logical_\w+|where|eq|ne|gt|ge|lt|le|maximum|minimum)\s*\([^()]*\b{name}\b")
 
 _BINARY = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power,
@@ -229,10 +230,11 @@ def unknown(a: torch.Tensor, b: torch.Tensor, n: int) -> torch.Tensor:
         bound = _BINDING.match(text)
         if bound is None:
             return False
-        if index >= len(block) - 3:
-            return True
+        later = range(index + 1, min(len(block), index + 1 + _NEAR))
+        if index >= len(block) - 3 and not any(_LEAVES.match(block[i]) for i in later):
+            return True  # the reads may follow the block
         read = re.compile(_READ.format(name=re.escape(bound.group(1))))
-        return any(read.search(block[i]) for i in range(index + 1, min(len(block), index + 1 + _NEAR)))
+        return any(read.search(block[i]) for i in later)
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         if scope.dynamic or scope.is_module:
