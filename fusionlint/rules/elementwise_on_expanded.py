@@ -275,11 +275,18 @@ class _Shapes:
         self.scope = scope
         self.numbers = NumberNames(scope)
         self.named: dict[str, list[cst.BaseExpression] | None] = {}
+        self.expands: dict[int, tuple[_Expanded] | None] = {}  # by node id: the nodes live as long as this
 
     # --- expands ---------------------------------------------------------------------------
 
     def expanded(self, node: cst.BaseExpression) -> tuple[_Expanded] | None:
         """(what it enlarges,) for an expand of a tensor, else None."""
+        key = id(node)
+        if key not in self.expands:
+            self.expands[key] = self._expanded(node)
+        return self.expands[key]
+
+    def _expanded(self, node: cst.BaseExpression) -> tuple[_Expanded] | None:
         call = node
         if not isinstance(call, cst.Call) or any(a.keyword is not None for a in call.args) or not call.args:
             return None
