@@ -4,6 +4,7 @@ applied before the expand, it would write the small one."""
 from __future__ import annotations
 
 import re
+from itertools import repeat
 from typing import Iterator, Sequence
 
 import libcst as cst
@@ -646,7 +647,7 @@ def _named(root: cst.CSTNode, name: str) -> Iterator[tuple[cst.Name, cst.CSTNode
             if node.value == name and not (type(parent) is cst.Attribute and parent.attr is node):  # type: ignore[union-attr]
                 yield node, parent
         elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend((child, node) for child in reversed(children(node)))
+            stack.extend(zip(reversed(children(node)), repeat(node)))
 
 
 def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
