@@ -258,6 +258,8 @@ def _feeds_arithmetic(block: Sequence[str], index: int) -> bool:
     bound = _BINDS_NAME.match(block[index])
     if bound is None:
         return False
+    if not any(bound.group(1) in block[later] for later in range(index + 1, min(index + 4, len(block)))):
+        return False  # (a substring test first: most bound names are not read so soon)
     name = re.compile(r"\b%s\b" % bound.group(1))
     for later in range(index + 1, min(index + 4, len(block))):
         text = block[later]

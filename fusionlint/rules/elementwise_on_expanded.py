@@ -3,6 +3,7 @@
 applied before the expand, it would write the small one."""
 from __future__ import annotations
 
+import functools
 import re
 from itertools import repeat
 from typing import Iterator, Sequence
@@ -23,11 +24,21 @@ _NEEDLE = re.compile(r"expand(?:_as)?\s*\(|broadcast_to\s*\(")
 _MINUS_ONE = re.compile(r"-\s*1\b|(?<=[(,])\s*\*")  # -1 sizes and star arguments: no ops
 _OPERATOR = re.compile(r"[-+*/%&|^<>~]|[=!]=|\)\s*\.\s*(?:eq|ne|gt|ge|lt|le|logical_\w+|clamp\w*|to(?=\s*\([^)]*(?:dtype|torch\.)))\s*\("
                        r"|\b(?:logical_\w+|where|eq|ne|gt|ge|lt|le|maximum|minimum)\s*\(")
+# An expand's arguments (sizes: `expand(b, n * h, -1)`), which hold no op on the expanded view.
+_EXPAND_ARGS = re.compile(r"(expand(?:_as)?|broadcast_to)\s*\((?:[^()]|\([^()]*\))*\)")
+_REBOUND = re.compile(r"\s*(\w+)\s*=\s*\1\b")  # a name bound to a view of itself
 _LEAVES = re.compile(r"\s*(?:return|raise)\b")
 _BINDING = re.compile(r"\s*(\w+)\s*=(?!=)")
 _READ = (r"(?:[-+*/%&|^<>~]|[=!]=)\s*\(?\s*{name}\b"
          r"|\b{name}\s*(?:[-+*/%&|^<>]|[=!]=|\.\s*(?:eq|ne|gt|ge|lt|le|logical_\w+|clamp\w*|to(?=\s*\([^)]*(?:dtype|torch\.)))\s*\()"
          r"|\b(?:logical_\w+|where|eq|ne|gt|ge|lt|le|maximum|minimum)\s*\([^()]*\b{name}\b")
+
+
+
+@functools.lru_cache(maxsize=1024)
+def _reads_of(name: str) -> re.Pattern[str]:
+    return re.compile(_READ.format(name=re.escape(name)))
+
 
 _BINARY = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power,
            cst.BitAnd, cst.BitOr, cst.BitXor)
@@ -222,19 +233,23 @@ def unknown(a: torch.Tensor, b: torch.Tensor, n: int) -> torch.Tensor:
     def may_match(cls, block: Sequence[str], index: int, ops: OpTables) -> bool:
         """An expand in a statement that applies an element-wise op (a sign, a comparison, a
         method call after a closing parenthesis), or binds it to a name that one of the next
-        statements of its block reads so, or near the block's end (the reads may follow it)."""
+        statements of its block reads so, or rebinds a name to its own expanded view near the block's
+        end (the reads may follow the block)."""
         text = block[index]
         if _NEEDLE.search(text) is None:
             return False
-        if _OPERATOR.search(_MINUS_ONE.sub("", text)):
+        if _OPERATOR.search(_MINUS_ONE.sub("", _EXPAND_ARGS.sub(r"\1()", text))):
             return True
         bound = _BINDING.match(text)
         if bound is None:
             return False
         later = range(index + 1, min(len(block), index + 1 + _NEAR))
-        if index >= len(block) - 3 and not any(_LEAVES.match(block[i]) for i in later):
-            return True  # the reads may follow the block
-        read = re.compile(_READ.format(name=re.escape(bound.group(1))))
+        if index >= len(block) - 3 and _REBOUND.match(text) and not any(_LEAVES.match(block[i]) for i in later):
+            return True  # `m = m.view(...).expand(...)` near a block's end: the reads may follow the block
+        name = bound.group(1)
+        if not any(name in block[i] for i in later):
+            return False
+        read = _reads_of(name)
         return any(read.search(block[i]) for i in later)
 
     def check(self, scope: Scope) -> Iterator[Violation]:

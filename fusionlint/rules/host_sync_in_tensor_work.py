@@ -1082,10 +1082,11 @@ def keep_top(scores: torch.Tensor, boxes: torch.Tensor, x: torch.Tensor, route: 
             return False
         if index == 0 and not text.lstrip().startswith(("if", "elif")):
             return True  # `float(t)` first in a block: `t` may be what a `for` above it takes from a tensor
-        assigned, element = _assignments_of(read.group(1))
+        name = read.group(1)
+        element = _element_assignment_of(name)
         calls = _op_call_text(ops)
         return any(
-            (assigned.match(block[earlier]) and (calls.search(block[earlier]) or _ARITHMETIC_TEXT.search(block[earlier])))
+            (_assigns(block[earlier], name) and (calls.search(block[earlier]) or _ARITHMETIC_TEXT.search(block[earlier])))
             or element.match(block[earlier])
             for earlier in range(max(0, index - 4), index)
         )
@@ -1199,8 +1200,7 @@ def _selects_text(block: Sequence[str], index: int) -> bool:
     write = _INDEX_WRITE.match(text)
     reduces = _REDUCING_TEXT.search(text) is not None
     if write is not None:
-        assigned = _assignments_of(write.group(1))[0]
-        if not any(assigned.match(block[earlier]) for earlier in range(index)) and index > 0:
+        if not any(_assigns(block[earlier], write.group(1)) for earlier in range(index)) and index > 0:
             return False  # first in its block (an `if` body), the name may be computed above the block
     elif not reduces:
         assignment = _NAME_ASSIGNMENT.match(text)
@@ -1237,8 +1237,7 @@ def _mask_index_text(block: Sequence[str], index: int) -> str | None:
     for found in _MASK_INDEX.finditer(text):
         if found.group(1) or found.group(3) != "]" or _says_mask(found.group(2)):
             return "mask"
-        assigned = _assignments_of(found.group(2))[0]
-        nearest = next((block[earlier] for earlier in range(index - 1, -1, -1) if assigned.match(block[earlier])), None)
+        nearest = next((block[earlier] for earlier in range(index - 1, -1, -1) if _assigns(block[earlier], found.group(2))), None)
         if nearest is not None and _MASK_TEXT.search(nearest):
             return "mask"
         found_maybe = found_maybe or nearest is None
@@ -1259,11 +1258,20 @@ def _says_mask(name: str) -> bool:
     return any(word in ("mask", "masks") for word in words) and not any(word in _INDEX_WORDS for word in words)
 
 
+def _assigns(line: str, name: str) -> bool:
+    """Is ``line`` the text of an assignment of ``name`` (``name = ...``)? One shared pattern: the
+    names asked about are many, and a pattern per name would be compiled per name."""
+    found = _ASSIGNED.match(line)
+    return found is not None and found.group(1) == name
+
+
+_ASSIGNED = re.compile(r"\s*(\w+)\s*=[^=]")
+
+
 @functools.lru_cache(maxsize=4096)
-def _assignments_of(name: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """The text of an assignment of ``name``, and of one of an element to it (``sigma = sigmas[i]``),
-    kept: the names read are few, and ``re``'s own cache is shared with every other pattern."""
-    return re.compile(r"\s*" + name + r"\s*=[^=]"), re.compile(r"[\w\s,]*\b" + name + r"\b[\w\s,]*=[^=].*\w\[")
+def _element_assignment_of(name: str) -> re.Pattern[str]:
+    """The text of an assignment of an element to ``name`` (``sigma = sigmas[i]``, in a tuple too)."""
+    return re.compile(r"[\w\s,]*\b" + name + r"\b[\w\s,]*=[^=].*\w\[")
 
 
 @functools.lru_cache(maxsize=32)

@@ -16,6 +16,7 @@ from fusionlint.ops import OpTables
 from fusionlint.rule import Example, Rule, Violation
 
 # A cast of a parenthesized (or called) value, a negation or a logical_not, in a statement with a product.
+_BINDS_NAME = re.compile(r"\s*(\w+)\s*=[^=]")
 _MASK_TEXT = re.compile(
     r"\)\s*\.(?:float|half|double|bfloat16|to|type_as|type)\s*\(|~|logical_not\s*\("
 )
@@ -146,9 +147,11 @@ def f(x: torch.Tensor, mask: torch.Tensor, weights, n: int):
         if "*" in text or "mul(" in text:
             return True
         # ``keep = (~m).float()``, multiplied by one of the next three statements
-        bound = re.match(r"\s*(\w+)\s*=[^=]", text)
+        bound = _BINDS_NAME.match(text)
         if bound is None:
             return False
+        if not any(bound.group(1) in block[i] and "*" in block[i] for i in range(index + 1, min(index + 4, len(block)))):
+            return False  # (a substring test first: a pattern per name would be compiled per name)
         name = re.compile(r"\b%s\b" % bound.group(1))
         return any(name.search(block[i]) is not None and "*" in block[i] for i in range(index + 1, min(index + 4, len(block))))
 

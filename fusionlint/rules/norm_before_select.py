@@ -159,6 +159,8 @@ def f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
         normed = _NORMED_TEXT.match(block[index])
         if normed is None:
             return False
+        if not any(normed.group(1) in block[later] for later in range(index + 1, min(index + 4, len(block)))):
+            return False  # (a substring test first: a pattern per name would be compiled per name)
         picked = re.compile(r"\b{0}\s*\[|(?<![\w.])\w+\s*\(\s*{0}\s*[,)]".format(normed.group(1)))  # y[...], pool(y, ...)
         return any(picked.search(block[later]) for later in range(index + 1, min(index + 4, len(block))))
 

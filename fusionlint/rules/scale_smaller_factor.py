@@ -555,11 +555,13 @@ def f(t: torch.Tensor, freqs: torch.Tensor, scale: float):
         rescaled = RESCALE_TEXT.match(text)
         if rescaled is None:
             return False
+        earlier_texts = [block[earlier] for earlier in range(max(0, index - 5), index)]
+        if any(earlier.lstrip().startswith("if ") for earlier in earlier_texts):
+            return True  # made in the arms of the `if` above
+        if not any(rescaled.group(1) in earlier for earlier in earlier_texts):
+            return False  # (a substring test first: a pattern per name would be compiled per name)
         made = re.compile(r"\s*%s\s*=[^=](?:.*[*/]|\s*self\.\w+\s*\()" % rescaled.group(1))  # a product, a quotient, a module's output
-        return any(  # made a few lines above, or in the arms of the `if` above
-            (made.match(block[earlier]) and _SMALL_TEXT.search(block[earlier])) or block[earlier].lstrip().startswith("if ")
-            for earlier in range(max(0, index - 5), index)
-        )
+        return any(made.match(earlier) and _SMALL_TEXT.search(earlier) for earlier in earlier_texts)  # made a few lines above
 
     def check(self, scope: Scope) -> Iterator[Violation]:
         for ref in scope_statements(scope):
