@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import libcst as cst
 
@@ -117,6 +117,32 @@ class Walker:
                 self.walk(child)
         if leave is not None:
             leave(self, node)
+
+
+def parent_map(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
+    """Each node under ``root`` (by id) -> its parent: a statement's nodes, for rules that look up
+    from an operand to the op reading it."""
+    found: dict[int, cst.CSTNode] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in children(node):
+            found[id(child)] = node
+            stack.append(child)
+    return found
+
+
+def expand_sizes(args: Sequence[cst.Arg]) -> list[cst.BaseExpression] | None:
+    """The sizes an ``expand``/``view`` call is given, one argument each or one tuple or list of
+    them; None with a star or a keyword (their count is unknown)."""
+    if any(a.star or a.keyword is not None for a in args):
+        return None
+    values = [a.value for a in args]
+    if len(values) == 1 and isinstance(values[0], (cst.Tuple, cst.List)):
+        if any(isinstance(e, cst.StarredElement) for e in values[0].elements):
+            return None
+        values = [e.value for e in values[0].elements]
+    return values
 
 
 def count_name(node: cst.CSTNode, name: str) -> int:

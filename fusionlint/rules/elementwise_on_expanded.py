@@ -12,7 +12,7 @@ import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, children, root_name
 from fusionlint.analysis.flow import statements_after
-from fusionlint.analysis.nodes import code_of
+from fusionlint.analysis.nodes import code_of, expand_sizes, parent_map
 from fusionlint.analysis.numbers import NumberNames, int_literal
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
 from fusionlint.ops import COMPUTE, DATA_SHAPED, ELEMENTWISE, FUSED_REDUCTIONS, OpTables
@@ -32,7 +32,6 @@ _BINDING = re.compile(r"\s*(\w+)\s*=(?!=)")
 _READ = (r"(?:[-+*/%&|^<>~]|[=!]=)\s*\(?\s*{name}\b"
          r"|\b{name}\s*(?:[-+*/%&|^<>]|[=!]=|\.\s*(?:eq|ne|gt|ge|lt|le|logical_\w+|clamp\w*|to(?=\s*\([^)]*(?:dtype|torch\.)))\s*\()"
          r"|\b(?:logical_\w+|where|eq|ne|gt|ge|lt|le|maximum|minimum)\s*\([^()]*\b{name}\b")
-
 
 
 @functools.lru_cache(maxsize=1024)
@@ -316,7 +315,7 @@ class _Shapes:
         # a member of the module (``self.embed[..., None]``: the class may inherit it from another file)
         if not self.scope.is_tensor(source) and not (name != "broadcast_to" and root_name(source) == "self"):
             return None
-        sizes = _sizes(args) if name == "expand" else None
+        sizes = expand_sizes(args) if name == "expand" else None
         if sizes is None:  # a shape given by another tensor: it enlarges the source's unit dims
             rank, ones = self.shape(source, None)
             if rank is None:
@@ -417,7 +416,7 @@ class _Shapes:
         if not expr.args and method in _WHOLE_REDUCTIONS:
             return _NUMBER  # a 0-d tensor
         if method in ("view", "reshape"):
-            sizes = _sizes(expr.args)
+            sizes = expand_sizes(expr.args)
             if sizes is None or any(isinstance(s, (cst.Tuple, cst.List)) for s in sizes):
                 return _UNKNOWN
             n = len(sizes)
@@ -478,7 +477,7 @@ class _Shapes:
         expansion alone sizes."""
         name = ref.name_bound_to(expand)
         if name is None:
-            parents = _parents(ref.node)
+            parents = parent_map(ref.node)
             found = self._op_of(expand, parents, ref)
             if found is not None:
                 yield found[0], self._written(found[0], found[1], parents, ref, 0)
@@ -620,18 +619,6 @@ def _elementwise_reader(scope: Scope, node: cst.CSTNode, parents: dict[int, cst.
     return None, []
 
 
-def _sizes(args: Sequence[cst.Arg]) -> list[cst.BaseExpression] | None:
-    """The sizes of ``expand``/``view`` arguments, one each or one tuple of them; None with a star."""
-    if any(a.star or a.keyword is not None for a in args):
-        return None
-    values = [a.value for a in args]
-    if len(values) == 1 and isinstance(values[0], (cst.Tuple, cst.List)):
-        if any(isinstance(e, cst.StarredElement) for e in values[0].elements):
-            return None
-        values = [e.value for e in values[0].elements]
-    return values
-
-
 def _reads(scope: Scope, ref: StatementRef, name: str
            ) -> Iterator[tuple[cst.Name, dict[int, cst.CSTNode], StatementRef]]:
     """Each read of ``name`` in the ``_NEAR`` statements after ``ref`` binds it, up to the next
@@ -642,7 +629,7 @@ def _reads(scope: Scope, ref: StatementRef, name: str
         found = list(_named(later.node, name))
         if not found:
             continue
-        parents = _parents(later.node)
+        parents = parent_map(later.node)
         rebound = False
         for node, parent in found:
             if isinstance(parent, (cst.AssignTarget, cst.AugAssign)):
@@ -664,13 +651,3 @@ def _named(root: cst.CSTNode, name: str) -> Iterator[tuple[cst.Name, cst.CSTNode
         elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             stack.extend(zip(reversed(children(node)), repeat(node)))
 
-
-def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
-    found: dict[int, cst.CSTNode] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in children(node):
-            found[id(child)] = node
-            stack.append(child)
-    return found

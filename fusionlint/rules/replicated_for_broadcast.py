@@ -11,7 +11,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from fusionlint.analysis import Scope, StatementRef, children, names_of, root_name
-from fusionlint.analysis.nodes import code_of
+from fusionlint.analysis.nodes import code_of, expand_sizes, parent_map
 from fusionlint.analysis.numbers import int_literal
 from fusionlint.analysis.views import ast_view, dotted_path
 from fusionlint.model import EAGER, FUSIONRT, FixSafety
@@ -296,7 +296,7 @@ def gathered(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
                 continue
             name = site.statement.name_bound_to(site.node)
             if name is None:
-                read = _broadcast_operand(scope, site.node, _parents(site.statement.node))
+                read = _broadcast_operand(scope, site.node, parent_map(site.statement.node))
             else:
                 read = name not in scope.escaped and _only_elementwise(scope, site.statement, name)
             if read:
@@ -321,7 +321,7 @@ def _merges_expanded(scope: Scope, call: cst.Call) -> bool:
     if not (isinstance(expand, cst.Call) and isinstance(expand.func, cst.Attribute) and expand.func.attr.value == "expand"
             and scope.is_tensor(expand.func.value)):
         return False
-    sizes = _sizes(expand.args)
+    sizes = expand_sizes(expand.args)
     if sizes is None:
         return False
     expanded = [i for i, size in enumerate(sizes) if int_literal(size) != -1]
@@ -344,18 +344,6 @@ def _tiled(scope: Scope, call: cst.Call) -> bool:
     func = call.func
     return isinstance(func, cst.Attribute) and func.attr.value in ("tile", "repeat") and bool(call.args) \
         and scope.is_tensor(func.value)
-
-
-def _sizes(args: Sequence[cst.Arg]) -> list[cst.BaseExpression] | None:
-    """The sizes of ``expand`` arguments, one each or one tuple of them; None with a star."""
-    if any(a.star or a.keyword is not None for a in args):
-        return None
-    values = [a.value for a in args]
-    if len(values) == 1 and isinstance(values[0], (cst.Tuple, cst.List)):
-        if any(isinstance(e, cst.StarredElement) for e in values[0].elements):
-            return None
-        values = [e.value for e in values[0].elements]
-    return values
 
 
 def _broadcast_operand(scope: Scope, node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
@@ -386,7 +374,7 @@ def _only_elementwise(scope: Scope, ref: StatementRef, name: str) -> bool:
         if name in used:
             if not isinstance(later.node, cst.SimpleStatementLine):
                 return False
-            parents = _parents(later.node)
+            parents = parent_map(later.node)
             for node in _walk(later.node):
                 if not (isinstance(node, cst.Name) and node.value == name) or id(node) not in parents \
                         or isinstance(parents[id(node)], cst.AssignTarget):
@@ -464,7 +452,7 @@ def _sole_reader(scope: Scope, ref: StatementRef, name: str
             uses = [node for node in _walk(later.node) if isinstance(node, cst.Name) and node.value == name]
             if len(uses) != 1:
                 return None
-            return uses[0], _parents(later.node)
+            return uses[0], parent_map(later.node)
         if name in bound:
             return None
     return None
@@ -523,17 +511,6 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in children(node):
         yield from _walk(child)
-
-
-def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
-    found: dict[int, cst.CSTNode] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in children(node):
-            found[id(child)] = node
-            stack.append(child)
-    return found
 
 
 def _repeat_interleave(scope: Scope, value: cst.Call) -> tuple[cst.Call, int, str, str | None] | None:
