@@ -17,7 +17,8 @@ Whoever tunes a rule runs it with ``--tuning-only``, which never lints or prints
 ``--missed`` lists the actionable labels no finding hit, for rule authors to work from; it leaves
 out held-out packages unless their label file is named on the command line.
 
-Recall is also given per reach (``corpus/reach.json``): what a sound linter reading one file at a
+Recall is also given per reach (``corpus/reach/<package>.json``, kept apart per package like the
+label files, so that a held-out package's stay unread): what a sound linter reading one file at a
 time would need to flag the label — nothing beyond the file and a general idiom (local-general), an
 insight that fits this code only (local-specific), facts from callers, configs or other packages
 (elsewhere), or facts about values at run time (runtime). Labels not classified count as "-".
@@ -39,7 +40,7 @@ from pathlib import Path
 from real_code import fusionlint_command
 
 LABELS = Path(__file__).resolve().parent / "corpus" / "labels"
-REACH = Path(__file__).resolve().parent / "corpus" / "reach.json"
+REACH = Path(__file__).resolve().parent / "corpus" / "reach"
 
 
 def statement_lines(source: str, line: int) -> tuple[int, int]:
@@ -150,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     groups = {"tuning": Tally(), "held-out": Tally(), "all": Tally()}
-    reach = json.loads(REACH.read_text(encoding="utf-8")) if REACH.exists() else {}
     review: list[str] = []
     missed: list[str] = []
     print(f"{'package':<16} {'recall':>14} {'(no review)':>14}   {'findings':>8} {'actionable':>10} {'look-alike':>10} {'unlabelled':>10}"
@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         data = json.loads(file.read_text(encoding="utf-8"))
         if data["held_out"] and args.tuning_only:
             continue
-        tally = evaluate(data, args.corpus, review, reach)
+        reach = REACH / f"{data['package']}.json"  # read only for a package evaluated
+        tally = evaluate(data, args.corpus, review, json.loads(reach.read_text(encoding="utf-8")) if reach.exists() else {})
         print(tally.row(data["package"]))
         groups["held-out" if data["held_out"] else "tuning"].add(tally)
         groups["all"].add(tally)
