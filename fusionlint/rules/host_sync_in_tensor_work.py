@@ -1845,6 +1845,15 @@ def _element_value(operand: cst.BaseExpression, element: str) -> bool:
     return isinstance(operand, cst.Name) and operand.value == element
 
 
+def _assigned_target(small: cst.CSTNode | None) -> cst.BaseExpression | None:
+    """The one target of ``t = v`` or ``t += v``; None for any other statement."""
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        return small.targets[0].target
+    if isinstance(small, cst.AugAssign):
+        return small.target
+    return None
+
+
 def _element_indexed_write(scope: Scope, ref: StatementRef) -> cst.BaseExpression | None:
     """The slice bound of a write into a tensor in a ``for`` loop that is an element of a tensor the
     loop does not change (``mask[lengths[i]:, i] = 0``), when the written value does no tensor work of its own:
@@ -1852,12 +1861,7 @@ def _element_indexed_write(scope: Scope, ref: StatementRef) -> cst.BaseExpressio
     own, where the whole loop is one ``torch.where`` or scatter. A value computed per row (sized by
     the bound) is left alone: the work it sizes is written anyway."""
     small = ref.simple
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        target = small.targets[0].target
-    elif isinstance(small, cst.AugAssign):
-        target = small.target
-    else:
-        return None
+    target = _assigned_target(small)
     if not isinstance(target, cst.Subscript) or not scope.is_tensor(target.value) or _runs_once(scope):
         return None
     loop = _enclosing_loop(ref)
@@ -2089,12 +2093,7 @@ def _writes_computed_value(scope: Scope, ref: StatementRef, subscript: cst.CSTNo
     this function computed (no parameter, attribute or view that others may share), outside an
     ``if mask.any():`` that skips the write when nothing matches?"""
     small = ref.simple
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        target = small.targets[0].target
-    elif isinstance(small, cst.AugAssign):
-        target = small.target
-    else:
-        return False
+    target = _assigned_target(small)
     if target is not subscript or not isinstance(subscript, cst.Subscript) or not isinstance(subscript.value, cst.Name):
         return False
     if any(not isinstance(element.slice, cst.Slice) for element in subscript.slice[1:]):
